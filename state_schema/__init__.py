@@ -1,0 +1,51 @@
+"""Pydantic models of the state payload; stands alone (no other package of ours)."""
+
+from state_schema.io import (
+    PayloadError,
+    load_state,
+    payload_json,
+    payload_schema,
+    save_state,
+    state_from_document,
+    write_atomic,
+)
+from state_schema.models import (
+    Activation,
+    Attempt,
+    Budgets,
+    Finding,
+    History,
+    JobStatus,
+    NextAction,
+    Payload,
+    PlannedChange,
+    RuleSpec,
+    RuleStatus,
+    RunSpec,
+    State,
+    exploding_tensor_rule,
+)
+
+__all__ = [
+    "Activation",
+    "Attempt",
+    "Budgets",
+    "Finding",
+    "History",
+    "JobStatus",
+    "NextAction",
+    "Payload",
+    "PlannedChange",
+    "PayloadError",
+    "RuleSpec",
+    "RuleStatus",
+    "RunSpec",
+    "State",
+    "exploding_tensor_rule",
+    "load_state",
+    "payload_json",
+    "payload_schema",
+    "save_state",
+    "state_from_document",
+    "write_atomic",
+]

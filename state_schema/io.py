@@ -1,0 +1,95 @@
+"""Reading and writing payload files with errors that name the file and the field."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from state_schema.models import Payload, RunSpec, State
+
+SCHEMA_PATH = Path(__file__).with_name("state.schema.json")
+
+
+class PayloadError(ValueError):
+    """A payload or run_spec file that cannot be used; the message says where and why."""
+
+
+def describe_validation_error(error: ValidationError, where: str) -> str:
+    lines = [f"{where}: {error.error_count()} invalid field(s)"]
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"  {field}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def state_from_document(document: Any, where: str = "input") -> State:
+    """Accept a whole payload {"state": ...}, a bare state, or a bare run_spec."""
+    if not isinstance(document, dict):
+        raise PayloadError(f"{where}: expected a JSON object, got {type(document).__name__}")
+    try:
+        if "state" in document:
+            return Payload.model_validate(document).state
+        if {"history", "next_action", "run_spec"} & document.keys():
+            return State.model_validate(document)
+        return State(run_spec=RunSpec.model_validate(document))
+    except ValidationError as error:
+        raise PayloadError(describe_validation_error(error, where)) from None
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise PayloadError(f"{path}: cannot read ({error.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PayloadError(f"{path}: not valid JSON ({error})") from None
+
+
+def load_state(path: str | Path) -> State:
+    return state_from_document(read_json(path), where=str(path))
+
+
+def payload_json(state: State) -> str:
+    return Payload(state=state).model_dump_json(indent=2)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write then rename, so a reader or a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_state(path: str | Path, state: State) -> None:
+    write_atomic(path, payload_json(state) + "\n")
+
+
+def payload_schema() -> dict[str, Any]:
+    return Payload.model_json_schema()
+
+
+def schema_text() -> str:
+    return json.dumps(payload_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def write_schema_file() -> Path:
+    """Regenerate state.schema.json (python -m state_schema)."""
+    SCHEMA_PATH.write_text(schema_text())
+    return SCHEMA_PATH

@@ -1,0 +1,243 @@
+"""The state payload passed between the train, monitor and plan tasks.
+
+Field names of the original workflow (history counters, next_action, job_status,
+rule_status, run_spec and its seed fields) are a contract: a payload produced by the
+original state machine validates unchanged. Everything we add has a default.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class NextAction(StrEnum):
+    launch_new = "launch_new"
+    monitor = "monitor"
+    end = "end"
+
+
+class JobStatus(StrEnum):
+    """TrainingJobStatus words of the cloud service, used by every backend."""
+
+    InProgress = "InProgress"
+    Completed = "Completed"
+    Failed = "Failed"
+    Stopping = "Stopping"
+    Stopped = "Stopped"
+
+
+class RuleStatus(StrEnum):
+    """Rule evaluation status words, plus the summaries the original monitor wrote."""
+
+    InProgress = "InProgress"
+    NoIssuesFound = "NoIssuesFound"
+    IssuesFound = "IssuesFound"
+    Error = "Error"
+    Stopping = "Stopping"
+    Stopped = "Stopped"
+    # Written by the original monitor: no rule status yet / anything unexpected /
+    # after IssuesFound from its single ExplodingTensor rule.
+    NotFound = "NotFound"
+    Unknown = "Unknown"
+    ExplodingTensors = "ExplodingTensors"
+
+
+class Activation(StrEnum):
+    elu = "elu"
+    relu = "relu"
+    leaky_relu = "leaky_relu"
+    selu = "selu"
+    tanh = "tanh"
+
+
+class Strict(BaseModel):
+    """Unknown fields are errors: a typo in a hyperparameter must not pass silently."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RuleSpec(Strict):
+    """One debugger rule to evaluate beside the job (DebugRuleConfiguration)."""
+
+    name: str = Field(description="RuleConfigurationName: how the rule's status is reported.")
+    rule: str = Field(description="Rule class name in the debugger's registry.")
+    parameters: dict[str, Any] = Field(default_factory=dict, description="Rule parameters.")
+    actions: list[Literal["StopTraining", "Notify"]] = Field(
+        default_factory=lambda: ["StopTraining"],
+        description="What the evaluator does itself when the rule fires.",
+    )
+
+
+def exploding_tensor_rule() -> RuleSpec:
+    """The original workflow's only rule: NaN or +-inf in any gradient."""
+    return RuleSpec(
+        name="ExplodingTensor",
+        rule="ExplodingTensor",
+        parameters={"tensor_regex": ".*gradient", "only_nan": False},
+    )
+
+
+class RunSpec(Strict):
+    """The job's parameters: hyperparameters the strategies change plus backend fields."""
+
+    # --- fields of the original run_spec -------------------------------------------
+    base_job_name: str = Field(
+        "complex-resnet-model", description="Job names are this plus a launch timestamp."
+    )
+    warmup_learning_rate: float = Field(0.1, gt=0, description="Learning rate of epoch 0.")
+    learning_rate: float = Field(0.1, gt=0, description="Learning rate after the warmup epoch.")
+    add_batch_norm: Literal[0, 1] = Field(
+        0, description="1 adds batch norm before each residual addition."
+    )
+    num_epochs: int = Field(5, gt=0, description="Epochs to train.")
+    debugger_save_interval: int = Field(
+        100, gt=0, description="Gradients are saved every this many steps."
+    )
+    sm_role: str | None = Field(None, description="Cloud backend: execution role ARN.")
+    bucket: str | None = Field(None, description="Cloud backend: bucket for outputs.")
+    region: str | None = Field(None, description="Cloud backend: region.")
+    instance_type: str | None = Field(None, description="Cloud backend: instance type.")
+
+    # --- ours ----------------------------------------------------------------------
+    backend: Literal["local"] = Field("local", description="Where jobs run.")
+    entry_point: str = Field(
+        "training.train", description="Python module run as the training job (python -m)."
+    )
+    depth: int = Field(20, ge=8, description="ResNet depth, 6n+2 (20, 32, 44, 56, ...).")
+    width: int = Field(16, gt=0, description="Filters of the first stack (then x2, x4).")
+    activation: Activation = Field(Activation.elu, description="Activation in every block.")
+    batch_size: int = Field(128, gt=0, description="Mini-batch size.")
+    momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum.")
+    weight_decay: float = Field(1e-4, ge=0, description="L2 penalty.")
+    dataset: Literal["synthetic", "cifar10"] = Field(
+        "synthetic", description="synthetic: built-in learnable images; cifar10: python batches."
+    )
+    data_path: str | None = Field(
+        None, description="Folder holding CIFAR-10's python batches (data_batch_1..5, test_batch)."
+    )
+    train_samples: int | None = Field(
+        None, gt=0, description="Use only this many training images (synthetic default 5000)."
+    )
+    test_samples: int | None = Field(
+        None, gt=0, description="Use only this many test images (synthetic default 1000)."
+    )
+    seed: int = Field(0, description="Seed for data order, initialisation and synthetic data.")
+    checkpoint_every_epochs: int = Field(1, gt=0, description="Checkpoint cadence.")
+    rules: list[RuleSpec] = Field(
+        default_factory=lambda: [exploding_tensor_rule()],
+        description="Debugger rules evaluated beside the job.",
+    )
+
+    @field_validator("depth")
+    @classmethod
+    def _depth_is_6n_plus_2(cls, depth: int) -> int:
+        if (depth - 2) % 6:
+            raise ValueError(f"depth must be 6n+2 (20, 32, 44, ...), got {depth}")
+        return depth
+
+    @field_validator("base_job_name")
+    @classmethod
+    def _job_name_chars(cls, name: str) -> str:
+        # Job names become folder names and cloud job names (max 63, [a-zA-Z0-9-]).
+        if not re.fullmatch(r"[A-Za-z0-9](-*[A-Za-z0-9])*", name) or len(name) > 40:
+            raise ValueError(
+                f"base_job_name must be letters, digits and single dashes, at most 40 "
+                f"characters, got {name!r}"
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _dataset_needs_path(self) -> RunSpec:
+        if self.dataset == "cifar10" and not self.data_path:
+            raise ValueError("data_path is required when dataset is 'cifar10'")
+        return self
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """What the training entry point receives (no backend or secret fields)."""
+        backend_only = {"sm_role", "bucket", "region", "instance_type", "backend", "rules"}
+        return self.model_dump(mode="json", exclude=backend_only)
+
+
+class Finding(Strict):
+    """A rule that reported IssuesFound (or Error), with where it fired."""
+
+    rule: str
+    status: RuleStatus = RuleStatus.IssuesFound
+    step: int | None = None
+    tensor: str | None = None
+    message: str = ""
+
+
+class Attempt(Strict):
+    """One launched job: what ran, why, and how it ended."""
+
+    job_name: str
+    spec: RunSpec
+    strategy: str | None = Field(None, description="Strategy that produced this spec.")
+    strategy_reason: str | None = None
+    changes: dict[str, list[Any]] = Field(
+        default_factory=dict, description="Field -> [before, after] against the previous spec."
+    )
+    findings: list[Finding] = Field(default_factory=list)
+    steps_run: int = 0
+    final_loss: float | None = None
+    final_accuracy: float | None = None
+    outcome: JobStatus | None = None
+    failure_reason: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class PlannedChange(Strict):
+    """What the planner decided for the next launch; it becomes that attempt's record."""
+
+    strategy: str
+    reason: str
+    changes: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+class History(Strict):
+    num_retraining: int = Field(0, ge=0, description="Launches so far, the first included.")
+    num_warmup_adjustments: int = Field(0, ge=0)
+    num_batch_layer_adjustments: int = Field(0, ge=0)
+    num_learning_rate_adjustments: int = Field(0, ge=0)
+    num_monitor_transitions: int = Field(0, ge=0)
+    latest_job_name: str | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class Budgets(Strict):
+    max_num_retraining: int = Field(30, gt=0, description="Launches allowed in all.")
+    max_monitor_transitions: int = Field(200, gt=0, description="Monitor calls allowed in all.")
+
+
+class State(Strict):
+    history: History = Field(default_factory=History)
+    next_action: NextAction = NextAction.launch_new
+    job_status: JobStatus | None = None
+    rule_status: RuleStatus | None = None
+    run_spec: RunSpec = Field(default_factory=RunSpec)
+    budgets: Budgets = Field(default_factory=Budgets)
+    policy: str = Field("seed", description="Name of the remediation policy.")
+    findings: list[Finding] = Field(
+        default_factory=list, description="Findings of the latest job, for the planner."
+    )
+    planned_change: PlannedChange | None = Field(
+        None, description="The strategy the next launch applies (set by plan, used by train)."
+    )
+    end_reason: str | None = Field(None, description="Why next_action became end.")
+
+    @property
+    def current_attempt(self) -> Attempt | None:
+        return self.history.attempts[-1] if self.history.attempts else None
+
+
+class Payload(Strict):
+    """The document that travels between steps: {"state": {...}}."""
+
+    state: State

@@ -1,0 +1,21 @@
+from state_schema import Finding, State
+from strategies.add_batch_norm import AddBatchNorm
+from strategies.base import Strategy
+from strategies.lower_lr import LowerLR
+from strategies.lower_warmup_lr import LowerWarmupLR
+from strategies.policies.base import Policy, register_policy
+
+
+@register_policy
+class SeedPolicy(Policy):
+    """The original ladder, exactly: warmup halvings, then batch norm, then LR x 0.9.
+
+    It ignores which rule fired, as the original did.
+    """
+
+    name = "seed"
+    description = "lower warmup LR while warmup/5 >= 1e-3, then add batch norm, then LR x 0.9"
+    ladder = (LowerWarmupLR(), AddBatchNorm(), LowerLR())
+
+    def choose(self, state: State, findings: list[Finding]) -> Strategy | None:
+        return next((step for step in self.ladder if step.applies(state.run_spec)), None)
