@@ -1,0 +1,75 @@
+"""The remediation loop: train -> monitor -> (stop -> plan -> notify) -> ... -> end.
+
+The flow is a pure function of the payload: any State starts or resumes it. The state is
+persisted to the run directory after every transition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.states import Cancelled
+from pydantic import BaseModel, Field
+
+from jobs import backend_for
+from state_schema import JobStatus, NextAction, RuleStatus, State
+from tasks.messages import final_message, retraining_message
+from tasks.monitor import monitor
+from tasks.notify import notify
+from tasks.persist import load_run, persist, state_path
+from tasks.plan import plan
+from tasks.stop import stop_job
+from tasks.train import ensure_launched, train
+
+RUNNING = (JobStatus.InProgress, JobStatus.Stopping)
+
+
+class RemediateSettings(BaseModel):
+    poll_interval_s: float = Field(2.0, gt=0, description="Seconds between job status polls.")
+    max_wait_s: float = Field(
+        600.0, gt=0, description="Longest a monitor call waits for a change before reporting."
+    )
+    notify_config: str | None = Field(
+        None, description="Path to an apprise config file (targets are secrets: not here)."
+    )
+
+
+def stop_latest_job(flow: Any, flow_run: Any, flow_state: Any) -> None:
+    """on_cancellation / on_crashed hook: a cancelled flow must not leave its job running."""
+    run_dir = (flow_run.parameters or {}).get("run_dir")
+    if not run_dir or not state_path(run_dir).exists():
+        return
+    state = load_run(run_dir)
+    if state.history.latest_job_name:
+        backend_for(state.run_spec.backend, run_dir).stop(state.history.latest_job_name)
+
+
+@flow(name="remediate", on_cancellation=[stop_latest_job], log_prints=True)
+def remediate(state: State, run_dir: str, settings: RemediateSettings | None = None) -> State | Any:
+    settings = settings or RemediateSettings()
+    logger = get_run_logger()
+    persist(run_dir, state, "start")
+    state = ensure_launched(state, run_dir)
+
+    while state.next_action is not NextAction.end:
+        if state.next_action is NextAction.launch_new:
+            state = train(state, run_dir)
+            persist(run_dir, state, "train")
+            continue
+
+        state = monitor(state, run_dir, settings.poll_interval_s, settings.max_wait_s)
+        if state.rule_status is RuleStatus.IssuesFound:
+            state = stop_job(state, run_dir)
+            state = plan(state)
+            if state.next_action is NextAction.launch_new:
+                notify(*retraining_message(state), config_path=settings.notify_config)
+        elif state.next_action is NextAction.end and state.job_status in RUNNING:
+            state = stop_job(state, run_dir)  # a budget ended the flow with the job running
+        persist(run_dir, state, "monitor")
+
+    notify(*final_message(state), config_path=settings.notify_config)
+    logger.info("done: %s", state.end_reason)
+    if (state.end_reason or "").startswith("cancelled"):
+        return Cancelled(message=state.end_reason, data=state)
+    return state

@@ -1,0 +1,3 @@
+from jobs.local.backend import LocalBackend
+
+__all__ = ["LocalBackend"]

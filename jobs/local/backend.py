@@ -1,0 +1,196 @@
+"""Local job backend: each job is a detached supervisor process under <run_dir>/jobs/."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jobs.base import JobDescription, JobNotFound, RuleEvaluationStatus
+from jobs.local.layout import JobPaths, read_json
+from state_schema import RunSpec, write_atomic
+
+FINAL_STATUSES = ("Completed", "Failed", "Stopped")
+START_TIMEOUT_S = 60.0  # a job whose supervisor has not reported by then never started
+
+
+def debugger_config(spec: RunSpec, tensors: Path) -> dict[str, object]:
+    """As the original: losses every step, gradients every debugger_save_interval steps."""
+    return {
+        "out_dir": str(tensors),
+        "save_config": {"save_interval": spec.debugger_save_interval},
+        "collections": {
+            "losses": {"save_interval": 1},
+            "gradients": {"save_interval": spec.debugger_save_interval},
+        },
+    }
+
+
+def pid_alive(pid: int) -> bool:
+    """True while pid runs; reaps it first if it is our exited child (no zombies)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return False  # our child, and it has just been reaped
+    except ChildProcessError:
+        pass  # not our child (launched by an earlier flow process): ask the kernel
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class LocalBackend:
+    def __init__(self, run_dir: str | Path, stop_grace_s: float = 30.0) -> None:
+        self.run_dir = Path(run_dir)
+        self.stop_grace_s = stop_grace_s
+
+    def paths(self, job_name: str) -> JobPaths:
+        return JobPaths(self.run_dir / "jobs" / job_name)
+
+    def exists(self, job_name: str) -> bool:
+        return self.paths(job_name).job.exists()
+
+    def launch(self, job_name: str, spec: RunSpec) -> None:
+        paths = self.paths(job_name)
+        if paths.job.exists():
+            return  # launched before (e.g. by a flow that crashed right after): never twice
+        paths.logs.mkdir(parents=True, exist_ok=True)
+        write_atomic(paths.hyperparameters, json.dumps(spec.hyperparameters(), indent=2))
+        write_atomic(paths.debugger_config, json.dumps(debugger_config(spec, paths.tensors)))
+        rules = [rule.model_dump(mode="json") for rule in spec.rules]
+        write_atomic(paths.rules, json.dumps(rules, indent=2))
+        record = {
+            "job_name": job_name,
+            "entry_point": spec.entry_point,
+            "created": datetime.now(UTC).isoformat(),
+        }
+        write_atomic(paths.job, json.dumps(record, indent=2))
+        with paths.supervisor_log.open("ab") as log:
+            # Not waited for here: describe() reaps it (pid_alive), stop() signals its group.
+            child = subprocess.Popen(
+                [sys.executable, "-m", "jobs.local.supervisor", str(paths.root)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # own process group: survives the flow, stoppable whole
+            )
+        write_atomic(paths.supervisor_pid, f"{child.pid}\n")
+
+    def _supervisor_pid(self, paths: JobPaths) -> int | None:
+        try:
+            return int(paths.supervisor_pid.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _supervisor_alive(self, paths: JobPaths) -> bool:
+        pid = self._supervisor_pid(paths)
+        return pid is not None and pid_alive(pid)
+
+    def describe(self, job_name: str) -> JobDescription:
+        paths = self.paths(job_name)
+        record = read_json(paths.job)
+        if record is None:
+            raise JobNotFound(f"no job named {job_name!r} in {self.run_dir}")
+        status = read_json(paths.status) or {}
+        description: JobDescription = {
+            "TrainingJobName": job_name,
+            "TrainingJobStatus": status.get("TrainingJobStatus", "InProgress"),
+            "SecondaryStatus": status.get("SecondaryStatus", "Starting"),
+            "CreationTime": record["created"],
+        }
+        for key in ("FailureReason", "TrainingStartTime", "TrainingEndTime"):
+            if key in status:
+                description[key] = status[key]  # type: ignore[literal-required]
+        if description["TrainingJobStatus"] not in FINAL_STATUSES:
+            lost = self._lost_reason(paths, record, bool(status))
+            if lost:
+                description.update(TrainingJobStatus="Failed", FailureReason=lost)
+            elif paths.stop_request.exists():
+                description["TrainingJobStatus"] = "Stopping"
+        description["DebugRuleEvaluationStatuses"] = self.rule_statuses(paths)
+        progress = read_json(paths.progress)
+        if progress:
+            description["Progress"] = progress
+        result = read_json(paths.result)
+        if result:
+            description["FinalMetricDataList"] = [
+                {"MetricName": name, "Value": result[key]}
+                for name, key in (
+                    ("train:loss", "final_train_loss"),
+                    ("test:loss", "final_loss"),
+                    ("test:accuracy", "final_accuracy"),
+                )
+                if result.get(key) is not None
+            ]
+        return description
+
+    def _lost_reason(self, paths: JobPaths, record: dict, reported: bool) -> str | None:
+        """Why a job that is not final can never finish, or None while it may."""
+        if self._supervisor_alive(paths):
+            return None
+        if reported:
+            return "InternalServerError: the job's supervisor process disappeared"
+        created = datetime.fromisoformat(record["created"])
+        if (datetime.now(UTC) - created).total_seconds() > START_TIMEOUT_S:
+            return "InternalServerError: the job's supervisor never started"
+        return None
+
+    def rule_statuses(self, paths: JobPaths) -> list[RuleEvaluationStatus]:
+        if not paths.rule_status.is_dir():
+            return []
+        found = (read_json(p) for p in sorted(paths.rule_status.glob("*.json")))
+        return [status for status in found if status]
+
+    def stop(self, job_name: str) -> None:
+        paths = self.paths(job_name)
+        if self.describe(job_name)["TrainingJobStatus"] in FINAL_STATUSES:
+            return
+        if not paths.stop_request.exists():
+            request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
+            write_atomic(paths.stop_request, json.dumps(request))
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                self._signal_group(paths, sig)
+            if self._wait_final(job_name, self.stop_grace_s if sig != signal.SIGKILL else 10):
+                return
+        # The supervisor is gone without a word: record the end ourselves.
+        status = read_json(paths.status) or {"TrainingJobName": job_name}
+        status.update(
+            TrainingJobStatus="Stopped",
+            SecondaryStatus="Stopped",
+            TrainingEndTime=datetime.now(UTC).isoformat(),
+        )
+        write_atomic(paths.status, json.dumps(status, indent=2))
+
+    def _signal_group(self, paths: JobPaths, sig: signal.Signals) -> None:
+        pid = self._supervisor_pid(paths)
+        if pid is None or not self._supervisor_alive(paths):
+            return
+        try:
+            os.killpg(pid, sig)  # the supervisor leads its own group: training + evaluator too
+        except ProcessLookupError:
+            pass
+
+    def _wait_final(self, job_name: str, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.describe(job_name)["TrainingJobStatus"] in FINAL_STATUSES:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def logs(self, job_name: str, tail: int = 50) -> str:
+        path = self.paths(job_name).training_log
+        if not path.exists():
+            return ""
+        with path.open(errors="replace") as handle:
+            return "".join(deque(handle, maxlen=tail))

@@ -1,0 +1,85 @@
+"""Where a local job keeps its files: one folder per job under <run_dir>/jobs/."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    root: Path
+
+    @property
+    def job(self) -> Path:  # launch record: name, spec, time; its presence means "launched"
+        return self.root / "job.json"
+
+    @property
+    def hyperparameters(self) -> Path:
+        return self.root / "hyperparameters.json"
+
+    @property
+    def debugger_config(self) -> Path:
+        return self.root / "debugger.json"
+
+    @property
+    def rules(self) -> Path:
+        return self.root / "rules.json"
+
+    @property
+    def tensors(self) -> Path:
+        return self.root / "tensors"
+
+    @property
+    def rule_status(self) -> Path:
+        return self.root / "rule_status"
+
+    @property
+    def status(self) -> Path:  # written only by the supervisor
+        return self.root / "status.json"
+
+    @property
+    def supervisor_pid(self) -> Path:
+        return self.root / "supervisor.pid"
+
+    @property
+    def stop_request(self) -> Path:  # its presence asks the training process to stop
+        return self.root / "stop_request"
+
+    @property
+    def progress(self) -> Path:
+        return self.root / "progress.json"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def result(self) -> Path:
+        return self.root / "result.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def training_log(self) -> Path:
+        return self.logs / "training.log"
+
+    @property
+    def evaluator_log(self) -> Path:
+        return self.logs / "evaluator.log"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.logs / "supervisor.log"
+
+
+def read_json(path: Path) -> Any | None:
+    """A JSON file or None when it is absent (all our files are written atomically)."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None

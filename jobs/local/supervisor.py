@@ -1,0 +1,183 @@
+"""Runs one local job: the training process and the rule evaluator beside it.
+
+    python -m jobs.local.supervisor JOB_DIR
+
+It is started detached by the local backend, so a job outlives a crashed flow and a
+resumed flow can keep monitoring it. It is the only writer of status.json: the job's
+status is final only once the training process has exited AND the evaluator has judged
+every step it wrote, so a monitor never sees "Completed" before the rules have spoken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from jobs.local.layout import JobPaths, read_json
+from state_schema import write_atomic
+
+EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
+EVALUATOR_KILL_S = 30.0
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class Supervisor:
+    def __init__(self, job_dir: Path) -> None:
+        self.paths = JobPaths(job_dir)
+        self.record = read_json(self.paths.job) or {}
+        self.status: dict[str, Any] = {
+            "TrainingJobName": self.record.get("job_name", job_dir.name),
+            "TrainingJobStatus": "InProgress",
+            "SecondaryStatus": "Starting",
+            "CreationTime": self.record.get("created", utc_now()),
+            "supervisor_pid": os.getpid(),
+        }
+        self.stop_signalled = False
+        self.trainer: subprocess.Popen[bytes] | None = None
+        self.evaluator: subprocess.Popen[bytes] | None = None
+
+    def write_status(self, **fields: Any) -> None:
+        self.status.update(fields)
+        write_atomic(self.paths.status, json.dumps(self.status, indent=2) + "\n")
+
+    def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        # The backend escalates with SIGTERM to the whole process group: children get it too.
+        self.stop_signalled = True
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.stop_signalled or self.paths.stop_request.exists()
+
+    def child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["REMEDY_STOP_FILE"] = str(self.paths.stop_request)
+        env["REMEDY_DEBUGGER_CONFIG"] = str(self.paths.debugger_config)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def start_trainer(self) -> subprocess.Popen[bytes]:
+        entry_point = self.record.get("entry_point", "training.train")
+        command = [
+            sys.executable,
+            "-m",
+            entry_point,
+            "--hyperparameters",
+            str(self.paths.hyperparameters),
+            "--output-dir",
+            str(self.paths.root),
+        ]
+        log = self.paths.training_log.open("ab")
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.child_env())
+
+    def start_evaluator(self) -> subprocess.Popen[bytes] | None:
+        rules = read_json(self.paths.rules) or []
+        if not rules:
+            return None
+        command = [
+            sys.executable,
+            "-m",
+            "debugger.evaluator",
+            "--trial",
+            str(self.paths.tensors),
+            "--rules",
+            str(self.paths.rules),
+            "--status-dir",
+            str(self.paths.rule_status),
+            "--stop-file",
+            str(self.paths.stop_request),
+            "--poll-interval",
+            str(self.record.get("evaluator_poll_interval", 0.5)),
+        ]
+        log = self.paths.evaluator_log.open("ab")
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.child_env())
+
+    def finish_evaluator(self) -> None:
+        if self.evaluator is None:
+            return
+        clean_end = (self.paths.tensors / "end.json").exists()
+        try:
+            self.evaluator.wait(timeout=EVALUATOR_DRAIN_S if clean_end else 0.01)
+            return
+        except subprocess.TimeoutExpired:
+            self.evaluator.terminate()  # it judges what is written, then reports Stopped
+        try:
+            self.evaluator.wait(timeout=EVALUATOR_KILL_S)
+        except subprocess.TimeoutExpired:
+            self.evaluator.kill()
+            self.evaluator.wait()
+
+    def outcome(self, code: int) -> tuple[str, str | None]:
+        """(TrainingJobStatus, FailureReason) from the training process's exit."""
+        if self.stop_requested:
+            return "Stopped", None
+        if code == 0:
+            result = read_json(self.paths.result) or {}
+            return ("Stopped", None) if result.get("status") == "Stopped" else ("Completed", None)
+        if code < 0:
+            name = signal.Signals(-code).name
+            return "Failed", (
+                f"InternalServerError: the training process was killed by {name} "
+                "(not by a stop request; out of memory or killed by the host?)"
+            )
+        return "Failed", f"AlgorithmError: exit code {code}: {last_error_line(self.paths)}"
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_sigterm)
+        self.paths.logs.mkdir(parents=True, exist_ok=True)
+        self.write_status()
+        self.trainer = self.start_trainer()
+        self.evaluator = self.start_evaluator()
+        self.write_status(
+            SecondaryStatus="Training",
+            TrainingStartTime=utc_now(),
+            training_pid=self.trainer.pid,
+            evaluator_pid=self.evaluator.pid if self.evaluator else None,
+        )
+        code = self.trainer.wait()
+        job_status, reason = self.outcome(code)  # judged now: a later stop file is the rules'
+        self.write_status(SecondaryStatus="EvaluatingRules", exit_code=code)
+        self.finish_evaluator()
+        fields: dict[str, Any] = {"TrainingJobStatus": job_status, "TrainingEndTime": utc_now()}
+        fields["SecondaryStatus"] = job_status
+        if reason:
+            fields["FailureReason"] = reason
+        self.write_status(**fields)
+        return 0
+
+
+def last_error_line(paths: JobPaths) -> str:
+    """The exception line of a Python traceback at the end of the training log."""
+    try:
+        lines = paths.training_log.read_text(errors="replace").strip().splitlines()
+    except FileNotFoundError:
+        return "no training log"
+    for line in reversed(lines[-200:]):
+        if line and not line.startswith((" ", "\t")):
+            return line.strip()[:500]
+    return "no output"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m jobs.local.supervisor JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = Path(args[0])
+    if not (job_dir / "job.json").exists():
+        print(f"{job_dir}: no job.json (not a launched job folder)", file=sys.stderr)
+        return 2
+    return Supervisor(job_dir).run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,249 @@
+"""remedy's command line: a thin front door over the flows and libraries.
+
+remedy demo                       the original scenario on CPU, embedded defaults
+remedy run FILE                   remediate from a run_spec JSON or a state payload
+remedy resume RUN_DIR             continue a stopped or crashed flow
+remedy status RUN_DIR             the attempt table and state of a run
+remedy plan STATE.json --finding RULE    the next state the policy would produce
+remedy schema                     the payload's JSON Schema
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from state_schema import (
+    Finding,
+    JobStatus,
+    NextAction,
+    PayloadError,
+    RuleStatus,
+    RunSpec,
+    State,
+    load_state,
+    payload_json,
+    save_state,
+)
+from state_schema.io import schema_text
+
+EXIT_OK, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad input found before anything was launched or written."""
+
+
+def configure_prefect_environment() -> None:
+    """Defaults that make a one-command local run work offline on a small machine."""
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def default_run_dir(state: State) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{state.run_spec.base_job_name}-{stamp}"
+
+
+def new_run_dir(path: str | None, state: State) -> Path:
+    run_dir = Path(path) if path else default_run_dir(state)
+    if (run_dir / "state.json").exists():
+        raise UsageError(
+            f"{run_dir}: already holds a run (state.json); use `remedy resume {run_dir}` "
+            "or choose another --run-dir"
+        )
+    return run_dir
+
+
+def check_state_out(path: str | None) -> None:
+    if path and not Path(path).resolve().parent.is_dir():
+        raise UsageError(f"--state-out {path}: folder {Path(path).parent} does not exist")
+
+
+def last_attempt_completed(state: State) -> bool:
+    attempt = state.current_attempt
+    return attempt is not None and attempt.outcome is JobStatus.Completed
+
+
+def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
+    configure_prefect_environment()
+    from flows.remediate import RemediateSettings, remediate
+    from tasks.messages import attempt_table
+    from tasks.notify import notifier
+    from tasks.persist import load_run, state_path
+
+    settings = RemediateSettings(
+        poll_interval_s=args.poll_interval, notify_config=args.notify_config
+    )
+    try:
+        notifier(settings.notify_config)  # bad targets fail now, before any launch
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"remedy: run directory {run_dir}", flush=True)
+    try:
+        remediate(state=state, run_dir=str(run_dir), settings=settings, return_state=True)
+    except KeyboardInterrupt:
+        stop_after_interrupt(run_dir)
+        return EXIT_INTERRUPTED
+    if not state_path(run_dir).exists():
+        print(f"remedy: the flow ended before writing {state_path(run_dir)}", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
+    final = load_run(run_dir)
+    print("\n" + attempt_table(final))
+    print(f"\nended: {final.end_reason}")
+    print("\nfinal state:\n" + payload_json(final), flush=True)
+    if args.state_out:
+        save_state(args.state_out, final)
+    return EXIT_OK if last_attempt_completed(final) else EXIT_NOT_COMPLETED
+
+
+def stop_after_interrupt(run_dir: Path) -> None:
+    from jobs import backend_for
+    from tasks.persist import load_run, state_path
+
+    if not state_path(run_dir).exists():
+        return
+    state = load_run(run_dir)
+    job = state.history.latest_job_name
+    if job and state.next_action is not NextAction.end:
+        print(f"\nremedy: interrupted; stopping job {job} ...", file=sys.stderr, flush=True)
+        backend_for(state.run_spec.backend, str(run_dir)).stop(job)
+    print(f"remedy: continue with `remedy resume {run_dir}`", file=sys.stderr)
+
+
+def demo_state() -> State:
+    from training.demo import DEMO_HYPERPARAMETERS
+
+    return State(run_spec=RunSpec(**DEMO_HYPERPARAMETERS))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    state = demo_state()
+    check_state_out(args.state_out)
+    return run_flow(state, new_run_dir(args.run_dir, state), args)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    state = load_state(args.file)
+    if args.policy:
+        state = state.model_copy(update={"policy": args.policy})
+    check_policy(state.policy)
+    check_state_out(args.state_out)
+    return run_flow(state, new_run_dir(args.run_dir, state), args)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    path = run_dir / "state.json"
+    if not path.exists():
+        raise UsageError(f"{run_dir}: no state.json here (not a run directory)")
+    state = load_state(path)
+    check_state_out(args.state_out)
+    if state.next_action is NextAction.end:
+        print(f"remedy: {run_dir} has already ended: {state.end_reason}")
+        print(payload_json(state))
+        if args.state_out:
+            save_state(args.state_out, state)
+        return EXIT_OK if last_attempt_completed(state) else EXIT_NOT_COMPLETED
+    return run_flow(state, run_dir, args)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from tasks.messages import attempt_table
+
+    state = load_state(Path(args.run_dir) / "state.json")
+    print(attempt_table(state))
+    print(
+        f"\nnext_action: {state.next_action.value}; job {state.history.latest_job_name}: "
+        f"{state.job_status and state.job_status.value}; ended: {state.end_reason}"
+    )
+    return EXIT_OK
+
+
+def check_policy(name: str) -> None:
+    from strategies import get_policy
+
+    try:
+        get_policy(name)
+    except ValueError as error:
+        raise UsageError(f"policy: {error}") from None
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from strategies import plan_next
+
+    state = load_state(args.state)
+    check_policy(state.policy)
+    finding = Finding(rule=args.finding, step=args.step, tensor=args.tensor)
+    state = state.model_copy(update={"rule_status": RuleStatus.IssuesFound})
+    print(payload_json(plan_next(state, [finding])))
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(schema_text())
+    return EXIT_OK
+
+
+def add_flow_options(parser: argparse.ArgumentParser, new_run: bool = True) -> None:
+    if new_run:
+        parser.add_argument("--run-dir", help="where state, jobs and logs go (default runs/...)")
+    parser.add_argument("--state-out", help="also write the final payload to this JSON file")
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=2.0,
+        help="seconds between job status polls (default 2)",
+    )
+    parser.add_argument("--notify-config", help="apprise config file with notification targets")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="remedy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="reproduce the original scenario on CPU")
+    add_flow_options(demo)
+    demo.set_defaults(handler=cmd_demo)
+
+    run = commands.add_parser("run", help="remediate from a run_spec or state payload file")
+    run.add_argument("file", help='run_spec JSON, a bare state, or {"state": ...}')
+    run.add_argument("--policy", help="remediation policy (default: the file's, else seed)")
+    add_flow_options(run)
+    run.set_defaults(handler=cmd_run)
+
+    resume = commands.add_parser("resume", help="continue a run from its last persisted state")
+    resume.add_argument("run_dir")
+    add_flow_options(resume, new_run=False)
+    resume.set_defaults(handler=cmd_resume)
+
+    status = commands.add_parser("status", help="show a run's attempts and state")
+    status.add_argument("run_dir")
+    status.set_defaults(handler=cmd_status)
+
+    plan = commands.add_parser("plan", help="print the next state for a finding; launch nothing")
+    plan.add_argument("state", help="state payload JSON")
+    plan.add_argument("--finding", required=True, help="rule that reported IssuesFound")
+    plan.add_argument("--step", type=int, help="step at which it fired")
+    plan.add_argument("--tensor", help="tensor that fired")
+    plan.set_defaults(handler=cmd_plan)
+
+    schema = commands.add_parser("schema", help="print the payload's JSON Schema")
+    schema.set_defaults(handler=cmd_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (PayloadError, UsageError) as error:
+        print(f"remedy: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT

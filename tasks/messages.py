@@ -1,0 +1,114 @@
+"""Human-readable summaries of a state, with secrets taken out.
+
+Everything that leaves the process as a message (notifications, logs) goes through
+`redact`: role ARNs, credentials in URLs, access keys and tokens never appear.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from state_schema import Attempt, State
+
+_PATTERNS = [
+    (re.compile(r"arn:aws[a-z-]*:[a-z0-9-]*:[a-z0-9-]*:\d{12}:[^\s\"',]+"), "arn:***"),
+    (re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+"), "<url>"),
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), "<access-key>"),
+    (
+        re.compile(r"(?i)\b(token|secret|password|passwd|api[_-]?key)(\s*[=:]\s*)[^\s,;\"']+"),
+        r"\1\2***",
+    ),
+]
+# run_spec fields that name cloud resources or identities: never put in a message.
+PRIVATE_FIELDS = ("sm_role", "bucket")
+
+
+def redact(text: str) -> str:
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def attempt_row(number: int, attempt: Attempt) -> list[str]:
+    spec = attempt.spec
+    finding = attempt.findings[0] if attempt.findings else None
+    found = "-" if finding is None else finding.rule
+    if finding is not None and finding.step is not None:
+        found += f" @ step {finding.step}"
+    return [
+        str(number),
+        attempt.strategy or "initial",
+        fmt(spec.warmup_learning_rate),
+        fmt(spec.learning_rate),
+        str(spec.add_batch_norm),
+        str(attempt.steps_run),
+        found,
+        attempt.outcome.value if attempt.outcome else "running",
+        fmt(attempt.final_accuracy, 3),
+    ]
+
+
+ATTEMPT_HEADER = ["#", "strategy", "warmup_lr", "lr", "bn", "steps", "finding", "outcome", "acc"]
+
+
+def attempt_table(state: State) -> str:
+    """A plain-text table of every attempt, aligned for a terminal or a phone."""
+    rows = [ATTEMPT_HEADER] + [
+        attempt_row(i, attempt) for i, attempt in enumerate(state.history.attempts, start=1)
+    ]
+    widths = [max(len(row[col]) for row in rows) for col in range(len(ATTEMPT_HEADER))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def public_state_json(state: State) -> str:
+    """The payload for messages: private run_spec fields removed, then redacted."""
+    data = state.model_dump(mode="json", exclude={"history": {"attempts"}})
+    for field in PRIVATE_FIELDS:
+        data["run_spec"].pop(field, None)
+    return redact(json.dumps(data, indent=1, sort_keys=True))
+
+
+def retraining_message(state: State) -> tuple[str, str]:
+    attempt = state.current_attempt
+    findings = state.findings
+    found = "; ".join(
+        f"{f.rule} at step {f.step} on {f.tensor}" if f.step is not None else f.rule
+        for f in findings
+    )
+    change = state.planned_change
+    title = f"remedy: retraining {state.run_spec.base_job_name}"
+    body = [
+        f"Found: {found or 'an issue'} (job {attempt.job_name if attempt else '?'}).",
+        f"Next: {change.reason}." if change else "Next: relaunch unchanged.",
+        "",
+        attempt_table(state),
+    ]
+    return title, redact("\n".join(body))
+
+
+def final_message(state: State) -> tuple[str, str]:
+    attempt = state.current_attempt
+    completed = (
+        attempt is not None
+        and attempt.outcome is not None
+        and (attempt.outcome.value == "Completed")
+    )
+    verb = "completed" if completed else "gave up"
+    title = f"remedy: {state.run_spec.base_job_name} {verb}"
+    body = [
+        f"Run {verb}: {state.end_reason or ''}".rstrip(),
+        f"Attempts: {len(state.history.attempts)}; final accuracy "
+        f"{fmt(attempt.final_accuracy if attempt else None, 3)}.",
+        "",
+        attempt_table(state),
+    ]
+    return title, redact("\n".join(body))

@@ -1,0 +1,20 @@
+"""plan: pick the next strategy for what was found and update run_spec and counters."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from state_schema import NextAction, State
+from strategies import plan_next
+
+
+@task(cache_policy=NO_CACHE)
+def plan(state: State) -> State:
+    planned = plan_next(state)
+    logger = get_run_logger()
+    if planned.next_action is NextAction.end:
+        logger.warning("nothing left to try: %s", planned.end_reason)
+    elif planned.planned_change:
+        logger.info("next: %s", planned.planned_change.reason)
+    return planned

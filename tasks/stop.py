@@ -1,0 +1,30 @@
+"""stop_job: stop the current job (graceful, then forced) and record how it ended."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from jobs import backend_for
+from state_schema import JobStatus, State
+from state_schema.transitions import update_current_attempt
+
+
+@task(cache_policy=NO_CACHE)
+def stop_job(state: State, run_dir: str) -> State:
+    job_name = state.history.latest_job_name
+    if job_name is None:
+        return state
+    backend = backend_for(state.run_spec.backend, run_dir)
+    backend.stop(job_name)
+    description = backend.describe(job_name)
+    status = JobStatus(description["TrainingJobStatus"])
+    progress = description.get("Progress", {})
+    get_run_logger().info("job %s is %s", job_name, status.value)
+    state = update_current_attempt(
+        state,
+        outcome=status,
+        steps_run=int(progress.get("step", 0)),
+        ended_at=description.get("TrainingEndTime"),
+    )
+    return state.model_copy(update={"job_status": status})

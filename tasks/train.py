@@ -1,0 +1,40 @@
+"""train: launch the job that run_spec describes (the first launch and every relaunch)."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from jobs import backend_for
+from state_schema import NextAction, State
+from state_schema.transitions import begin_attempt, end, new_job_name, retraining_budget_spent
+from tasks.persist import persist
+
+
+@task(cache_policy=NO_CACHE)
+def train(state: State, run_dir: str) -> State:
+    logger = get_run_logger()
+    if retraining_budget_spent(state):
+        return end(state, f"max_num_retraining ({state.budgets.max_num_retraining}) reached")
+    job_name = new_job_name(state)
+    state = begin_attempt(state, job_name)
+    # Persist the reservation before launching: a resumed flow then adopts this job
+    # (launch is idempotent per name) instead of launching a second one.
+    persist(run_dir, state, "launching")
+    backend_for(state.run_spec.backend, run_dir).launch(job_name, state.run_spec)
+    attempt = state.current_attempt
+    why = f" ({attempt.strategy_reason})" if attempt and attempt.strategy_reason else ""
+    logger.info("launched attempt %d: job %s%s", state.history.num_retraining, job_name, why)
+    return state
+
+
+@task(cache_policy=NO_CACHE)
+def ensure_launched(state: State, run_dir: str) -> State:
+    """On resume: launch the reserved job only if the crash came before its launch."""
+    job_name = state.history.latest_job_name
+    if state.next_action is NextAction.monitor and job_name:
+        backend = backend_for(state.run_spec.backend, run_dir)
+        if not backend.exists(job_name):
+            get_run_logger().info("resuming: job %s was reserved, launching it now", job_name)
+            backend.launch(job_name, state.run_spec)
+    return state
