@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from jobs.base import JobDescription, JobNotFound, RuleEvaluationStatus
-from jobs.local.layout import JobPaths, read_json
+from jobs.local.layout import JobPaths, read_json, read_json_written_by_job
 from state_schema import RunSpec, write_atomic
 
 FINAL_STATUSES = ("Completed", "Failed", "Stopped")
@@ -112,15 +112,18 @@ class LocalBackend:
                 description[key] = status[key]  # type: ignore[literal-required]
         if description["TrainingJobStatus"] not in FINAL_STATUSES:
             lost = self._lost_reason(paths, record, bool(status))
-            if lost:
+            stopping = paths.stop_request.exists()
+            if lost and stopping:
+                description["TrainingJobStatus"] = "Stopped"  # ended by our own kill
+            elif lost:
                 description.update(TrainingJobStatus="Failed", FailureReason=lost)
-            elif paths.stop_request.exists():
+            elif stopping:
                 description["TrainingJobStatus"] = "Stopping"
         description["DebugRuleEvaluationStatuses"] = self.rule_statuses(paths)
-        progress = read_json(paths.progress)
+        progress = read_json_written_by_job(paths.progress)
         if progress:
             description["Progress"] = progress
-        result = read_json(paths.result)
+        result = read_json_written_by_job(paths.result)
         if result:
             description["FinalMetricDataList"] = [
                 {"MetricName": name, "Value": result[key]}

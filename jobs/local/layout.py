@@ -83,3 +83,12 @@ def read_json(path: Path) -> Any | None:
         return json.loads(path.read_text())
     except FileNotFoundError:
         return None
+
+
+def read_json_written_by_job(path: Path) -> Any | None:
+    """Like read_json, for files a user's entry point may write non-atomically:
+    a half-written file reads as absent until it is whole."""
+    try:
+        return read_json(path)
+    except json.JSONDecodeError:
+        return None

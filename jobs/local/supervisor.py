@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from jobs.local.layout import JobPaths, read_json
+from jobs.local.layout import JobPaths, read_json, read_json_written_by_job
 from state_schema import write_atomic
 
 EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
@@ -121,7 +121,7 @@ class Supervisor:
         if self.stop_requested:
             return "Stopped", None
         if code == 0:
-            result = read_json(self.paths.result) or {}
+            result = read_json_written_by_job(self.paths.result) or {}
             return ("Stopped", None) if result.get("status") == "Stopped" else ("Completed", None)
         if code < 0:
             name = signal.Signals(-code).name

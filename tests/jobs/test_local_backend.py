@@ -1,0 +1,125 @@
+"""The local backend with real supervisor and entry-point processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs import JobNotFound, is_infrastructure_failure
+from jobs.local import LocalBackend
+from state_schema import RunSpec
+
+FINAL = ("Completed", "Failed", "Stopped")
+
+
+def spec(entry: str, **fields: object) -> RunSpec:
+    return RunSpec(entry_point=f"tests.jobs.entry_points.{entry}", rules=[], **fields)
+
+
+def wait_final(backend: LocalBackend, name: str, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        description = backend.describe(name)
+        if description["TrainingJobStatus"] in FINAL:
+            return dict(description)
+        time.sleep(0.1)
+    raise AssertionError(f"{name} not final after {timeout}s: {backend.describe(name)}")
+
+
+def launches(backend: LocalBackend, name: str) -> int:
+    path = backend.paths(name).root / "launches.txt"
+    return len(path.read_text().split()) if path.exists() else 0
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie may wait for a reaper in containers)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalBackend:
+    return LocalBackend(tmp_path / "run", stop_grace_s=5.0)
+
+
+def test_completed_job_reports_metrics_and_logs(backend: LocalBackend) -> None:
+    backend.launch("quick", spec("quick", learning_rate=0.05))
+    description = wait_final(backend, "quick")
+    assert description["TrainingJobStatus"] == "Completed"
+    assert "FailureReason" not in description
+    metrics = {m["MetricName"]: m["Value"] for m in description["FinalMetricDataList"]}
+    assert metrics["test:accuracy"] == 0.8
+    assert "trained with lr 0.05" in backend.logs("quick")
+
+
+def test_launch_is_idempotent_per_job_name(backend: LocalBackend) -> None:
+    backend.launch("once", spec("quick"))
+    backend.launch("once", spec("quick"))
+    wait_final(backend, "once")
+    LocalBackend(backend.run_dir).launch("once", spec("quick"))  # e.g. a resumed flow
+    time.sleep(1.0)
+    assert launches(backend, "once") == 1
+
+
+def test_exception_is_an_algorithm_error_naming_it(backend: LocalBackend) -> None:
+    backend.launch("crash", spec("crashes"))
+    description = wait_final(backend, "crash")
+    assert description["TrainingJobStatus"] == "Failed"
+    reason = description["FailureReason"]
+    assert reason.startswith("AlgorithmError") and "shapes do not match" in reason
+    assert not is_infrastructure_failure(reason)
+
+
+def test_killed_by_signal_is_an_infrastructure_failure(backend: LocalBackend) -> None:
+    backend.launch("oom", spec("killed"))
+    description = wait_final(backend, "oom")
+    assert description["TrainingJobStatus"] == "Failed"
+    assert "SIGKILL" in description["FailureReason"]
+    assert is_infrastructure_failure(description["FailureReason"])
+
+
+def test_graceful_stop(backend: LocalBackend) -> None:
+    backend.launch("long", spec("obedient"))
+    while "Progress" not in backend.describe("long"):
+        time.sleep(0.1)
+    backend.stop("long")
+    description = backend.describe("long")
+    assert description["TrainingJobStatus"] == "Stopped"
+    assert description["Progress"]["step"] >= 1
+
+
+def test_stop_escalates_to_kill(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path / "run", stop_grace_s=1.0)
+    backend.launch("stubborn", spec("stubborn"))
+    while launches(backend, "stubborn") == 0:
+        time.sleep(0.1)
+    backend.stop("stubborn")
+    assert backend.describe("stubborn")["TrainingJobStatus"] == "Stopped"
+    training_pid = int((backend.paths("stubborn").root / "launches.txt").read_text())
+    assert not running(training_pid)
+
+
+def test_vanished_supervisor_is_failed_not_a_hang(backend: LocalBackend) -> None:
+    backend.launch("orphan", spec("obedient"))
+    while "Progress" not in backend.describe("orphan"):
+        time.sleep(0.1)
+    pid = int(backend.paths("orphan").supervisor_pid.read_text())
+    os.killpg(pid, signal.SIGKILL)  # host lost the whole job, no final status written
+    deadline = time.monotonic() + 10
+    while backend.describe("orphan")["TrainingJobStatus"] != "Failed":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    reason = backend.describe("orphan")["FailureReason"]
+    assert "disappeared" in reason and is_infrastructure_failure(reason)
+
+
+def test_unknown_job(backend: LocalBackend) -> None:
+    with pytest.raises(JobNotFound, match="nope"):
+        backend.describe("nope")
