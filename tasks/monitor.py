@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.orchestration import get_client
 from prefect.context import TaskRunContext
@@ -18,6 +18,7 @@ from prefect.states import StateType
 from jobs import JobDescription, backend_for, is_infrastructure_failure
 from state_schema import Finding, JobStatus, NextAction, PlannedChange, RuleStatus, State
 from state_schema.transitions import end, update_current_attempt
+from tasks.logs import task_logger
 
 FINAL_RULE_STATUSES = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
 CANCEL_CHECK_EVERY_S = 2.0
@@ -169,7 +170,7 @@ def progress_line(state: State, description: JobDescription) -> str:
 def monitor(
     state: State, run_dir: str, poll_interval_s: float = 2.0, max_wait_s: float = 600.0
 ) -> State:
-    logger = get_run_logger()
+    logger = task_logger()
     job_name = state.history.latest_job_name
     if job_name is None:
         return end(state, "nothing to monitor: no job was launched")

@@ -12,8 +12,10 @@ import re
 from pathlib import Path
 
 import apprise
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
+
+from tasks.logs import task_logger
 
 NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
 
@@ -40,7 +42,7 @@ def notifier(config_path: str | None = None) -> apprise.Apprise | None:
 @task(cache_policy=NO_CACHE)
 def notify(title: str, body: str, config_path: str | None = None) -> bool:
     """Send one message; returns whether every target accepted it."""
-    logger = get_run_logger()
+    logger = task_logger()
     try:
         targets = notifier(config_path)
         if targets is None:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from state_schema import NextAction, State
 from strategies import plan_next
+from tasks.logs import task_logger
 
 
 @task(cache_policy=NO_CACHE)
 def plan(state: State) -> State:
     planned = plan_next(state)
-    logger = get_run_logger()
+    logger = task_logger()
     if planned.next_action is NextAction.end:
         logger.warning("nothing left to try: %s", planned.end_reason)
     elif planned.planned_change:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from jobs import backend_for
 from state_schema import JobStatus, State
 from state_schema.transitions import update_current_attempt
+from tasks.logs import task_logger
 
 
 @task(cache_policy=NO_CACHE)
@@ -20,7 +21,7 @@ def stop_job(state: State, run_dir: str) -> State:
     description = backend.describe(job_name)
     status = JobStatus(description["TrainingJobStatus"])
     progress = description.get("Progress", {})
-    get_run_logger().info("job %s is %s", job_name, status.value)
+    task_logger().info("job %s is %s", job_name, status.value)
     state = update_current_attempt(
         state,
         outcome=status,

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from jobs import backend_for
 from state_schema import NextAction, State
 from state_schema.transitions import begin_attempt, end, new_job_name, retraining_budget_spent
+from tasks.logs import task_logger
 from tasks.persist import persist
 
 
 @task(cache_policy=NO_CACHE)
 def train(state: State, run_dir: str) -> State:
-    logger = get_run_logger()
+    logger = task_logger()
     if retraining_budget_spent(state):
         return end(state, f"max_num_retraining ({state.budgets.max_num_retraining}) reached")
     job_name = new_job_name(state)
@@ -35,6 +36,6 @@ def ensure_launched(state: State, run_dir: str) -> State:
     if state.next_action is NextAction.monitor and job_name:
         backend = backend_for(state.run_spec.backend, run_dir)
         if not backend.exists(job_name):
-            get_run_logger().info("resuming: job %s was reserved, launching it now", job_name)
+            task_logger().info("resuming: job %s was reserved, launching it now", job_name)
             backend.launch(job_name, state.run_spec)
     return state

@@ -1,0 +1,62 @@
+from state_schema import Finding, JobStatus, Payload, PlannedChange
+from state_schema.transitions import begin_attempt, update_current_attempt
+from tasks.messages import (
+    attempt_table,
+    final_message,
+    public_state_json,
+    redact,
+    retraining_message,
+)
+from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
+
+ROLE = "arn:aws:iam::111111111111:role/lambda-sagemaker-train"
+BUCKET = "example-sagemaker-debugger-model-automation"
+
+
+def test_redact_removes_arns_urls_keys_and_tokens() -> None:
+    text = redact(
+        f"role {ROLE} hook https://hooks.slack.com/services/T000/B000/XXXX "
+        "key AKIAABCDEFGHIJKLMNOP token=abc123 mailto://user:pw@example.com"
+    )
+    for secret in (ROLE, "hooks.slack.com", "AKIAABCDEFGHIJKLMNOP", "abc123", "user:pw"):
+        assert secret not in text
+    assert "arn:***" in text and "<url>" in text and "token=***" in text
+
+
+def seed_state_after_finding():
+    state = Payload.model_validate(SEED_FINAL_PAYLOAD).state
+    state = begin_attempt(state, "complex-resnet-model-2021-Jan-27-06h-45m-19")
+    finding = Finding(rule="ExplodingTensor", step=40, tensor="gradient/head.weight")
+    state = update_current_attempt(state, findings=[finding], outcome=JobStatus.Stopped)
+    change = PlannedChange(
+        strategy="lower_warmup_lr", reason="Halve the warmup learning rate (0.1 -> 0.05)"
+    )
+    return state.model_copy(update={"findings": [finding], "planned_change": change})
+
+
+def test_retraining_message_says_what_and_why_without_secrets() -> None:
+    title, body = retraining_message(seed_state_after_finding())
+    assert "retraining" in title
+    assert "ExplodingTensor at step 40 on gradient/head.weight" in body
+    assert "Halve the warmup learning rate" in body
+    assert "lower_warmup_lr" not in body or "initial" in body  # table row of the attempt
+    assert ROLE not in body and BUCKET not in body and "111111111111" not in body
+
+
+def test_final_message_and_public_state_hide_the_role_and_bucket() -> None:
+    state = seed_state_after_finding()
+    _, body = final_message(state)
+    public = public_state_json(state)
+    for text in (body, public):
+        assert ROLE not in text and BUCKET not in text
+    assert '"warmup_learning_rate": 0.003125' in public
+
+
+def test_attempt_table_has_a_row_per_attempt() -> None:
+    state = seed_state_after_finding()
+    state = begin_attempt(state, "second")
+    lines = attempt_table(state).splitlines()
+    assert lines[0].split()[:3] == ["#", "strategy", "warmup_lr"]
+    assert len(lines) == 3
+    assert "ExplodingTensor @ step 40" in lines[1] and "Stopped" in lines[1]
+    assert lines[2].split()[1] == "lower_warmup_lr" and "running" in lines[2]
