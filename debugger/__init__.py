@@ -1,0 +1,51 @@
+"""remedy's open tensor debugger: capture (Hook), store, analysis (Trial), rules, evaluator.
+
+Stands alone: no Prefect, nothing else of remedy. torch is imported only when a Hook is
+built, so readers and the rule evaluator need numpy and safetensors only.
+"""
+
+from __future__ import annotations
+
+from debugger.config import ConfigError, HookConfig, SaveConfig
+from debugger.exceptions import (
+    CorruptStepFile,
+    DebuggerError,
+    DebuggerWarning,
+    StepNotYetAvailable,
+    StepUnavailable,
+    StoreFormatError,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from debugger.hook import Hook
+from debugger.modes import ModeKeys
+from debugger.rules import RULES, Finding, Rule, get_rule, register_rule
+from debugger.status import RuleStatus, RuleStatusRecord, read_statuses
+from debugger.trial import TensorView, Trial, create_trial
+
+__all__ = [
+    "RULES",
+    "ConfigError",
+    "CorruptStepFile",
+    "DebuggerError",
+    "DebuggerWarning",
+    "Finding",
+    "Hook",
+    "HookConfig",
+    "ModeKeys",
+    "Rule",
+    "RuleStatus",
+    "RuleStatusRecord",
+    "SaveConfig",
+    "StepNotYetAvailable",
+    "StepUnavailable",
+    "StoreFormatError",
+    "TensorUnavailable",
+    "TensorUnavailableForStep",
+    "TensorView",
+    "Trial",
+    "create_trial",
+    "get_rule",
+    "read_statuses",
+    "register_rule",
+]

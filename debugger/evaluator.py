@@ -1,0 +1,266 @@
+"""Rule evaluator: follows a store while the job runs and writes one status file per rule.
+
+    python -m debugger.evaluator --trial STORE --rules RULES.json --status-dir DIR \
+        [--stop-file PATH] [--poll-interval 0.5]
+
+Streaming: every poll refreshes the trial (new step files only) and invokes each rule still
+in progress on the new steps (in global step order within a poll); old steps are never
+read again.
+A rule that fires is IssuesFound (final); with the StopTraining action and --stop-file,
+the stop file is created so the job can stop without waiting for the orchestrator.
+A rule that raises is Error (final); the others carry on. When end.json is seen and every
+step is evaluated, the rules left are NoIssuesFound. SIGTERM/SIGINT: evaluate what is
+already written, mark rules still in progress Stopped. Exit 0 in all those cases; 2 when
+RULES.json is invalid (Error statuses name the problem); 1 on an unexpected failure.
+Imports numpy and safetensors only, so it starts fast beside the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from debugger import store
+from debugger.exceptions import DebuggerError
+from debugger.modes import STEP_MODES, ModeKeys
+from debugger.rule_config import STOP_TRAINING, RuleConfig, RuleConfigError, load_rule_configs
+from debugger.rules import Rule, get_rule
+from debugger.status import RuleStatus, RuleStatusRecord, write_status
+from debugger.trial import Trial, create_trial
+
+DEFAULT_POLL_INTERVAL = 0.5
+
+
+@dataclass
+class _RuleRun:
+    config: RuleConfig
+    rule: Rule
+    record: RuleStatusRecord
+
+
+def instantiate_rules(trial: Trial, configs: Sequence[RuleConfig]) -> list[Rule]:
+    """Build every rule; raise RuleConfigError naming each one that cannot be built."""
+    rules: list[Rule] = []
+    problems: dict[str, str] = {}
+    for config in configs:
+        try:
+            rules.append(get_rule(config.rule)(trial, **config.parameters))
+        except ValueError as exc:
+            problems[config.name] = str(exc)
+    if problems:
+        message = "; ".join(f"{name}: {problem}" for name, problem in problems.items())
+        raise RuleConfigError(message, problems, [c.name for c in configs])
+    return rules
+
+
+class RuleEvaluator:
+    """Python API of the evaluator; main() wraps it in a process.
+
+    start() writes InProgress statuses; poll() evaluates new steps and returns True once
+    every rule is final; stop() evaluates what is written and marks the rest Stopped;
+    run() loops poll() until done or until `stop_event` is set.
+    """
+
+    def __init__(
+        self,
+        trial: Trial,
+        configs: Sequence[RuleConfig],
+        status_dir: str | os.PathLike[str],
+        stop_file: str | os.PathLike[str] | None = None,
+        log: Callable[[str], None] = print,  # one line per state change
+    ) -> None:
+        self.trial = trial
+        self.status_dir = Path(status_dir)
+        self.stop_file = None if stop_file is None else Path(stop_file)
+        self._log = log
+        rules = instantiate_rules(trial, configs)
+        self._runs = [
+            _RuleRun(config, rule, RuleStatusRecord(config.name, RuleStatus.IN_PROGRESS, ""))
+            for config, rule in zip(configs, rules, strict=True)
+        ]
+        self._cursor: dict[ModeKeys, int | None] = dict.fromkeys(STEP_MODES)  # last evaluated
+
+    @property
+    def statuses(self) -> dict[str, RuleStatusRecord]:
+        return {run.config.name: run.record for run in self._runs}
+
+    @property
+    def done(self) -> bool:
+        return all(run.record.status.is_final for run in self._runs)
+
+    def start(self) -> None:
+        self.status_dir.mkdir(parents=True, exist_ok=True)
+        for run in self._runs:
+            self._set(run, RuleStatus.IN_PROGRESS, "Waiting for steps")
+
+    def poll(self) -> bool:
+        """Evaluate steps written since the last poll; True once every rule is final."""
+        self.trial.refresh()
+        progressed = self._evaluate_new_steps()
+        if self.trial.has_ended:  # refresh() saw end.json, so every step was listed
+            for run in self._active():
+                evaluated = run.record.steps_evaluated
+                self._set(run, RuleStatus.NO_ISSUES_FOUND, f"No issues found in {evaluated} steps")
+        for run in progressed:
+            if not run.record.status.is_final:  # progress only; not a state change
+                run.record.details = f"Evaluated {run.record.steps_evaluated} steps"
+                write_status(self.status_dir, run.record)
+        return self.done
+
+    def stop(self) -> None:
+        """Evaluate what is already written, then mark the rules left Stopped."""
+        if not self.done:
+            self.poll()
+        for run in self._active():
+            evaluated = run.record.steps_evaluated
+            self._set(run, RuleStatus.STOPPED, f"Stopped after evaluating {evaluated} steps")
+
+    def run(self, poll_interval: float, stop_event: threading.Event) -> None:
+        self.start()
+        while not self.poll():
+            if stop_event.wait(poll_interval):
+                self.stop()
+                return
+
+    def fail_all(self, message: str) -> None:
+        """Mark every rule still in progress Error (the evaluator itself broke)."""
+        for run in self._active():
+            self._set(run, RuleStatus.ERROR, message)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _active(self) -> list[_RuleRun]:
+        return [run for run in self._runs if not run.record.status.is_final]
+
+    def _evaluate_new_steps(self) -> list[_RuleRun]:
+        # Per-mode cursors: per-mode listings only grow at the end, whereas a step of one
+        # mode can be listed after a later step of another. New steps run in global order.
+        pending: list[tuple[int, ModeKeys, int]] = []
+        for mode in STEP_MODES:
+            steps = self.trial.steps(mode)
+            cursor = self._cursor[mode]
+            start = 0 if cursor is None else bisect.bisect_right(steps, cursor)
+            for step in steps[start:]:
+                pending.append((self.trial.step_header(step, mode).global_step, mode, step))
+        progressed: dict[str, _RuleRun] = {}
+        for _, mode, step in sorted(pending):
+            active = self._active()
+            if not active:
+                break
+            for run in active:
+                progressed[run.config.name] = run
+                self._invoke(run, step, mode)
+            self._cursor[mode] = step
+        return list(progressed.values())
+
+    def _invoke(self, run: _RuleRun, step: int, mode: ModeKeys) -> None:
+        try:
+            fired = run.rule.invoke_at_step(step, mode)
+        except Exception as exc:  # a broken rule must not take the others down
+            run.record.step, run.record.mode = step, mode
+            where = f"{mode.value} step {step}"
+            self._set(run, RuleStatus.ERROR, f"{type(exc).__name__}: {exc} (at {where})")
+            return
+        run.record.steps_evaluated += 1
+        if not fired:
+            return
+        finding = run.rule.finding
+        run.record.step, run.record.mode = step, mode
+        run.record.tensor = None if finding is None else finding.tensor
+        message = f"fired at {mode.value} step {step}" if finding is None else finding.message
+        self._set(run, RuleStatus.ISSUES_FOUND, message)
+        if STOP_TRAINING in run.config.actions and self.stop_file is not None:
+            self._request_stop(run, message)
+
+    def _request_stop(self, run: _RuleRun, message: str) -> None:
+        if self.stop_file is None or self.stop_file.exists():
+            return  # the first rule to ask wins; the job reads one reason
+        payload = {
+            "rule": run.config.name,
+            "rule_type": run.config.rule,
+            "step": run.record.step,
+            "mode": None if run.record.mode is None else run.record.mode.value,
+            "tensor": run.record.tensor,
+            "message": message,
+            "time": store.utc_now_iso(),
+        }
+        store.write_json(self.stop_file, payload)
+        self._log(f"{store.utc_now_iso()} {run.config.name}: StopTraining -> {self.stop_file}")
+
+    def _set(self, run: _RuleRun, status: RuleStatus, details: str) -> None:
+        old = run.record.status
+        run.record.status, run.record.details = status, details
+        write_status(self.status_dir, run.record)
+        change = str(status) if old is status else f"{old} -> {status}"
+        self._log(f"{run.record.last_modified} {run.config.name}: {change}: {details}")
+
+
+def write_errors(
+    status_dir: str | os.PathLike[str],
+    names: Sequence[str],
+    problems: Mapping[str, str],
+    fallback: str,
+) -> None:
+    """An Error status for each rule: its own problem, else `fallback`."""
+    Path(status_dir).mkdir(parents=True, exist_ok=True)
+    for name in names:
+        record = RuleStatusRecord(name, RuleStatus.ERROR, problems.get(name, fallback))
+        write_status(status_dir, record)
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)  # flushed: the job backend tails this output live
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m debugger.evaluator", description=__doc__)
+    parser.add_argument("--trial", required=True, help="store folder the job writes")
+    parser.add_argument("--rules", required=True, help="RULES.json")
+    parser.add_argument("--status-dir", required=True, help="where <name>.json statuses go")
+    parser.add_argument("--stop-file", default=None, help="created when StopTraining fires")
+    parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    stop_event = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop_event.set()
+
+    # Installed first: a SIGTERM that arrives while starting up still ends in "Stopped".
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        configs = load_rule_configs(args.rules)
+        trial = create_trial(args.trial)
+        evaluator = RuleEvaluator(trial, configs, args.status_dir, args.stop_file, _print_line)
+    except RuleConfigError as exc:
+        fallback = f"not started: RULES.json is invalid: {exc}"
+        write_errors(args.status_dir, exc.names, exc.problems, fallback)
+        print(f"invalid rules: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except DebuggerError as exc:  # e.g. a store of a format this version cannot read
+        names = [c.name for c in configs]
+        write_errors(args.status_dir, names, {}, f"cannot read the store: {exc}")
+        print(f"cannot evaluate: {exc}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        evaluator.run(args.poll_interval, stop_event)
+    except Exception as exc:
+        evaluator.fail_all(f"evaluator failed: {type(exc).__name__}: {exc}")
+        raise  # traceback to stderr, exit 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Errors raised by the trial (analysis API) and the store."""
+
+from __future__ import annotations
+
+from debugger.modes import ModeKeys
+
+
+class DebuggerError(Exception):
+    """Base class, so callers can catch everything from this package at once."""
+
+
+class StepNotYetAvailable(DebuggerError):
+    """The job is still running and has not written this step yet; it may come later."""
+
+    def __init__(self, step: int, mode: ModeKeys) -> None:
+        super().__init__(f"{mode.value} step {step} is not yet available")
+        self.step = step
+        self.mode = mode
+
+
+class StepUnavailable(DebuggerError):
+    """This step was never written and never will be (skipped by the save config, or job ended)."""
+
+    def __init__(self, step: int, mode: ModeKeys) -> None:
+        super().__init__(f"{mode.value} step {step} is unavailable (never saved)")
+        self.step = step
+        self.mode = mode
+
+
+class TensorUnavailable(DebuggerError):
+    """No step in the store holds a tensor of this name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"tensor {name!r} was not saved at any step")
+        self.name = name
+
+
+class TensorUnavailableForStep(DebuggerError):
+    """The step exists but this tensor was not saved at it."""
+
+    def __init__(self, name: str, step: int, mode: ModeKeys) -> None:
+        super().__init__(f"tensor {name!r} was not saved at {mode.value} step {step}")
+        self.name = name
+        self.step = step
+        self.mode = mode
+
+
+class StoreFormatError(DebuggerError):
+    """The folder holds a store of a format or version this reader does not understand."""
+
+
+class DebuggerWarning(UserWarning):
+    """Something was skipped (a foreign step file, a tensor saved too late); nothing crashed."""
+
+
+class CorruptStepFile(DebuggerError):
+    """A file named like a step file that is not one of ours (truncated, garbage, foreign)."""

@@ -1,0 +1,18 @@
+"""Rules over a trial. Every module in this package is imported here, so that adding a rule
+means adding one file with a @register_rule class."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from debugger.rules.base import Finding, Rule
+from debugger.rules.registry import RULES, get_rule, register_rule
+
+_INFRASTRUCTURE = {"base", "registry"}
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in _INFRASTRUCTURE:
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["RULES", "Finding", "Rule", "get_rule", "register_rule"]

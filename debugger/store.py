@@ -1,0 +1,179 @@
+"""On-disk layout of a store folder, and atomic writes.
+
+    meta.json          format name + version, created time, framework
+    collections.json   {collection: {"tensor_names": [...], "save_config": {...}}}
+    steps/<MODE>/<mode_step:012d>.safetensors
+                       every tensor saved at one step, keyed by tensor name
+    end.json           end-of-training marker: last step per mode, wall time
+
+A step file's safetensors header is its index (a reader fetches one tensor without reading
+the others); its metadata holds mode, mode_step, global_step and wall_time as strings.
+Every file is written under a dot-prefixed temp name in the same folder and then
+os.replace'd, so readers never see half a file and skip anything dot-prefixed.
+No fsync: atomicity is for concurrent readers, not for surviving a power cut.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from debugger.modes import ModeKeys
+
+FORMAT_NAME = "remedy-debugger"
+FORMAT_VERSION = 1
+
+META_FILE = "meta.json"
+COLLECTIONS_FILE = "collections.json"
+END_FILE = "end.json"
+STEPS_DIR = "steps"
+STEP_SUFFIX = ".safetensors"
+STEP_FILE_RE = re.compile(r"^(\d{12})\.safetensors$")
+
+
+@dataclass(frozen=True)
+class StepHeader:
+    """What a step file's header says: where the step sits and which tensors it holds."""
+
+    mode: ModeKeys
+    mode_step: int
+    global_step: int
+    wall_time: float
+    tensor_names: tuple[str, ...]
+
+    def metadata(self) -> dict[str, str]:
+        # safetensors metadata is str -> str only.
+        return {
+            "format": FORMAT_NAME,
+            "version": str(FORMAT_VERSION),
+            "mode": self.mode.value,
+            "mode_step": str(self.mode_step),
+            "global_step": str(self.global_step),
+            "wall_time": repr(self.wall_time),
+        }
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, str], names: list[str]) -> StepHeader:
+        """Raise KeyError/ValueError when the metadata is not ours."""
+        return cls(
+            mode=ModeKeys(metadata["mode"]),
+            mode_step=int(metadata["mode_step"]),
+            global_step=int(metadata["global_step"]),
+            wall_time=float(metadata["wall_time"]),
+            tensor_names=tuple(sorted(names)),
+        )
+
+
+def utc_now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def step_dir(root: str | os.PathLike[str], mode: ModeKeys) -> Path:
+    return Path(root) / STEPS_DIR / mode.value
+
+
+def step_file_name(mode_step: int) -> str:
+    return f"{mode_step:012d}{STEP_SUFFIX}"
+
+
+def step_path(root: str | os.PathLike[str], mode: ModeKeys, mode_step: int) -> Path:
+    return step_dir(root, mode) / step_file_name(mode_step)
+
+
+def parse_step_file_name(name: str) -> int | None:
+    """Mode step of a step file name, None for anything else (temp files, strays)."""
+    match = STEP_FILE_RE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> None:
+    """Call `write(temp_path)` on a dot-prefixed temp file beside `path`, then rename it over."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        # Leave no temp litter behind on failure (readers ignore it, but disks fill).
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def read_json(path: str | os.PathLike[str]) -> Any | None:
+    """Parsed JSON, or None when the file does not exist (yet)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def write_meta(root: str | os.PathLike[str], framework: str, framework_version: str) -> None:
+    write_json(
+        Path(root) / META_FILE,
+        {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "created": utc_now_iso(),
+            "framework": framework,
+            "framework_version": framework_version,
+        },
+    )
+
+
+def write_collections(
+    root: str | os.PathLike[str], collections: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """`collections` maps name -> {"tensor_names": [...], "save_config": {...}}."""
+    write_json(Path(root) / COLLECTIONS_FILE, dict(collections))
+
+
+def write_step(
+    root: str | os.PathLike[str], header: StepHeader, tensors: Mapping[str, np.ndarray]
+) -> Path:
+    """Write one step file holding all `tensors`; returns its path."""
+    from safetensors.numpy import save_file  # deferred: keeps `import debugger.store` light
+
+    # Not np.ascontiguousarray: it turns a 0-d loss into shape (1,).
+    arrays = {name: np.require(value, requirements="C") for name, value in tensors.items()}
+    path = step_path(root, header.mode, header.mode_step)
+    atomic_write(path, lambda tmp: save_file(arrays, tmp, metadata=header.metadata()))
+    return path
+
+
+def write_end(
+    root: str | os.PathLike[str], last_steps: Mapping[ModeKeys, int], global_step: int
+) -> None:
+    write_json(
+        Path(root) / END_FILE,
+        {
+            "last_step": {mode.value: step for mode, step in last_steps.items()},
+            "global_step": global_step,
+            "wall_time": datetime.now(UTC).timestamp(),
+            "time": utc_now_iso(),
+        },
+    )
+
+
+def is_store(root: str | os.PathLike[str]) -> bool:
+    """True when the folder already holds (part of) a store."""
+    root = Path(root)
+    return (root / META_FILE).exists() or (root / STEPS_DIR).exists()

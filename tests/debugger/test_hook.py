@@ -1,0 +1,182 @@
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from debugger import DebuggerWarning, Hook, ModeKeys, SaveConfig, create_trial
+from debugger.writer import StepRecord, StoreWriter
+from tests.debugger.helpers import REPO, train
+
+
+def test_losses_every_step_gradients_every_n_match_the_real_training(tmp_path: Path) -> None:
+    hook = Hook(
+        tmp_path / "store",
+        collections={
+            "losses": SaveConfig(save_interval=1),
+            "gradients": SaveConfig(save_interval=3),
+            "weights": SaveConfig(save_interval=3),
+            "biases": SaveConfig(save_interval=3),
+        },
+    )
+    log = train(hook, steps=8)
+    hook.close()
+
+    trial = create_trial(tmp_path / "store")
+    assert trial.has_ended
+    assert trial.steps() == list(range(8))
+    assert trial.tensor_names(collection="losses") == ["loss"]
+    params = ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert trial.tensor_names(collection="gradients") == [f"gradient/{p}" for p in params]
+    assert trial.tensor_names(collection="weights") == ["0.weight", "2.weight"]
+    assert trial.tensor_names(collection="biases") == ["0.bias", "2.bias"]
+
+    for step, loss in enumerate(log.losses):
+        value = trial.tensor("loss").value(step)
+        assert value.shape == ()
+        assert float(value) == pytest.approx(loss, rel=1e-6)
+    for name in params:
+        assert trial.tensor(f"gradient/{name}").steps() == [0, 3, 6]
+        assert trial.tensor(name).steps() == [0, 3, 6]
+        for step in (0, 3, 6):
+            grad = trial.tensor(f"gradient/{name}").value(step)
+            np.testing.assert_array_equal(grad, log.grads[step][name])
+            # weights are taken just before the update: the ones this step's forward used
+            weight = trial.tensor(name).value(step)
+            np.testing.assert_array_equal(weight, log.weights_before[step][name])
+    assert trial.step_header(3).tensor_names == tuple(
+        sorted(["loss", *params, *(f"gradient/{p}" for p in params)])
+    )
+
+    collections = json.loads((tmp_path / "store" / "collections.json").read_text())
+    assert collections["gradients"]["save_config"]["save_interval"] == 3
+    meta = json.loads((tmp_path / "store" / "meta.json").read_text())
+    assert (meta["format"], meta["version"], meta["framework"]) == ("remedy-debugger", 1, "pytorch")
+
+
+def test_default_saves_losses_only(tmp_path: Path) -> None:
+    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=2))
+    train(hook, steps=5)
+    hook.close()
+    trial = create_trial(tmp_path)
+    assert trial.tensor_names() == ["loss"]
+    assert trial.steps() == [0, 2, 4]
+
+
+def test_modes_keep_their_own_step_counters(tmp_path: Path) -> None:
+    every = SaveConfig(save_interval=1)
+    hook = Hook(tmp_path, collections={"losses": every, "predictions": every})
+    log = train(hook, steps=3, eval_steps=2)  # model.eval() -> EVAL steps, inferred
+    hook.set_mode(ModeKeys.PREDICT)  # explicit mode wins over model.training
+    model = torch.nn.Linear(2, 1)
+    hook.register_module(model)
+    model(torch.ones(1, 2))
+    hook.save_tensor("prediction", model(torch.ones(1, 2)), collection="predictions")
+    hook.close()
+
+    trial = create_trial(tmp_path)
+    assert trial.steps(ModeKeys.TRAIN) == [0, 1, 2]
+    assert trial.steps(ModeKeys.EVAL) == [0, 1]
+    assert trial.steps(ModeKeys.PREDICT) == [1]  # step 0 saved nothing: no file
+    assert trial.steps(ModeKeys.GLOBAL) == [0, 1, 2, 3, 4, 6]
+    assert float(trial.tensor("loss").value(1, ModeKeys.EVAL)) == pytest.approx(
+        log.eval_losses[1], rel=1e-6
+    )
+    # the global view of the same step
+    assert trial.step_header(4, ModeKeys.GLOBAL).mode_step == 1
+    assert trial.tensor_names(collection="predictions") == ["prediction"]
+    end = json.loads((tmp_path / "end.json").read_text())
+    assert end["last_step"] == {"TRAIN": 2, "EVAL": 1, "PREDICT": 1}
+    assert end["global_step"] == 6
+
+
+def test_tensor_saved_after_the_step_was_written_is_dropped_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    hook = Hook(tmp_path, collections={"losses": SaveConfig(save_interval=1)})
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook.register_module(model)
+    hook.register_optimizer(optimizer)
+    loss = model(torch.ones(1, 2)).sum()
+    hook.save_tensor("loss", loss, collection="losses")
+    loss.backward()
+    optimizer.step()  # writes the step
+    with pytest.warns(DebuggerWarning, match="after its step was written"):
+        hook.save_tensor("late", torch.ones(1), collection="losses")
+    hook.close()
+    assert create_trial(tmp_path).tensor_names() == ["loss"]
+
+
+def test_user_tensors_use_the_hook_save_config_unless_configured(tmp_path: Path) -> None:
+    hook = Hook(tmp_path, save_config=SaveConfig(save_interval=2))
+    model = torch.nn.Linear(2, 1)
+    hook.register_module(model)
+    for step in range(5):
+        model(torch.ones(1, 2))
+        hook.save_tensor("accuracy", np.float32(step / 10), collection="metrics")
+    with pytest.raises(TypeError, match="numbers only"):
+        hook.save_tensor("label", "cat", collection="metrics")
+    hook.close()
+    trial = create_trial(tmp_path)
+    assert trial.tensor("accuracy").steps() == [0, 2, 4]
+    assert float(trial.tensor("accuracy").value(4)) == pytest.approx(0.4)
+    assert trial.tensor_names(collection="metrics") == ["accuracy"]
+
+
+def test_refuses_an_existing_store(tmp_path: Path) -> None:
+    Hook(tmp_path).close()
+    with pytest.raises(FileExistsError):
+        Hook(tmp_path)
+
+
+def test_close_is_idempotent_and_detaches(tmp_path: Path) -> None:
+    hook = Hook(tmp_path, collections={"losses": SaveConfig(save_interval=1)})
+    train(hook, steps=2)
+    hook.close()
+    hook.close()
+    assert create_trial(tmp_path).steps() == [0, 1]
+
+
+def test_full_queue_blocks_the_producer_until_the_writer_catches_up(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def slow_to_numpy(value: np.ndarray) -> np.ndarray:
+        release.wait()
+        return value
+
+    writer = StoreWriter(
+        tmp_path, {}, SaveConfig(), slow_to_numpy, "numpy", "0", max_pending_steps=1
+    )
+
+    def record(step: int) -> StepRecord:
+        return StepRecord(ModeKeys.TRAIN, step, step, 0.0, {"x": np.ones(2)}, {"x": "default"})
+
+    writer.put(record(0))  # taken by the writer thread, which then waits in slow_to_numpy
+    producer = threading.Thread(target=lambda: [writer.put(record(s)) for s in (1, 2)])
+    producer.start()
+    producer.join(timeout=0.5)
+    assert producer.is_alive()  # queue of 1 is full: the producer is held back
+    release.set()
+    producer.join(timeout=30)
+    assert not producer.is_alive()
+    writer.close({ModeKeys.TRAIN: 2}, 2)
+    assert create_trial(tmp_path).steps() == [0, 1, 2]
+
+
+def test_reader_side_imports_no_torch() -> None:
+    code = (
+        "import sys, debugger, debugger.evaluator, debugger.trial, debugger.rules\n"
+        "from debugger import Hook, create_trial\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
