@@ -1,0 +1,221 @@
+"""The remedy command line as a user runs it: real processes, one shared Prefect server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from jobs.local import LocalBackend
+from state_schema import JobStatus, Payload, RunSpec, load_state
+from tests.flows.specs import tiny_spec
+from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
+
+
+def remedy_env(api_url: str) -> dict[str, str]:
+    return {**os.environ, "PREFECT_API_URL": api_url}
+
+
+def remedy(*args: str, api_url: str = "", **kwargs: object) -> subprocess.CompletedProcess:
+    env = remedy_env(api_url) if api_url else None
+    return subprocess.run(
+        [sys.executable, "-m", "remedy", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        **kwargs,
+    )
+
+
+def start_remedy(*args: str, api_url: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "remedy", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=remedy_env(api_url),
+    )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.2)
+
+
+def write_spec(path: Path, spec: RunSpec) -> Path:
+    path.write_text(spec.model_dump_json())
+    return path
+
+
+def job_is_training(run_dir: Path) -> bool:
+    state_file = run_dir / "state.json"
+    if not state_file.exists():
+        return False
+    job = load_state(state_file).history.latest_job_name
+    return job is not None and (run_dir / "jobs" / job / "progress.json").exists()
+
+
+def test_schema_prints_the_payload_schema() -> None:
+    out = remedy("schema")
+    assert out.returncode == 0
+    schema = json.loads(out.stdout)
+    assert schema["title"] == "Payload" and "State" in schema["$defs"]
+
+
+def test_plan_prints_the_next_state(tmp_path: Path) -> None:
+    state_file = tmp_path / "state.json"
+    seed = json.loads(json.dumps(SEED_FINAL_PAYLOAD))
+    seed["state"]["run_spec"]["warmup_learning_rate"] = 0.1
+    state_file.write_text(json.dumps(seed))
+    out = remedy("plan", str(state_file), "--finding", "ExplodingTensor", "--step", "7")
+    assert out.returncode == 0, out.stderr
+    planned = Payload.model_validate_json(out.stdout).state
+    assert planned.run_spec.warmup_learning_rate == 0.05
+    assert planned.findings[0].step == 7 and planned.next_action.value == "launch_new"
+    assert list(tmp_path.iterdir()) == [state_file]  # launched nothing, wrote nothing
+
+
+def test_bad_run_spec_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.json"
+    spec.write_text(json.dumps({"learning_rate": -1, "activation": "swish"}))
+    out = remedy("run", str(spec), "--run-dir", str(tmp_path / "run"))
+    assert out.returncode == 2
+    assert "learning_rate" in out.stderr and "activation" in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_existing_run_dir_is_never_overwritten(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "state.json").write_text("precious")
+    spec = write_spec(tmp_path / "spec.json", RunSpec())
+    out = remedy("run", str(spec), "--run-dir", str(run_dir))
+    assert out.returncode == 2 and "remedy resume" in out.stderr
+    assert (run_dir / "state.json").read_text() == "precious"
+
+
+@pytest.mark.slow
+def test_run_writes_state_out_and_exits_zero_when_completed(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "spec.json", tiny_spec(add_batch_norm=1, num_epochs=1))
+    out = remedy(
+        "run",
+        str(spec),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--poll-interval",
+        "0.5",
+        "--state-out",
+        str(tmp_path / "final.json"),
+        api_url=prefect_api_url,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    final = load_state(tmp_path / "final.json")
+    assert final.history.attempts[0].outcome is JobStatus.Completed
+    assert "initial" in out.stdout and '"next_action": "end"' in out.stdout
+
+
+def test_run_exits_nonzero_when_the_last_attempt_did_not_complete(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    spec = write_spec(
+        tmp_path / "spec.json", RunSpec(entry_point="tests.jobs.entry_points.crashes", rules=[])
+    )
+    out = remedy("run", str(spec), "--run-dir", str(tmp_path / "run"), api_url=prefect_api_url)
+    assert out.returncode == 1
+    assert "AlgorithmError" in out.stdout
+
+
+def test_resume_after_a_crashed_flow_adopts_the_running_job(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    spec = write_spec(
+        tmp_path / "spec.json", RunSpec(entry_point="tests.jobs.entry_points.gated", rules=[])
+    )
+    flow = start_remedy(
+        "run",
+        str(spec),
+        "--run-dir",
+        str(run_dir),
+        "--poll-interval",
+        "0.3",
+        api_url=prefect_api_url,
+    )
+    wait_for(lambda: job_is_training(run_dir))
+    flow.send_signal(signal.SIGKILL)  # the flow process dies; the detached job does not
+    flow.wait()
+    job = load_state(run_dir / "state.json").history.latest_job_name
+    assert LocalBackend(run_dir).describe(job)["TrainingJobStatus"] == "InProgress"
+
+    resumed = start_remedy(
+        "resume", str(run_dir), "--poll-interval", "0.3", api_url=prefect_api_url
+    )
+    time.sleep(2.0)
+    (run_dir / "release").touch()  # let the job finish
+    output, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, output
+    final = load_state(run_dir / "state.json")
+    assert [a.job_name for a in final.history.attempts] == [job]
+    assert final.history.attempts[0].outcome is JobStatus.Completed
+    assert len((run_dir / "jobs" / job / "launches.txt").read_text().split()) == 1
+    assert [p.name for p in (run_dir / "jobs").iterdir()] == [job]
+
+    again = remedy("resume", str(run_dir), api_url=prefect_api_url)
+    assert again.returncode == 0 and "already ended" in again.stdout
+
+
+def test_cancelling_the_flow_run_stops_the_job(prefect_api_url: str, tmp_path: Path) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.sorting import FlowRunSort
+    from prefect.states import Cancelling
+
+    run_dir = tmp_path / "run"
+    spec = write_spec(
+        tmp_path / "spec.json", RunSpec(entry_point="tests.jobs.entry_points.gated", rules=[])
+    )
+    flow = start_remedy(
+        "run",
+        str(spec),
+        "--run-dir",
+        str(run_dir),
+        "--poll-interval",
+        "0.3",
+        api_url=prefect_api_url,
+    )
+    wait_for(lambda: job_is_training(run_dir))
+    running = FlowRunFilter(
+        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING]))
+    )
+    with get_client(sync_client=True) as client:
+        found = client.read_flow_runs(
+            flow_run_filter=running, sort=FlowRunSort.START_TIME_DESC, limit=50
+        )
+        runs = [r for r in found if r.parameters.get("run_dir") == str(run_dir)]
+        assert len(runs) == 1
+        client.set_flow_run_state(runs[0].id, Cancelling(message="from the test"))
+        output, _ = flow.communicate(timeout=120)
+        assert client.read_flow_run(runs[0].id).state.type is StateType.CANCELLED
+
+    final = load_state(run_dir / "state.json")
+    assert (final.end_reason or "").startswith("cancelled"), output
+    job = final.history.latest_job_name
+    assert LocalBackend(run_dir).describe(job)["TrainingJobStatus"] == "Stopped"
+    assert flow.returncode == 1
