@@ -165,6 +165,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    from jobs import backend_for
+
+    state = load_state(Path(args.run_dir) / "state.json")
+    job = args.job or state.history.latest_job_name
+    if job is None:
+        raise UsageError(f"{args.run_dir}: no job has been launched yet")
+    backend = backend_for(state.run_spec.backend, args.run_dir)
+    if not backend.exists(job):
+        raise UsageError(f"{args.run_dir}: no job named {job!r}")
+    sys.stdout.write(backend.logs(job, tail=args.tail))
+    return EXIT_OK
+
+
 def check_policy(name: str) -> None:
     from strategies import get_policy
 
@@ -227,6 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="show a run's attempts and state")
     status.add_argument("run_dir")
     status.set_defaults(handler=cmd_status)
+
+    logs = commands.add_parser("logs", help="print the training log of a run's job")
+    logs.add_argument("run_dir")
+    logs.add_argument("--job", help="job name (default: the latest)")
+    logs.add_argument("--tail", type=int, default=50, help="lines from the end (default 50)")
+    logs.set_defaults(handler=cmd_logs)
 
     plan = commands.add_parser("plan", help="print the next state for a finding; launch nothing")
     plan.add_argument("state", help="state payload JSON")

@@ -219,3 +219,19 @@ def test_cancelling_the_flow_run_stops_the_job(prefect_api_url: str, tmp_path: P
     job = final.history.latest_job_name
     assert LocalBackend(run_dir).describe(job)["TrainingJobStatus"] == "Stopped"
     assert flow.returncode == 1
+
+
+def test_status_and_logs_of_a_run(prefect_api_url: str, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    spec = write_spec(
+        tmp_path / "spec.json", RunSpec(entry_point="tests.jobs.entry_points.quick", rules=[])
+    )
+    assert (
+        remedy("run", str(spec), "--run-dir", str(run_dir), api_url=prefect_api_url).returncode == 0
+    )
+    status = remedy("status", str(run_dir))
+    assert status.returncode == 0 and "Completed" in status.stdout.splitlines()[1]
+    logs = remedy("logs", str(run_dir))
+    assert logs.returncode == 0 and "trained with lr 0.1" in logs.stdout
+    missing = remedy("logs", str(run_dir), "--job", "nope")
+    assert missing.returncode == 2 and "no job named 'nope'" in missing.stderr
