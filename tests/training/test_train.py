@@ -1,0 +1,206 @@
+"""The entry point as the backend runs it: a real `python -m training.train` process."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from models import ResNetConfig, build_model
+from training.checkpoint import load_checkpoint
+from training.data import write_tiny_cifar10
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = {
+    "depth": 8, "width": 2, "batch_size": 16, "train_samples": 48, "test_samples": 20,
+    "num_epochs": 2, "warmup_learning_rate": 0.01, "learning_rate": 0.05, "add_batch_norm": 1,
+    "checkpoint_every_epochs": 1,
+}  # fmt: skip
+STEP_KEYS = {"type", "step", "epoch", "loss", "accuracy", "grad_norm", "learning_rate", "wall_time"}
+EPOCH_KEYS = {"type", "epoch", "step", "test_loss", "test_accuracy", "wall_time"}
+
+
+def strict_json(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def job_env(output: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, REMEDY_TORCH_THREADS="1", REMEDY_STOP_FILE=str(output / "stop"))
+    env.pop("REMEDY_DEBUGGER_CONFIG", None)
+    return env | extra
+
+
+def command(tmp_path: Path, hyperparameters: dict[str, Any]) -> list[str]:
+    path = tmp_path / "hyperparameters.json"
+    path.write_text(json.dumps(hyperparameters))
+    return [sys.executable, "-m", "training.train", "--hyperparameters", str(path),
+            "--output-dir", str(tmp_path / "out")]  # fmt: skip
+
+
+def run_job(
+    tmp_path: Path, hyperparameters: dict[str, Any], **env: str
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command(tmp_path, hyperparameters), cwd=REPO, env=job_env(tmp_path / "out", **env),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def read_metrics(out: Path) -> list[dict[str, Any]]:
+    return [strict_json(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_tiny_job_writes_progress_metrics_checkpoints_and_result(tmp_path: Path) -> None:
+    done = run_job(tmp_path, TINY)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+
+    progress = strict_json((out / "progress.json").read_text())
+    assert progress["step"] == progress["total_steps"] == 6  # ceil(48 / 16) x 2 epochs
+    assert progress["steps_per_epoch"] == 3 and progress["epoch"] == 1
+    assert progress["learning_rate"] == 0.05  # epoch 1: after the warmup epoch
+
+    lines = read_metrics(out)
+    steps = [line for line in lines if line["type"] == "step"]
+    epochs = [line for line in lines if line["type"] == "epoch"]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]
+    assert [s["learning_rate"] for s in steps] == [0.01] * 3 + [0.05] * 3
+    assert all(set(s) == STEP_KEYS for s in steps) and all(set(e) == EPOCH_KEYS for e in epochs)
+    assert [(e["epoch"], e["step"]) for e in epochs] == [(0, 3), (1, 6)]
+    assert all(0 <= s["accuracy"] <= 1 and s["loss"] > 0 and s["grad_norm"] > 0 for s in steps)
+
+    result = strict_json((out / "result.json").read_text())
+    assert result["status"] == "Completed" and result["steps"] == 6
+    assert result["epochs_completed"] == 2
+    assert result["final_accuracy"] == epochs[-1]["test_accuracy"]
+    assert result["final_loss"] == epochs[-1]["test_loss"]
+    assert result["final_train_loss"] == steps[-1]["loss"]
+
+    checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert checkpoints == ["epoch-0001", "epoch-0002"]
+    model = build_model(ResNetConfig(depth=8, width=2, batch_norm=True))
+    assert load_checkpoint(out / "checkpoints" / "epoch-0002", model).step == 6
+
+    assert "epoch 1 done" in done.stdout and "Completed" in done.stdout
+    assert not list(out.glob(".*tmp*"))  # atomic writes leave no temporary files
+
+
+def test_cifar10_folder_is_read(tmp_path: Path) -> None:
+    data = write_tiny_cifar10(tmp_path / "cifar", samples_per_batch=8, test_samples=10)
+    config = TINY | {
+        "dataset": "cifar10",
+        "data_path": str(data),
+        "train_samples": None,
+        "test_samples": None,
+        "num_epochs": 1,
+        "checkpoint_every_epochs": 0,
+    }
+    done = run_job(tmp_path, config)
+    assert done.returncode == 0, done.stderr
+    progress = strict_json((tmp_path / "out" / "progress.json").read_text())
+    assert progress["steps_per_epoch"] == 3  # 40 images in batches of 16
+    assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def test_a_diverging_job_keeps_training_and_writes_valid_json(tmp_path: Path) -> None:
+    # A learning rate this absurd overflows the weights within a few steps. The job must not
+    # notice on its own: spotting it is the debugger's job.
+    config = TINY | {"add_batch_norm": 0, "warmup_learning_rate": 1e12, "learning_rate": 1e12}
+    done = run_job(tmp_path, config)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    steps = [line for line in read_metrics(out) if line["type"] == "step"]
+    assert len(steps) == 6 and steps[-1]["loss"] is None  # NaN written as null
+    result = strict_json((out / "result.json").read_text())
+    assert result["status"] == "Completed" and result["final_train_loss"] is None
+    assert result["final_loss"] is None
+
+
+def test_a_stop_file_stops_after_the_current_step(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "stop").touch()  # present from the start: the first step is the last
+    done = run_job(tmp_path, TINY)
+    assert done.returncode == 0, done.stderr
+    result = strict_json((tmp_path / "out" / "result.json").read_text())
+    assert result == {
+        "status": "Stopped", "steps": 1, "epochs_completed": 0, "final_loss": None,
+        "final_accuracy": None, "final_train_loss": result["final_train_loss"],
+    }  # fmt: skip
+    assert result["final_train_loss"] > 0
+    assert "stop requested" in done.stdout
+    assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"{path.name} never appeared: {process.communicate()}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("how", ["sigterm", "stop_file"])
+def test_a_running_job_stops_cleanly(tmp_path: Path, how: str) -> None:
+    config = TINY | {"num_epochs": 1000, "checkpoint_every_epochs": 0}
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        command(tmp_path, config), cwd=REPO, env=job_env(out),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for(out / "progress.json", process)
+    if how == "sigterm":
+        process.send_signal(signal.SIGTERM)
+    else:
+        (out / "stop").touch()
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+
+    result = strict_json((out / "result.json").read_text())
+    assert result["status"] == "Stopped"
+    assert 1 <= result["steps"] < 3000
+    lines = read_metrics(out)  # every line whole
+    assert [line["step"] for line in lines if line["type"] == "step"][-1] == result["steps"]
+    assert "stop requested" in stdout
+
+
+def test_a_bad_hyperparameter_fails_naming_it(tmp_path: Path) -> None:
+    done = run_job(tmp_path, TINY | {"widht": 4})
+    assert done.returncode == 2
+    assert "widht" in done.stderr
+    assert not (tmp_path / "out" / "result.json").exists()
+
+
+def test_the_debugger_hook_captures_the_job_when_configured(tmp_path: Path) -> None:
+    from debugger import create_trial
+
+    store = tmp_path / "tensors"
+    debugger_config = tmp_path / "debugger.json"
+    debugger_config.write_text(json.dumps({
+        "out_dir": str(store),
+        "save_config": {"save_interval": 1},
+        "collections": {"losses": {}, "gradients": {"save_interval": 2}},
+    }))  # fmt: skip
+    config = TINY | {"add_batch_norm": 0, "warmup_learning_rate": 1e12, "learning_rate": 1e12}
+    done = run_job(tmp_path, config, REMEDY_DEBUGGER_CONFIG=str(debugger_config))
+    assert done.returncode == 0, done.stderr
+    assert "debugger on" in done.stdout
+
+    trial = create_trial(store)
+    assert trial.has_ended  # hook.close() wrote the end marker
+    assert trial.steps("TRAIN") == [0, 1, 2, 3, 4, 5]
+    assert trial.steps("EVAL") == [0, 1]  # one evaluation batch per epoch
+    gradients = trial.tensor_names(collection="gradients")
+    assert "gradient/stem.weight" in gradients and "gradient/head.bias" in gradients
+    stem = trial.tensor("gradient/stem.weight")
+    assert stem.steps("TRAIN") == [0, 2, 4]
+    assert not np.isfinite(stem.value(4, "TRAIN")).all()  # the debugger sees the divergence

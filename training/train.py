@@ -1,0 +1,251 @@
+"""The training job: python -m training.train --hyperparameters FILE --output-dir DIR
+
+Trains the configurable ResNet with SGD + momentum on CIFAR-10 or synthetic images and
+writes into DIR (JSON written to a temporary file, then renamed into place):
+  progress.json   after every step: step, epoch, loss, accuracy, grad_norm (total L2 norm of
+                  the gradients), learning_rate, wall_time,
+                  steps_per_epoch, total_steps
+  metrics.jsonl   one line per step ("type": "step") and per epoch ("type": "epoch")
+  checkpoints/    every checkpoint_every_epochs epochs (safetensors + JSON)
+  result.json     at the end: status Completed or Stopped, steps, epochs_completed,
+                  final_loss / final_accuracy (last test evaluation), final_train_loss
+Non-finite numbers (NaN, +-inf) are written as null so every file stays valid JSON.
+wall_time is seconds since the Unix epoch. Accuracies are fractions in [0, 1].
+
+The job never checks its own numbers for NaN: a diverging run keeps training until it is
+stopped from outside. Spotting the divergence is the tensor debugger's job, whose hook is
+active when REMEDY_DEBUGGER_CONFIG names a config file. A stop request is the file named by
+REMEDY_STOP_FILE appearing, or SIGTERM: the current step finishes, the hook is closed,
+result.json says "Stopped" and the process exits 0. REMEDY_TORCH_THREADS sets torch's threads.
+"""
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+from torch import nn
+
+from debugger import Hook, ModeKeys
+from models import ResNetConfig, build_model
+from training.checkpoint import save_checkpoint
+from training.config import TrainConfig, load_config
+from training.data import DataSplit, load_cifar10, make_synthetic
+from training.schedule import learning_rate_for_epoch
+
+LOG_EVERY = 10  # steps between progress lines on stdout
+EVAL_BATCH_SIZE = 500
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def write_json_atomic(path: Path, record: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, allow_nan=False) + "\n")
+    os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+
+
+class StopRequest:
+    """SIGTERM or the stop file: both ask the loop to end after the current step."""
+
+    def __init__(self) -> None:
+        self.signalled = False
+        stop_file = os.environ.get("REMEDY_STOP_FILE")
+        self.stop_file = Path(stop_file) if stop_file else None
+        signal.signal(signal.SIGTERM, self.on_sigterm)
+
+    def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.signalled = True
+
+    def __bool__(self) -> bool:
+        return self.signalled or (self.stop_file is not None and self.stop_file.exists())
+
+
+def load_data(config: TrainConfig) -> tuple[DataSplit, DataSplit]:
+    if config.dataset == "cifar10":
+        assert config.data_path is not None  # checked by TrainConfig
+        return load_cifar10(config.data_path, config.train_samples, config.test_samples)
+    train_samples, test_samples = config.num_train_samples, config.num_test_samples
+    assert train_samples is not None and test_samples is not None  # synthetic defaults
+    return make_synthetic(train_samples, test_samples, seed=config.seed)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, criterion: nn.Module, data: DataSplit) -> tuple[float, float]:
+    """Mean loss and accuracy over the test split."""
+    total_loss, correct = 0.0, 0
+    for images, labels in zip(
+        data.images.split(EVAL_BATCH_SIZE), data.labels.split(EVAL_BATCH_SIZE), strict=True
+    ):
+        logits = model(images)
+        total_loss += criterion(logits, labels).item() * len(labels)
+        correct += (logits.argmax(dim=1) == labels).sum().item()
+    return total_loss / len(data), correct / len(data)
+
+
+def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
+    stop = StopRequest()  # first, so that an early SIGTERM is a clean stop too
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if os.environ.get("REMEDY_TORCH_THREADS"):
+        torch.set_num_threads(int(os.environ["REMEDY_TORCH_THREADS"]))
+    torch.manual_seed(config.seed)
+
+    # data, model, optimizer
+    train_data, test_data = load_data(config)
+    model_config = ResNetConfig(
+        depth=config.depth,
+        width=config.width,
+        activation=config.activation,
+        batch_norm=bool(config.add_batch_norm),
+    )
+    model = build_model(model_config)
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=config.warmup_learning_rate,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+    )
+    steps_per_epoch = math.ceil(len(train_data) / config.batch_size)
+    total_steps = steps_per_epoch * config.num_epochs
+    shuffle = torch.Generator().manual_seed(config.seed)
+
+    # the tensor debugger, when the backend asked for it
+    hook = Hook.from_env()
+    if hook is not None:
+        hook.register_module(model)
+        hook.register_loss(criterion)
+        hook.register_optimizer(optimizer)
+
+    print(
+        f"training {config.base_job_name}: ResNet-{config.depth} width {config.width} "
+        f"{config.activation} batch_norm={bool(config.add_batch_norm)} | "
+        f"{len(train_data)} train / {len(test_data)} test images | "
+        f"{config.num_epochs} epochs x {steps_per_epoch} steps | "
+        f"debugger {'on' if hook is not None else 'off'}",
+        flush=True,
+    )
+    metrics = (output_dir / "metrics.jsonl").open("w")
+    checkpoints = output_dir / "checkpoints"
+    step, epochs_completed, train_loss, stopped = 0, 0, math.nan, False
+    test_loss: float | None = None
+    test_accuracy: float | None = None
+    started = time.time()
+
+    for epoch in range(config.num_epochs):
+        lr = learning_rate_for_epoch(epoch, config.warmup_learning_rate, config.learning_rate)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        model.train()
+        if hook is not None:
+            hook.set_mode(ModeKeys.TRAIN)
+
+        order = torch.randperm(len(train_data), generator=shuffle)
+        for batch in order.split(config.batch_size):
+            images, labels = train_data.images[batch], train_data.labels[batch]
+            logits = model(images)
+            loss = criterion(logits, labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.get_total_norm(
+                [p.grad for p in model.parameters() if p.grad is not None]
+            ).item()  # logged only: reacting to it is the debugger's job
+            optimizer.step()
+            step += 1
+
+            train_loss = loss.item()
+            accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
+            now = time.time()
+            record = {
+                "step": step,
+                "epoch": epoch,
+                "loss": finite_or_none(train_loss),
+                "accuracy": accuracy,
+                "grad_norm": finite_or_none(grad_norm),
+                "learning_rate": lr,
+                "wall_time": now,
+            }
+            metrics.write(json.dumps({"type": "step"} | record, allow_nan=False) + "\n")
+            metrics.flush()
+            progress = record | {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
+            write_json_atomic(output_dir / "progress.json", progress)
+            if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:
+                print(
+                    f"step {step}/{total_steps} epoch {epoch} loss {train_loss:.4f} "
+                    f"accuracy {accuracy:.3f} lr {lr:g} ({(now - started) / step:.3f} s/step)",
+                    flush=True,
+                )
+            if stop:
+                stopped = True
+                break
+        if stopped:
+            print(f"stop requested: stopping after step {step}", flush=True)
+            break
+
+        # end of epoch: test evaluation, then maybe a checkpoint
+        model.eval()
+        if hook is not None:
+            hook.set_mode(ModeKeys.EVAL)
+        loss_value, test_accuracy = evaluate(model, criterion, test_data)
+        test_loss = finite_or_none(loss_value)
+        epochs_completed = epoch + 1
+        record = {
+            "type": "epoch",
+            "epoch": epoch,
+            "step": step,
+            "test_loss": test_loss,
+            "test_accuracy": test_accuracy,
+            "wall_time": time.time(),
+        }
+        metrics.write(json.dumps(record, allow_nan=False) + "\n")
+        metrics.flush()
+        print(
+            f"epoch {epoch} done: step {step} test_loss {loss_value:.4f} "
+            f"test_accuracy {test_accuracy:.3f} ({time.time() - started:.1f} s)",
+            flush=True,
+        )
+        every = config.checkpoint_every_epochs
+        if every and epochs_completed % every == 0:
+            save_checkpoint(checkpoints, model, optimizer, epoch=epochs_completed, step=step)
+
+    metrics.close()
+    if hook is not None:
+        hook.close()
+    result = {
+        "status": "Stopped" if stopped else "Completed",
+        "steps": step,
+        "epochs_completed": epochs_completed,
+        "final_loss": test_loss,
+        "final_accuracy": test_accuracy,
+        "final_train_loss": finite_or_none(train_loss),
+    }
+    write_json_atomic(output_dir / "result.json", result)
+    print(f"{result['status']}: {json.dumps(result)}", flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hyperparameters", required=True, help="JSON file of hyperparameters")
+    parser.add_argument("--output-dir", required=True, help="folder for progress and results")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.hyperparameters)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    train(config, Path(args.output_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
