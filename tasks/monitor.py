@@ -150,19 +150,22 @@ def flow_run_cancelled() -> bool:
 
 
 def progress_line(state: State, description: JobDescription) -> str:
-    progress = description.get("Progress", {})
     rules = ", ".join(
         f"{r.get('RuleConfigurationName')}: {r.get('RuleEvaluationStatus')}"
         for r in description.get("DebugRuleEvaluationStatuses", [])
     )
-    step = progress.get("step", 0)
-    total = progress.get("total_steps", "?")
-    loss = progress.get("loss")
-    loss_text = f"{loss:.4g}" if isinstance(loss, int | float) else str(loss)
+    progress = description.get("Progress")
+    if progress:
+        loss = progress.get("loss")
+        where = (
+            f"step {progress.get('step')}/{progress.get('total_steps', '?')} "
+            f"epoch {progress.get('epoch')} loss {'non-finite' if loss is None else f'{loss:.4g}'}"
+        )
+    else:
+        where = "starting"
     return (
         f"attempt {state.history.num_retraining} | {description['TrainingJobStatus']} | "
-        f"step {step}/{total} epoch {progress.get('epoch', 0)} loss {loss_text} | "
-        f"{rules or 'rules: starting'}"
+        f"{where} | {rules or 'rules: starting'}"
     )
 
 

@@ -148,7 +148,9 @@ class Supervisor:
         )
         code = self.trainer.wait()
         job_status, reason = self.outcome(code)  # judged now: a later stop file is the rules'
-        self.write_status(SecondaryStatus="EvaluatingRules", exit_code=code)
+        self.write_status(
+            SecondaryStatus="EvaluatingRules", exit_code=code, training_exited_at=utc_now()
+        )
         self.finish_evaluator()
         fields: dict[str, Any] = {"TrainingJobStatus": job_status, "TrainingEndTime": utc_now()}
         fields["SecondaryStatus"] = job_status
