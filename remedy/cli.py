@@ -72,6 +72,7 @@ def last_attempt_completed(state: State) -> bool:
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
     from flows.remediate import RemediateSettings, remediate
+    from remedy.preflight import preflight
     from tasks.messages import attempt_table
     from tasks.notify import notifier
     from tasks.persist import load_run, state_path
@@ -80,7 +81,8 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
     )
     try:
-        notifier(settings.notify_config)  # bad targets fail now, before any launch
+        preflight(state.run_spec)  # bad input fails now, before any launch
+        notifier(settings.notify_config)
     except ValueError as error:
         raise UsageError(str(error)) from None
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -122,6 +122,15 @@ def load_cifar10(
     return train, test
 
 
+def check_cifar10_folder(folder: str | Path) -> None:
+    """Fail fast, before a job is launched, on a folder that cannot be loaded."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CifarFormatError(f"{folder}: CIFAR-10 folder not found")
+    read_cifar_batch(folder / TRAIN_FILES[0])
+    read_cifar_batch(folder / TEST_FILE)
+
+
 def write_cifar_batch(
     path: str | Path, pixels: np.ndarray, labels: np.ndarray, batch_label: str
 ) -> None:

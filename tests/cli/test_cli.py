@@ -235,3 +235,10 @@ def test_status_and_logs_of_a_run(prefect_api_url: str, tmp_path: Path) -> None:
     assert logs.returncode == 0 and "trained with lr 0.1" in logs.stdout
     missing = remedy("logs", str(run_dir), "--job", "nope")
     assert missing.returncode == 2 and "no job named 'nope'" in missing.stderr
+
+
+def test_spec_that_cannot_start_here_is_refused_before_launch(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "spec.json", RunSpec(dataset="cifar10", data_path="/nowhere"))
+    out = remedy("run", str(spec), "--run-dir", str(tmp_path / "run"))
+    assert out.returncode == 2 and "run_spec.data_path" in out.stderr
+    assert not (tmp_path / "run").exists()
