@@ -7,8 +7,8 @@ ResNet-20 without batch norm, which really explodes) with a budget of two launch
 reads the run directory and prints:
 
 - detection latency: from the first training step whose gradient is non-finite (the job's
-  metrics log its total gradient norm every step) to the training process gone, in steps
-  and seconds, split into "rule fired" and "job stopped";
+  metrics log the total gradient norm, summed in float64, every step) to the training
+  process gone, in steps and seconds, split into "rule fired" and "job stopped";
 - cycle overhead: from the rule's IssuesFound to the relaunched job's first training step,
   split into the flow's part (poll, stop, plan, notify, launch) and the new process's start;
 - as the baseline measured in the same run, the start of a bare training process (Python,
@@ -63,10 +63,10 @@ def measure(run_dir: Path, final: State) -> dict[str, float]:
         seconds(e["time"]) for e in journal if e["event"] == "launching" and e["job"] == job2.name
     )
     first_step_2 = read_lines(job2 / "metrics.jsonl")[0]["wall_time"]
-    return {
-        "first bad step": bad["step"],
-        "rule fired at hook step": rule["step"],
-        "steps until the job was gone": last_step - bad["step"],
+    return {  # steps count updates from 1; the hook counts from 0 (hook step s = update s+1)
+        "first update with a non-finite grad": bad["step"],
+        "update whose gradients fired the rule": rule["step"] + 1,
+        "updates until the job was gone": last_step - bad["step"],
         "s bad step -> IssuesFound": fired - bad["wall_time"],
         "s IssuesFound -> process gone": gone - fired,
         "s detection latency": gone - bad["wall_time"],
@@ -123,10 +123,10 @@ def main() -> None:
 
     print("\nremediation cycle on the demo scenario (monitor poll interval 2 s)")
     header = "".join(f"{f'save every {i}':>16}" for i in rows)
-    print(f"{'':34}{header}")
+    print(f"{'':40}{header}")
     for key in next(iter(rows.values())):
         cells = "".join(f"{rows[i][key]:>16.2f}" for i in rows)
-        print(f"{key:34}{cells}")
+        print(f"{key:40}{cells}")
     print(f"\nbaseline, bare process start to first step: {baseline:.2f} s")
     for i, row in rows.items():
         ratio = row["s cycle overhead"] / baseline

@@ -80,6 +80,18 @@ def load_data(config: TrainConfig) -> tuple[DataSplit, DataSplit]:
 
 
 @torch.no_grad()
+def total_grad_norm(model: nn.Module) -> float:
+    """L2 norm of all gradients, summed in float64 so that it is finite exactly when every
+    gradient is (float32 squares overflow from |g| > 1.8e19)."""
+    norms = [
+        torch.linalg.vector_norm(p.grad, dtype=torch.float64)
+        for p in model.parameters()
+        if p.grad is not None
+    ]
+    return torch.linalg.vector_norm(torch.stack(norms)).item()
+
+
+@torch.no_grad()
 def evaluate(model: nn.Module, criterion: nn.Module, data: DataSplit) -> tuple[float, float]:
     """Mean loss and accuracy over the test split."""
     total_loss, correct = 0.0, 0
@@ -156,9 +168,7 @@ def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
             loss = criterion(logits, labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = torch.nn.utils.get_total_norm(
-                [p.grad for p in model.parameters() if p.grad is not None]
-            ).item()  # logged only: reacting to it is the debugger's job
+            grad_norm = total_grad_norm(model)  # logged only: reacting is the debugger's job
             optimizer.step()
             step += 1
 
