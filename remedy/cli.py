@@ -11,11 +11,13 @@ remedy schema                     the payload's JSON Schema
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from remedy.errors import UsageError
 from state_schema import (
     Finding,
     JobStatus,
@@ -32,9 +34,9 @@ from state_schema.io import schema_text
 
 EXIT_OK, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-
-class UsageError(Exception):
-    """Bad input found before anything was launched or written."""
+# Modules that add subcommands: each has register(commands) adding parsers whose
+# handler(args) returns an exit status and raises UsageError for bad input.
+COMMAND_MODULES: list[str] = []
 
 
 def configure_prefect_environment() -> None:
@@ -259,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="print the payload's JSON Schema")
     schema.set_defaults(handler=cmd_schema)
+
+    for module in COMMAND_MODULES:  # further command groups, one module each
+        importlib.import_module(module).register(commands)
     return parser
 
 
