@@ -4,6 +4,7 @@ remedy demo                       the original scenario on CPU, embedded default
 remedy run FILE                   remediate from a run_spec JSON or a state payload
 remedy resume RUN_DIR             continue a stopped or crashed flow
 remedy status RUN_DIR             the attempt table and state of a run
+remedy logs RUN_DIR               the training log of the latest (or --job) job
 remedy plan STATE.json --finding RULE    the next state the policy would produce
 remedy schema                     the payload's JSON Schema
 """

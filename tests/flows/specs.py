@@ -11,7 +11,7 @@ def tiny_spec(**fields: object) -> RunSpec:
         "batch_size": 32,
         "train_samples": 256,
         "test_samples": 64,
-        "num_epochs": 2,
+        "num_epochs": 8,
         "debugger_save_interval": 2,
     }
     return RunSpec(**{**base, **fields})
