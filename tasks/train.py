@@ -24,8 +24,8 @@ def train(state: State, run_dir: str) -> State:
     persist(run_dir, state, "launching")
     backend_for(state.run_spec.backend, run_dir).launch(job_name, state.run_spec)
     attempt = state.current_attempt
-    why = f" ({attempt.strategy_reason})" if attempt and attempt.strategy_reason else ""
-    logger.info("launched attempt %d: job %s%s", state.history.num_retraining, job_name, why)
+    why = f" ({attempt.strategy})" if attempt and attempt.strategy else ""
+    logger.info("launched attempt %d%s: job %s", state.history.num_retraining, why, job_name)
     return state
 
 
