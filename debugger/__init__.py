@@ -6,6 +6,7 @@ built, so readers and the rule evaluator need numpy and safetensors only.
 
 from __future__ import annotations
 
+from debugger.collections import CollectionSpec, ReductionConfig
 from debugger.config import ConfigError, HookConfig, SaveConfig
 from debugger.exceptions import (
     CorruptStepFile,
@@ -25,6 +26,8 @@ from debugger.trial import TensorView, Trial, create_trial
 
 __all__ = [
     "RULES",
+    "ReductionConfig",
+    "CollectionSpec",
     "ConfigError",
     "CorruptStepFile",
     "DebuggerError",

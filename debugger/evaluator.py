@@ -1,13 +1,16 @@
 """Rule evaluator: follows a store while the job runs and writes one status file per rule.
 
     python -m debugger.evaluator --trial STORE --rules RULES.json --status-dir DIR \
-        [--stop-file PATH] [--poll-interval 0.5]
+        [--stop-file PATH] [--notify-file PATH] [--poll-interval 0.5]
 
 Streaming: every poll refreshes the trial (new step files only) and invokes each rule still
 in progress on the new steps (in global step order within a poll); old steps are never
 read again.
 A rule that fires is IssuesFound (final); with the StopTraining action and --stop-file,
-the stop file is created so the job can stop without waiting for the orchestrator.
+the stop file is created so the job can stop without waiting for the orchestrator; with
+the Notify action a JSON line describing the finding is appended to the notify file
+(default <status-dir>/notifications.jsonl) for the orchestrator to send on.
+At polls that bring no new step, rules about time (StalledTraining) are asked too.
 A rule that raises is Error (final); the others carry on. When end.json is seen and every
 step is evaluated, the rules left are NoIssuesFound. SIGTERM/SIGINT: evaluate what is
 already written, mark rules still in progress Stopped. Exit 0 in all those cases; 2 when
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import json
 import os
 import signal
 import sys
@@ -31,12 +35,19 @@ from typing import Any
 from debugger import store
 from debugger.exceptions import DebuggerError
 from debugger.modes import STEP_MODES, ModeKeys
-from debugger.rule_config import STOP_TRAINING, RuleConfig, RuleConfigError, load_rule_configs
-from debugger.rules import Rule, get_rule
+from debugger.rule_config import (
+    NOTIFY,
+    STOP_TRAINING,
+    RuleConfig,
+    RuleConfigError,
+    load_rule_configs,
+)
+from debugger.rules import Rule, get_rule, load_rule_file
 from debugger.status import RuleStatus, RuleStatusRecord, write_status
 from debugger.trial import Trial, create_trial
 
 DEFAULT_POLL_INTERVAL = 0.5
+NOTIFY_FILE = "notifications.jsonl"
 
 
 @dataclass
@@ -52,7 +63,11 @@ def instantiate_rules(trial: Trial, configs: Sequence[RuleConfig]) -> list[Rule]
     problems: dict[str, str] = {}
     for config in configs:
         try:
-            rules.append(get_rule(config.rule)(trial, **config.parameters))
+            if config.rule_file is not None:
+                cls = load_rule_file(config.rule_file, config.rule)
+            else:
+                cls = get_rule(config.rule)
+            rules.append(cls(trial, **config.parameters))
         except ValueError as exc:
             problems[config.name] = str(exc)
     if problems:
@@ -76,10 +91,14 @@ class RuleEvaluator:
         status_dir: str | os.PathLike[str],
         stop_file: str | os.PathLike[str] | None = None,
         log: Callable[[str], None] = print,  # one line per state change
+        notify_file: str | os.PathLike[str] | None = None,
+        notify: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.trial = trial
         self.status_dir = Path(status_dir)
         self.stop_file = None if stop_file is None else Path(stop_file)
+        self.notify_file = Path(notify_file or self.status_dir / NOTIFY_FILE)
+        self._notify = notify
         self._log = log
         rules = instantiate_rules(trial, configs)
         self._runs = [
@@ -105,6 +124,9 @@ class RuleEvaluator:
         """Evaluate steps written since the last poll; True once every rule is final."""
         self.trial.refresh()
         progressed = self._evaluate_new_steps()
+        if not progressed and not self.trial.has_ended:
+            for run in self._active():
+                self._invoke_idle(run)
         if self.trial.has_ended:  # refresh() saw end.json, so every step was listed
             for run in self._active():
                 evaluated = run.record.steps_evaluated
@@ -172,18 +194,44 @@ class RuleEvaluator:
         run.record.steps_evaluated += 1
         if not fired:
             return
-        finding = run.rule.finding
         run.record.step, run.record.mode = step, mode
+        self._issue(run, run.rule.finding)
+
+    def _invoke_idle(self, run: _RuleRun) -> None:
+        try:
+            fired = run.rule.invoke_idle()
+        except Exception as exc:
+            self._set(run, RuleStatus.ERROR, f"{type(exc).__name__}: {exc} (while idle)")
+            return
+        if fired:
+            self._issue(run, run.rule.finding)
+
+    def _issue(self, run: _RuleRun, finding: Any) -> None:
+        """IssuesFound, then the rule's actions."""
+        if finding is not None:
+            run.record.step, run.record.mode = finding.step, finding.mode
         run.record.tensor = None if finding is None else finding.tensor
-        message = f"fired at {mode.value} step {step}" if finding is None else finding.message
+        where = f"{run.record.mode.value} step {run.record.step}" if run.record.mode else "?"
+        message = f"fired at {where}" if finding is None else finding.message
         self._set(run, RuleStatus.ISSUES_FOUND, message)
         if STOP_TRAINING in run.config.actions and self.stop_file is not None:
             self._request_stop(run, message)
+        if NOTIFY in run.config.actions:
+            self._send_notification(run, message)
 
-    def _request_stop(self, run: _RuleRun, message: str) -> None:
-        if self.stop_file is None or self.stop_file.exists():
-            return  # the first rule to ask wins; the job reads one reason
-        payload = {
+    def _send_notification(self, run: _RuleRun, message: str) -> None:
+        payload = self._finding_payload(run, message)
+        line = json.dumps(payload, sort_keys=True)
+        self.notify_file.parent.mkdir(parents=True, exist_ok=True)
+        # One short line per append: readers of a JSON-lines file never see half a record.
+        with open(self.notify_file, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+        if self._notify is not None:
+            self._notify(payload)
+        self._log(f"{store.utc_now_iso()} {run.config.name}: Notify -> {self.notify_file}")
+
+    def _finding_payload(self, run: _RuleRun, message: str) -> dict[str, Any]:
+        return {
             "rule": run.config.name,
             "rule_type": run.config.rule,
             "step": run.record.step,
@@ -192,7 +240,11 @@ class RuleEvaluator:
             "message": message,
             "time": store.utc_now_iso(),
         }
-        store.write_json(self.stop_file, payload)
+
+    def _request_stop(self, run: _RuleRun, message: str) -> None:
+        if self.stop_file is None or self.stop_file.exists():
+            return  # the first rule to ask wins; the job reads one reason
+        store.write_json(self.stop_file, self._finding_payload(run, message))
         self._log(f"{store.utc_now_iso()} {run.config.name}: StopTraining -> {self.stop_file}")
 
     def _set(self, run: _RuleRun, status: RuleStatus, details: str) -> None:
@@ -226,6 +278,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rules", required=True, help="RULES.json")
     parser.add_argument("--status-dir", required=True, help="where <name>.json statuses go")
     parser.add_argument("--stop-file", default=None, help="created when StopTraining fires")
+    parser.add_argument(
+        "--notify-file",
+        default=None,
+        help=f"JSON lines appended when a Notify rule fires (default <status-dir>/{NOTIFY_FILE})",
+    )
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL)
     return parser.parse_args(argv)
 
@@ -243,7 +300,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         configs = load_rule_configs(args.rules)
         trial = create_trial(args.trial)
-        evaluator = RuleEvaluator(trial, configs, args.status_dir, args.stop_file, _print_line)
+        evaluator = RuleEvaluator(
+            trial,
+            configs,
+            args.status_dir,
+            args.stop_file,
+            _print_line,
+            notify_file=args.notify_file,
+        )
     except RuleConfigError as exc:
         fallback = f"not started: RULES.json is invalid: {exc}"
         write_errors(args.status_dir, exc.names, exc.problems, fallback)

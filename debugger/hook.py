@@ -17,10 +17,18 @@ disk), or else when the next step begins, the mode changes, or at close(). A ten
 after its step's file was written (e.g. save_tensor after optimizer.step()) is dropped with
 a DebuggerWarning: call save_tensor before optimizer.step(). One optimizer per hook for now.
 
-I/O: tensors are detached and copied to CPU on the training thread, then a background
-thread converts and writes them. The queue between them is bounded (max_pending_steps);
-when it is full the training thread blocks until the writer catches up (back-pressure
-instead of unbounded memory or silently dropped steps).
+Activations: a collection with a CollectionSpec (module types or path regexes) saves the
+inputs/outputs of the matching submodules of every registered module, named
+`<path>/<type>_<input|output>` (see debugger/collections.py); "activations" alone selects
+the usual activation modules, "inputs" saves the registered module's first input as "input".
+
+Reductions (ReductionConfig) are computed on the tensor's device. Every tensor of a step
+stays on its device until the step is finished; then all reductions travel to the host in
+one transfer and all raw tensors of one dtype in one more (on CPU no transfer is needed).
+
+I/O: a background thread converts and writes the step files. The queue between them is
+bounded (max_pending_steps); when it is full the training thread blocks until the writer
+catches up (back-pressure: memory stays bounded, no step is silently dropped).
 
 This is the only module of the package that imports torch, and only when a Hook is built,
 so `import debugger` stays cheap for readers and the rule evaluator.
@@ -30,6 +38,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
+import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Mapping
@@ -38,10 +49,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from debugger.collections import (
+    DEFAULT_ACTIVATION_TYPES,
+    CollectionSpec,
+    ReductionConfig,
+    reduction_key,
+)
 from debugger.config import CONFIG_ENV_VAR, HookConfig, SaveConfig
 from debugger.exceptions import DebuggerWarning
 from debugger.modes import STEP_MODES, ModeKeys
-from debugger.store import is_store
+from debugger.s3 import is_s3
+from debugger.store import META_FILE, is_store
 from debugger.writer import DEFAULT_MAX_PENDING_STEPS, StepRecord, StoreWriter
 
 if TYPE_CHECKING:
@@ -51,6 +69,10 @@ LOSSES = "losses"
 GRADIENTS = "gradients"
 WEIGHTS = "weights"
 BIASES = "biases"
+ACTIVATIONS = "activations"
+INPUTS = "inputs"
+INPUT_TENSOR_NAME = "input"
+ROOT_PATH = "model"
 DEFAULT_USER_COLLECTION = "default"
 LOSS_TENSOR_NAME = "loss"
 GRADIENT_PREFIX = "gradient/"
@@ -60,6 +82,9 @@ GRADIENT_PREFIX = "gradient/"
 class _OpenStep:
     record: StepRecord
     written: bool = False
+    # Reductions waiting for the step's single device-to-host transfer: key -> 1-element
+    # tensor on the device, plus the collection each key belongs to.
+    reductions: dict[str, Any] | None = None
 
 
 class Hook:
@@ -71,7 +96,10 @@ class Hook:
         save_config: SaveConfig | None = None,
         collections: Mapping[str, SaveConfig | None] | Iterable[str] | None = None,
         *,
+        collection_specs: Mapping[str, CollectionSpec] | None = None,
+        reduction_config: ReductionConfig | None = None,
         max_pending_steps: int = DEFAULT_MAX_PENDING_STEPS,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         """`collections`: names (saved with `save_config`) or {name: SaveConfig | None}.
 
@@ -81,17 +109,35 @@ class Hook:
         """
         import torch
 
-        self.config = HookConfig.build(out_dir, save_config, collections)
-        if is_store(self.config.out_dir):
+        self.config = HookConfig.build(
+            out_dir, save_config, collections, collection_specs, reduction_config, tensorboard_dir
+        )
+        exporter = None
+        if self.config.tensorboard_dir is not None:
+            from debugger.tensorboard import TensorBoardExporter
+
+            exporter = TensorBoardExporter(self.config.tensorboard_dir)
+        root, uploader = self.config.out_dir, None
+        if is_s3(root):
+            from debugger.s3 import S3Uploader  # boto3 only for s3:// stores
+
+            uploader = S3Uploader(root)
+            if uploader.exists(META_FILE):
+                raise FileExistsError(f"{root} already holds a debugger store")
+            root = tempfile.mkdtemp(prefix="remedy-debugger-")  # staging for uploads
+        elif is_store(root):
             raise FileExistsError(f"{self.config.out_dir} already holds a debugger store")
+        self._staging = root if uploader is not None else None
         self._writer = StoreWriter(
-            self.config.out_dir,
+            root,
             self.config.collections,
             self.config.save_config,
             to_numpy=_to_numpy,
             framework="pytorch",
             framework_version=torch.__version__,
             max_pending_steps=max_pending_steps,
+            uploader=uploader,
+            exporter=exporter,
         )
         self._mode = ModeKeys.TRAIN
         self._mode_set_by_user = False
@@ -107,7 +153,14 @@ class Hook:
 
     @classmethod
     def from_config(cls, config: HookConfig) -> Hook:
-        return cls(config.out_dir, config.save_config, config.collections)
+        return cls(
+            config.out_dir,
+            config.save_config,
+            config.collections,
+            collection_specs=config.specs,
+            reduction_config=config.reduction_config,
+            tensorboard_dir=config.tensorboard_dir,
+        )
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike[str]) -> Hook:
@@ -126,6 +179,21 @@ class Hook:
         for name, param in module.named_parameters():
             self._param_names.setdefault(id(param), name)
         self._handles.append(module.register_forward_pre_hook(self._on_forward))
+        for collection, spec in self._module_specs().items():
+            types = set(spec.module_types)
+            patterns = [re.compile(p) for p in spec.include_regex]
+            for path, sub in module.named_modules():
+                path = path or ROOT_PATH
+                kind = type(sub).__name__
+                if kind not in types and not any(p.fullmatch(path) for p in patterns):
+                    continue
+                base = f"{path}/{kind.lower()}"
+                if spec.save_inputs:
+                    hook = self._activation_hook(f"{base}_input", collection, is_input=True)
+                    self._handles.append(sub.register_forward_pre_hook(hook))
+                if spec.save_outputs:
+                    hook = self._activation_hook(f"{base}_output", collection, is_input=False)
+                    self._handles.append(sub.register_forward_hook(hook))
 
     def register_loss(self, criterion: torch.nn.Module) -> None:
         """Save the criterion's output as tensor "loss" in collection "losses"."""
@@ -190,7 +258,11 @@ class Hook:
         self._handles.clear()
         self._finish_step()
         last_steps = {m: s for m, s in self._mode_steps.items() if s >= 0}
-        self._writer.close(last_steps, self._global_step)
+        try:
+            self._writer.close(last_steps, self._global_step)
+        finally:
+            if self._staging is not None:
+                shutil.rmtree(self._staging, ignore_errors=True)
 
     def __enter__(self) -> Hook:
         return self
@@ -204,6 +276,19 @@ class Hook:
         if not self._mode_set_by_user:
             self._mode = ModeKeys.TRAIN if module.training else ModeKeys.EVAL
         self._begin_step(self._mode)
+        if INPUTS in self.config.collections and args and _is_tensor(args[0]):
+            self._capture(INPUT_TENSOR_NAME, INPUTS, args[0])
+
+    def _activation_hook(self, name: str, collection: str, *, is_input: bool) -> Any:
+        def on_input(module: torch.nn.Module, args: Any) -> None:
+            if args and _is_tensor(args[0]):
+                self._capture(name, collection, args[0])
+
+        def on_output(module: torch.nn.Module, args: Any, output: Any) -> None:
+            if _is_tensor(output):
+                self._capture(name, collection, output)
+
+        return on_input if is_input else on_output
 
     def _on_loss(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         self._capture(LOSS_TENSOR_NAME, LOSSES, output)
@@ -238,16 +323,36 @@ class Hook:
         if step is None or step.written:
             return
         step.written = True
+        _to_host(step)
         if step.record.tensors:  # steps with nothing selected leave no file
             self._writer.put(step.record)
 
     def _is_due(self, collection: str, mode_step: int) -> bool:
         config = self.config.collections.get(collection)
         if config is None:
-            if collection in (LOSSES, GRADIENTS, WEIGHTS, BIASES):
+            if collection in (LOSSES, GRADIENTS, WEIGHTS, BIASES, ACTIVATIONS, INPUTS):
                 return False  # built-in collections are saved only when configured
             config = self.config.save_config
-        return config.should_save(mode_step)
+        return config.should_save(mode_step, self._mode.value)
+
+    def _module_specs(self) -> dict[str, CollectionSpec]:
+        """Collections that select module inputs/outputs."""
+        specs = {n: s for n, s in self.config.specs.items() if s.selects_modules()}
+        if ACTIVATIONS in self.config.collections and ACTIVATIONS not in specs:
+            base = self.config.specs.get(ACTIVATIONS, CollectionSpec())
+            specs[ACTIVATIONS] = CollectionSpec(
+                module_types=DEFAULT_ACTIVATION_TYPES,
+                save_inputs=base.save_inputs,
+                save_outputs=base.save_outputs,
+                reduction_config=base.reduction_config,
+            )
+        return specs
+
+    def _reduction_config(self, collection: str) -> ReductionConfig | None:
+        spec = self.config.specs.get(collection)
+        if spec is not None and spec.reduction_config is not None:
+            return spec.reduction_config
+        return self.config.reduction_config
 
     def _capture(self, name: str, collection: str, value: Any) -> None:
         if self._closed:
@@ -266,7 +371,16 @@ class Hook:
                 "save it before optimizer.step()",
             )
             return
-        step.record.tensors[name] = _to_cpu_copy(value)
+        reductions = self._reduction_config(collection)
+        if reductions is not None and _is_tensor(value):
+            pending = step.reductions if step.reductions is not None else {}
+            step.reductions = pending
+            for suffix, reduced in _reduce(value, reductions).items():
+                pending[name + suffix] = reduced
+                step.record.collection_of[name + suffix] = collection
+            if not reductions.save_raw_tensor:
+                return
+        step.record.tensors[name] = _snapshot(value)
         step.record.collection_of[name] = collection
 
     def _warn_once(self, key: str, message: str) -> None:
@@ -275,18 +389,96 @@ class Hook:
             warnings.warn(message, DebuggerWarning, stacklevel=3)
 
 
-def _to_cpu_copy(value: Any) -> Any:
-    """A private CPU copy: the live tensor changes at the update, the copy must not."""
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _snapshot(value: Any) -> Any:
+    """A private copy on the tensor's own device: the live tensor changes at the update,
+    the copy must not. The copy to the host happens once per step, in _to_host."""
     import torch
 
     if isinstance(value, torch.Tensor):
         if value.is_sparse:
             value = value.to_dense()
-        return value.detach().to("cpu", copy=True)
+        return value.detach().clone()
     array = np.array(value, copy=True)
     if array.dtype.kind not in "biuf":  # fail here, not later on the writer thread
         raise TypeError(f"cannot save a value of dtype {array.dtype}; numbers only")
     return array
+
+
+def _reduce(value: torch.Tensor, config: ReductionConfig) -> dict[str, torch.Tensor]:
+    """Reductions of one tensor, computed on its device; each a 0-d float64 tensor."""
+    import torch
+
+    data = value.detach()
+    if data.is_sparse:
+        data = data.to_dense()
+    # float64 so sums of large tensors keep their precision (MPS has no float64)
+    wide = torch.float32 if data.device.type == "mps" else torch.float64
+    data = data.to(wide) if data.dtype != wide else data
+    out: dict[str, torch.Tensor] = {}
+    for reduction, absolute in config.keys():
+        operand = data.abs() if absolute else data
+        out[reduction_key("", reduction, absolute)] = _REDUCE[reduction](operand)
+    return out
+
+
+def _reduction_fns() -> dict[str, Any]:
+    import torch
+
+    def guard(fn: Any) -> Any:  # min/max of an empty tensor raise; NaN says "nothing there"
+        return lambda t: fn(t) if t.numel() else torch.tensor(float("nan"), dtype=t.dtype)
+
+    return {
+        "min": guard(torch.min),
+        "max": guard(torch.max),
+        "mean": guard(torch.mean),
+        "std": guard(lambda t: torch.std(t, correction=0)),
+        "variance": guard(lambda t: torch.var(t, correction=0)),
+        "sum": torch.sum,
+        "prod": torch.prod,
+        "l1": lambda t: torch.linalg.vector_norm(t, 1),
+        "l2": lambda t: torch.linalg.vector_norm(t, 2),
+    }
+
+
+class _LazyFns(dict):  # torch is imported only when a hook reduces something
+    def __missing__(self, key: str) -> Any:
+        self.update(_reduction_fns())
+        return dict.__getitem__(self, key)
+
+
+_REDUCE: dict[str, Any] = _LazyFns()
+
+
+def _to_host(step: _OpenStep) -> None:
+    """Move a finished step's tensors to the host: one transfer for all reductions and one
+    per dtype for the raw tensors living on an accelerator (CPU tensors stay as they are)."""
+    import torch
+
+    record = step.record
+    if step.reductions:
+        keys = list(step.reductions)
+        stacked = torch.stack([step.reductions[k].reshape(()) for k in keys]).cpu().numpy()
+        for key, number in zip(keys, stacked, strict=True):
+            record.tensors[key] = np.asarray(number)
+        step.reductions = None
+    by_dtype: dict[Any, list[str]] = {}
+    for name, value in record.tensors.items():
+        if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+            by_dtype.setdefault(value.dtype, []).append(name)
+    for names in by_dtype.values():
+        flat = torch.cat([record.tensors[n].reshape(-1) for n in names]).cpu()
+        offset = 0
+        for name in names:
+            shape = record.tensors[name].shape
+            size = record.tensors[name].numel()
+            record.tensors[name] = flat[offset : offset + size].reshape(shape)
+            offset += size
 
 
 def _to_numpy(value: Any) -> np.ndarray:

@@ -3,7 +3,9 @@
     [{"name": "ExplodingTensor", "rule": "ExplodingTensor",
       "parameters": {"tensor_regex": ".*gradient"}, "actions": ["StopTraining", "Notify"]}]
 
-`name` is the RuleConfigurationName (status file name, unique); `rule` the registry key.
+`name` is the RuleConfigurationName (status file name, unique); `rule` the registry key,
+or, with "rule_file": "path/to/my_rule.py", the name of a Rule subclass in that file
+(a custom rule, evaluated exactly like the built-ins).
 """
 
 from __future__ import annotations
@@ -45,13 +47,14 @@ class RuleConfig:
     rule: str
     parameters: dict[str, Any] = field(default_factory=dict)
     actions: tuple[str, ...] = ()
+    rule_file: str | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> RuleConfig:
         """Raises ValueError naming the key that is wrong."""
         if not isinstance(data, Mapping):
             raise ValueError(f"must be an object, got {type(data).__name__}")
-        unknown = set(data) - {"name", "rule", "parameters", "actions"}
+        unknown = set(data) - {"name", "rule", "parameters", "actions", "rule_file"}
         if unknown:
             raise ValueError(f"unknown keys {sorted(unknown)}")
         name = data.get("name")
@@ -66,7 +69,16 @@ class RuleConfig:
         actions = data.get("actions") or []
         if not isinstance(actions, list) or any(a not in ACTIONS for a in actions):
             raise ValueError(f"actions: must be a list drawn from {list(ACTIONS)}, got {actions!r}")
-        return cls(name=name, rule=rule, parameters=dict(parameters), actions=tuple(actions))
+        rule_file = data.get("rule_file")
+        if rule_file is not None and (not isinstance(rule_file, str) or not rule_file):
+            raise ValueError(f"rule_file: must be a path to a .py file, got {rule_file!r}")
+        return cls(
+            name=name,
+            rule=rule,
+            parameters=dict(parameters),
+            actions=tuple(actions),
+            rule_file=rule_file,
+        )
 
 
 def parse_rule_configs(data: Any) -> list[RuleConfig]:

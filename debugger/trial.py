@@ -4,6 +4,8 @@
     trial.steps()                                   # TRAIN steps written so far
     trial.tensor_names(collection="gradients")
     trial.tensor("loss").value(10)                  # np.ndarray
+    trial.tensor("gradient/fc.weight").reduction_value(10, "mean", abs=True)
+    trial.wait_for_steps([20, 30])                  # block until written (or never will be)
     trial.refresh()                                 # pick up steps written since
 
 Reads are incremental: refresh() lists only step files newer than the last one seen and
@@ -17,6 +19,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import time
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from debugger import store
+from debugger.collections import NORMS, REDUCTIONS, reduction_key, split_key
 from debugger.exceptions import (
     CorruptStepFile,
     DebuggerWarning,
@@ -53,6 +57,7 @@ class Trial:
         self._global_steps: list[int] = []
         self._tensor_steps: dict[str, dict[ModeKeys, list[int]]] = {}
         self._collections: dict[str, set[str]] = {}
+        self._collection_order: dict[str, list[str]] = {}
         self._meta_checked = False
         self._end: dict[str, Any] | None = None
         self._complete = False  # end.json seen before a full listing: nothing more can come
@@ -151,7 +156,7 @@ class Trial:
         names: Iterable[str]
         if step is not None:
             step_mode = ModeKeys.TRAIN if mode is None else mode
-            names = self.step_header(step, step_mode).tensor_names
+            names = {split_key(k)[0] for k in self.step_header(step, step_mode).tensor_names}
         elif mode is not None:
             parsed = ModeKeys.parse(mode)
             names = [n for n in self._tensor_steps if self._steps_of(n, parsed)]
@@ -167,6 +172,37 @@ class Trial:
 
     def collection_names(self) -> list[str]:
         return sorted(self._collections)
+
+    def collection_order(self, collection: str) -> list[str]:
+        """A collection's tensor names in the order the job first saved them (for parameters:
+        the model's order, first layer first)."""
+        return list(self._collection_order.get(collection, []))
+
+    def wait_for_steps(
+        self,
+        steps: Iterable[int],
+        mode: ModeKeys | str = ModeKeys.TRAIN,
+        timeout: float | None = None,
+        poll_interval: float = 0.2,
+    ) -> None:
+        """Block until every step is written. Raises StepUnavailable for a step that will
+        never come, TimeoutError when `timeout` seconds pass first."""
+        mode = ModeKeys.parse(mode)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        wanted = sorted(set(steps))
+        while True:
+            missing = []
+            for step in wanted:
+                try:
+                    self.step_header(step, mode)
+                except StepNotYetAvailable:
+                    missing.append(step)
+            if not missing:
+                return
+            wanted = missing
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{mode.value} steps {missing} not written within {timeout} s")
+            time.sleep(poll_interval)
 
     def tensor(self, name: str) -> TensorView:
         if name not in self._tensor_steps:
@@ -192,18 +228,19 @@ class Trial:
 
     def _load_collections(self) -> None:
         data = self.reader.read_json(store.COLLECTIONS_FILE) or {}
-        self._collections = {
-            name: set(entry.get("tensor_names", [])) for name, entry in data.items()
+        self._collection_order = {
+            name: list(entry.get("tensor_names", [])) for name, entry in data.items()
         }
+        self._collections = {name: set(names) for name, names in self._collection_order.items()}
 
     def _add(self, header: store.StepHeader) -> None:
         self._headers[header.mode][header.mode_step] = header
         bisect.insort(self._steps[header.mode], header.mode_step)
         self._global[header.global_step] = header
         bisect.insort(self._global_steps, header.global_step)
-        for name in header.tensor_names:
-            per_mode = self._tensor_steps.setdefault(name, {})
-            bisect.insort(per_mode.setdefault(header.mode, []), header.mode_step)
+        for name in {split_key(key)[0] for key in header.tensor_names}:
+            steps = self._tensor_steps.setdefault(name, {}).setdefault(header.mode, [])
+            bisect.insort(steps, header.mode_step)
 
     def _lookup(self, step: int, mode: ModeKeys) -> store.StepHeader | None:
         if mode is ModeKeys.GLOBAL:
@@ -234,7 +271,55 @@ class TensorView:
         return self.trial._steps_of(self.name, ModeKeys.parse(mode))
 
     def value(self, step: int, mode: ModeKeys | str = ModeKeys.TRAIN) -> np.ndarray:
+        """The tensor as saved at `step` (raises TensorUnavailableForStep when only its
+        reductions were saved there)."""
         header = self.trial.step_header(step, mode)
         if self.name not in header.tensor_names:
             raise TensorUnavailableForStep(self.name, step, ModeKeys.parse(mode))
         return self.trial.reader.read_tensor(header.mode, header.mode_step, self.name)
+
+    def values(self, mode: ModeKeys | str = ModeKeys.TRAIN) -> dict[int, np.ndarray]:
+        """{step: value} for every step of `mode` holding the raw tensor."""
+        out = {}
+        for step in self.steps(mode):
+            header = self.trial.step_header(step, mode)
+            if self.name in header.tensor_names:
+                out[step] = self.trial.reader.read_tensor(header.mode, header.mode_step, self.name)
+        return out
+
+    def reduction_value(
+        self,
+        step: int,
+        reduction_name: str,
+        mode: ModeKeys | str = ModeKeys.TRAIN,
+        abs: bool = False,
+    ) -> float:
+        """A reduction (min, max, mean, std, variance, sum, prod, l1, l2; abs=True for the
+        abs_ variant) saved by the hook, or computed from the raw tensor when only that
+        was saved."""
+        if reduction_name not in REDUCTIONS and reduction_name not in NORMS:
+            known = [*REDUCTIONS, *NORMS]
+            raise ValueError(f"unknown reduction {reduction_name!r}; expected one of {known}")
+        header = self.trial.step_header(step, mode)
+        key = reduction_key(self.name, reduction_name, abs)
+        if key in header.tensor_names:
+            return float(self.trial.reader.read_tensor(header.mode, header.mode_step, key))
+        if self.name not in header.tensor_names:
+            raise TensorUnavailableForStep(self.name, step, ModeKeys.parse(mode))
+        value = self.trial.reader.read_tensor(header.mode, header.mode_step, self.name)
+        return reduce_array(value, reduction_name, abs)
+
+
+def reduce_array(value: np.ndarray, reduction: str, abs: bool = False) -> float:
+    """The numpy twin of the hook's on-device reductions (population std/variance)."""
+    data = np.asarray(value, dtype=np.float64)
+    if abs:
+        data = np.abs(data)
+    if reduction == "l1":
+        return float(np.abs(data).sum())
+    if reduction == "l2":
+        return float(np.sqrt((data * data).sum()))
+    if data.size == 0 and reduction in ("min", "max", "mean", "std", "variance"):
+        return float("nan")
+    fn = {"variance": np.var}.get(reduction) or getattr(np, reduction)
+    return float(fn(data))

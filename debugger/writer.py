@@ -3,6 +3,11 @@
 Back-pressure: the queue holds at most `max_pending_steps` steps. When it is full, `put`
 blocks the training thread until the writer catches up; memory stays bounded at the cost
 of (rare) stalls. Steps are never dropped silently.
+
+With an uploader (s3:// stores) `root` is a local staging folder: every file is written
+there as for a local store, then uploaded by this same thread in the same order (meta,
+collections before the steps naming them, steps in order, end marker last), so the bucket
+fills while training runs; step files are deleted locally once uploaded.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from debugger import store
+from debugger.collections import split_key
 from debugger.config import SaveConfig
 from debugger.modes import ModeKeys
 
@@ -56,8 +62,12 @@ class StoreWriter:
         framework: str,
         framework_version: str,
         max_pending_steps: int = DEFAULT_MAX_PENDING_STEPS,
+        uploader: Any = None,  # debugger.s3.S3Uploader; Any keeps boto3 out of this module
+        exporter: Any = None,  # debugger.tensorboard.TensorBoardExporter
     ) -> None:
         self.root = os.fspath(root)
+        self._uploader = uploader
+        self._exporter = exporter
         self._to_numpy = to_numpy
         self._default_config = default_config
         self._collections: dict[str, dict[str, Any]] = {
@@ -66,7 +76,9 @@ class StoreWriter:
         }
         # Written synchronously so a bad out_dir fails in the caller, not later in a thread.
         store.write_meta(self.root, framework, framework_version)
+        self._upload(store.META_FILE)
         store.write_collections(self.root, self._collections)
+        self._upload(store.COLLECTIONS_FILE)
         self._queue: queue.Queue[StepRecord | _End] = queue.Queue(maxsize=max_pending_steps)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="debugger-writer", daemon=True)
@@ -93,6 +105,9 @@ class StoreWriter:
             try:
                 if isinstance(item, _End):
                     store.write_end(self.root, item.last_steps, item.global_step)
+                    self._upload(store.END_FILE)
+                    if self._exporter is not None:
+                        self._exporter.close()
                     return
                 self._write_step(item)
             except Exception as exc:  # keep draining so put() never blocks forever
@@ -106,16 +121,20 @@ class StoreWriter:
         arrays = {name: self._to_numpy(value) for name, value in record.tensors.items()}
         # collections.json first: a reader that sees the step also sees its names' collections.
         changed = False
-        for name, collection in record.collection_of.items():
+        for key, collection in record.collection_of.items():
+            name = split_key(key)[0]  # reductions are listed under their tensor's name
             entry = self._collections.setdefault(
                 collection,
                 {"tensor_names": [], "save_config": self._default_config.to_dict()},
             )
             if name not in entry["tensor_names"]:
-                entry["tensor_names"] = sorted([*entry["tensor_names"], name])
+                # First-seen order, not sorted: it is the model's parameter/layer order,
+                # which rules comparing first and last layers rely on.
+                entry["tensor_names"].append(name)
                 changed = True
         if changed:
             store.write_collections(self.root, self._collections)
+            self._upload(store.COLLECTIONS_FILE)
         header = store.StepHeader(
             mode=record.mode,
             mode_step=record.mode_step,
@@ -123,4 +142,14 @@ class StoreWriter:
             wall_time=record.wall_time,
             tensor_names=tuple(sorted(arrays)),
         )
-        store.write_step(self.root, header, arrays)
+        path = store.write_step(self.root, header, arrays)
+        if self._exporter is not None:
+            self._exporter.write_step(record.mode, record.mode_step, record.wall_time, arrays)
+        if self._uploader is not None:
+            self._upload(os.path.relpath(path, self.root))
+            os.unlink(path)  # staging only: keep local disk use to one step
+
+    def _upload(self, relative: str) -> None:
+        if self._uploader is not None:
+            relative = relative.replace(os.sep, "/")
+            self._uploader.upload(os.path.join(self.root, relative), relative)

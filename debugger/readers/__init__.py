@@ -5,15 +5,19 @@ from __future__ import annotations
 import os
 
 from debugger.readers.base import StoreReader
+from debugger.readers.legacy import LegacyStoreReader, is_legacy_store
 from debugger.readers.local import LocalStoreReader
 
 
 def open_reader(path: str | os.PathLike[str]) -> StoreReader:
     location = os.fspath(path)
     if location.startswith("s3://"):
-        # Later: readers/s3.py (ListObjectsV2 StartAfter for new steps, ranged GETs per tensor).
-        raise NotImplementedError("s3:// stores are not supported yet; use a local path")
+        from debugger.readers.s3 import S3StoreReader  # boto3 only when needed
+
+        return S3StoreReader(location)
+    if is_legacy_store(location):  # artifacts of the legacy debugger, read as they are
+        return LegacyStoreReader(location)
     return LocalStoreReader(location)
 
 
-__all__ = ["LocalStoreReader", "StoreReader", "open_reader"]
+__all__ = ["LegacyStoreReader", "LocalStoreReader", "StoreReader", "open_reader"]

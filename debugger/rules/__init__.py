@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 
 from debugger.rules.base import Finding, Rule
-from debugger.rules.registry import RULES, get_rule, register_rule
+from debugger.rules.registry import RULES, get_rule, load_rule_file, register_rule
 
 _INFRASTRUCTURE = {"base", "registry"}
 
@@ -15,4 +15,4 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name not in _INFRASTRUCTURE:
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["RULES", "Finding", "Rule", "get_rule", "register_rule"]
+__all__ = ["RULES", "Finding", "Rule", "get_rule", "load_rule_file", "register_rule"]

@@ -14,16 +14,21 @@ Writing a rule = one file in debugger/rules/ with one class:
             return False
 
 Parameters are validated at construction: unknown names and wrong types raise ValueError.
-An annotated parameter without a default is required.
+An annotated parameter without a default is required. A rule keeps whatever state it needs
+between steps (the evaluator invokes it once per new step, in global step order, over every
+mode), so evaluating a run costs time linear in its length.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import types
 import typing
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from debugger.modes import ModeKeys
 
@@ -69,6 +74,7 @@ class Rule:
                 )
             setattr(self, key, value)
         self.validate()
+        self.setup()
 
     @classmethod
     def parameter_types(cls) -> dict[str, Any]:
@@ -90,14 +96,85 @@ class Rule:
     def validate(self) -> None:
         """Override for checks across parameters; raise ValueError naming the parameter."""
 
+    def setup(self) -> None:
+        """Override to create the state a rule keeps between steps (after validation)."""
+
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
         """True when the condition is met at this step (then self.finding says why)."""
         raise NotImplementedError
+
+    def invoke_idle(self) -> bool:
+        """Called by the evaluator at polls that bring no new step while the job runs;
+        for rules about time (a stalled job). True when the condition is met."""
+        return False
+
+    def required_tensors(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> list[str]:
+        """Tensor names this rule reads at `step` (for listings and offline checks)."""
+        return []
+
+    # -- helpers for rule files -----------------------------------------------------------
+
+    def select(
+        self,
+        step: int,
+        mode: ModeKeys,
+        collection_names: list[str] | None = None,
+        tensor_regex: str | None = None,
+        everything: bool = True,
+    ) -> list[str]:
+        """Names saved at `step` in any of the collections or matching the regex
+        (re.match); with neither, every tensor (or none when everything=False)."""
+        trial = self.trial
+        if collection_names is None and tensor_regex is None:
+            return trial.tensor_names(mode=mode, step=step) if everything else []
+        names: set[str] = set()
+        for collection in collection_names or []:
+            names.update(trial.tensor_names(collection=collection, mode=mode, step=step))
+        if tensor_regex is not None:
+            names.update(trial.tensor_names(regex=tensor_regex, mode=mode, step=step))
+        return sorted(names)
+
+    def value(self, name: str, step: int, mode: ModeKeys) -> np.ndarray:
+        return self.trial.tensor(name).value(step, mode)
+
+    def reduction(self, name: str, step: int, mode: ModeKeys, how: str, abs: bool = False) -> float:
+        """A reduction, saved by the hook or computed from the raw tensor."""
+        return self.trial.tensor(name).reduction_value(step, how, mode, abs=abs)
+
+    def loss_at(self, step: int, mode: ModeKeys) -> tuple[str, float] | None:
+        """(name, value) of the step's loss (collection "losses", else a tensor "loss")."""
+        names = self.select(step, mode, ["losses"], None, everything=False)
+        if not names:
+            names = self.trial.tensor_names(regex="loss$", mode=mode, step=step)
+        if not names:
+            return None
+        name = names[0]
+        return name, self.reduction(name, step, mode, "mean")
 
     def fire(self, step: int, mode: ModeKeys, tensor: str | None, message: str) -> bool:
         """Record the finding; returns True so rules can `return self.fire(...)`."""
         self.finding = Finding(step=step, mode=mode, tensor=tensor, message=message)
         return True
+
+
+def check_regex(rule: str, key: str, pattern: str | None) -> None:
+    """Raise ValueError naming the parameter when `pattern` does not compile."""
+    if pattern is None:
+        return
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{rule}: parameter {key!r} is not a valid regex: {exc}") from None
+
+
+def unit_fraction(mask: np.ndarray) -> np.ndarray:
+    """Per unit (axis 1: feature or channel) share of True over the batch and any spatial
+    axes; a 1-d tensor counts as one unit."""
+    mask = np.asarray(mask, dtype=np.float64)
+    if mask.ndim < 2:
+        return np.array([mask.mean()]) if mask.size else np.array([])
+    axes = tuple(i for i in range(mask.ndim) if i != 1)
+    return mask.mean(axis=axes)
 
 
 def _matches(value: Any, hint: Any) -> bool:

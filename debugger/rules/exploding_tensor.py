@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from debugger.modes import ModeKeys
-from debugger.rules.base import Rule
+from debugger.rules.base import Rule, check_regex
 from debugger.rules.registry import register_rule
 
 
@@ -25,12 +23,7 @@ class ExplodingTensor(Rule):
     only_nan: bool = False
 
     def validate(self) -> None:
-        if self.tensor_regex is not None:
-            try:
-                re.compile(self.tensor_regex)
-            except re.error as exc:
-                message = f"{self.name}: parameter 'tensor_regex' is not a valid regex: {exc}"
-                raise ValueError(message) from None
+        check_regex(self.name, "tensor_regex", self.tensor_regex)
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
         for name in self._selected(step, mode):
@@ -50,11 +43,7 @@ class ExplodingTensor(Rule):
         return False
 
     def _selected(self, step: int, mode: ModeKeys) -> list[str]:
-        if self.collection_names is None and self.tensor_regex is None:
-            return self.trial.tensor_names(mode=mode, step=step)
-        names: set[str] = set()
-        for collection in self.collection_names or []:
-            names.update(self.trial.tensor_names(collection=collection, mode=mode, step=step))
-        if self.tensor_regex is not None:
-            names.update(self.trial.tensor_names(regex=self.tensor_regex, mode=mode, step=step))
-        return sorted(names)
+        return self.select(step, mode, self.collection_names, self.tensor_regex)
+
+    def required_tensors(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> list[str]:
+        return self._selected(step, mode)

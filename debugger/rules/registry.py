@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
+from pathlib import Path
 from typing import TypeVar
 
 from debugger.rules.base import Rule
@@ -26,3 +30,30 @@ def get_rule(name: str) -> type[Rule]:
         return RULES[name]
     except KeyError:
         raise ValueError(f"unknown rule {name!r}; known rules: {sorted(RULES)}") from None
+
+
+def load_rule_file(path: str | os.PathLike[str], class_name: str) -> type[Rule]:
+    """The Rule subclass `class_name` defined in the Python file at `path` (a custom rule).
+
+    The file is imported under a private module name; it is not added to RULES, so two
+    jobs' custom rules of the same name never clash. Raises ValueError when the file or
+    class is missing or not a Rule.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"rule file {os.fspath(path)!r} does not exist")
+    module_name = f"_remedy_custom_rule_{abs(hash(str(file.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"rule file {os.fspath(path)!r} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses/typing look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ValueError(f"rule file {os.fspath(path)!r} failed to import: {exc!r}") from None
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Rule) and cls is not Rule):
+        raise ValueError(f"rule file {os.fspath(path)!r} has no Rule subclass {class_name!r}")
+    return cls

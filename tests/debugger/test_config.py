@@ -107,3 +107,49 @@ def test_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         hook.close()
     assert (out_dir / "end.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {
+                "out_dir": "/x",
+                "collections": {"gradients": {"reduction_config": {"norms": ["l3"]}}},
+            },
+            "collections.gradients.reduction_config.norms: unknown 'l3'",
+        ),
+        (
+            {"out_dir": "/x", "reduction_config": {"reduction": ["mean"]}},
+            "reduction_config.reduction: unknown key",
+        ),
+        (
+            {"out_dir": "/x", "collections": {"activations": {"include_regex": ["("]}}},
+            "collections.activations.include_regex: '\\(' is not a valid regex",
+        ),
+        (
+            {"out_dir": "/x", "save_config": {"modes": {"TRIAN": {"save_interval": 1}}}},
+            "modes.TRIAN: unknown mode",
+        ),
+        ({"out_dir": "/x", "tensorboard_dir": 3}, "tensorboard_dir: must be a non-empty string"),
+    ],
+)
+def test_invalid_capture_options_name_the_key(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        HookConfig.from_dict(data)
+
+
+def test_per_mode_overrides_inherit_and_round_trip() -> None:
+    config = HookConfig.from_dict(
+        {
+            "out_dir": "/x",
+            "save_config": {"save_interval": 10, "end_step": 50, "modes": {"eval": {}}},
+            "collections": {"losses": {"modes": {"TRAIN": {"save_interval": 1}}}},
+        }
+    )
+    losses = config.collections["losses"]
+    assert [s for s in range(12) if losses.should_save(s, "TRAIN")] == list(range(12))
+    assert [s for s in range(60) if losses.should_save(s, "EVAL")] == [0, 10, 20, 30, 40]
+    assert config.save_config.for_mode("EVAL") == SaveConfig(save_interval=10, end_step=50)
+    again = HookConfig.from_dict(config.to_dict())
+    assert again == config

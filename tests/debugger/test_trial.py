@@ -200,9 +200,9 @@ def test_unknown_store_format_is_refused(tmp_path: Path) -> None:
         create_trial(tmp_path)
 
 
-def test_s3_is_not_supported_yet() -> None:
-    with pytest.raises(NotImplementedError, match="s3"):
-        create_trial("s3://bucket/prefix")
+def test_an_s3_uri_without_a_bucket_is_refused() -> None:
+    with pytest.raises(ValueError, match="without a bucket"):
+        create_trial("s3:///prefix")
 
 
 def test_save_config_is_recorded_per_collection(tmp_path: Path) -> None:

@@ -1,0 +1,99 @@
+"""Reader for a store under an s3:// URI: incremental listings and ranged GETs.
+
+New steps are listed with ListObjectsV2 StartAfter (keys sort like step numbers), and a
+step file is read without downloading it: one small ranged GET for its header (the index,
+usually in one go), one per tensor asked for. The writer uploads steps one after another,
+each with a single PUT, so a listing is gap-free and never shows half an object.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from debugger import store
+from debugger.exceptions import CorruptStepFile
+from debugger.modes import ModeKeys
+from debugger.readers.base import StoreReader
+from debugger.s3 import client, is_missing, parse_uri
+
+_FIRST_GET = 65_536  # one ranged GET usually brings the whole header
+
+
+class S3StoreReader(StoreReader):
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self._where = parse_uri(location)
+        self._client = client()
+        # (mode, step) -> offsets of its tensors; a few dozen bytes per tensor name.
+        self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
+
+    def read_json(self, name: str) -> Any | None:
+        try:
+            body = self._get(self._where.key(name))
+        except Exception as error:
+            if is_missing(error):
+                return None
+            raise
+        return json.loads(body)
+
+    def list_steps(self, mode: ModeKeys, start_after: int | None = None) -> list[int]:
+        prefix = self._where.key(f"{store.STEPS_DIR}/{mode.value}/")
+        kwargs: dict[str, Any] = {"Bucket": self._where.bucket, "Prefix": prefix}
+        if start_after is not None:
+            kwargs["StartAfter"] = prefix + store.step_file_name(start_after)
+        steps = []
+        for page in self._client.get_paginator("list_objects_v2").paginate(**kwargs):
+            for item in page.get("Contents", []):
+                step = store.parse_step_file_name(item["Key"][len(prefix) :])
+                if step is not None and (start_after is None or step > start_after):
+                    steps.append(step)
+        return sorted(steps)
+
+    def read_header(self, mode: ModeKeys, mode_step: int) -> store.StepHeader:
+        key = self._key(mode, mode_step)
+        where = f"s3://{self._where.bucket}/{key}"
+        try:
+            head = self._get(key, 0, _FIRST_GET)
+            size = store.header_size(head)
+            raw = head[8 : 8 + size]
+            if len(raw) < size:
+                raw = self._get(key, 8, 8 + size)
+            if len(raw) != size:
+                raise ValueError("truncated header")
+            metadata, entries = store.parse_header(raw)
+            header = store.StepHeader.from_metadata(metadata, list(entries))
+        except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise CorruptStepFile(f"{where}: not a debugger step file ({exc})") from None
+        except Exception as exc:
+            if is_missing(exc):  # e.g. a range past the end of an empty object
+                raise CorruptStepFile(f"{where}: unreadable step file ({exc})") from None
+            raise
+        if header.mode is not mode or header.mode_step != mode_step:
+            raise CorruptStepFile(f"{where}: header says {header.mode.value} {header.mode_step}")
+        self._entries[(mode, mode_step)] = entries
+        return header
+
+    def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
+        entries = self._entries.get((mode, mode_step))
+        if entries is None:
+            self.read_header(mode, mode_step)
+            entries = self._entries[(mode, mode_step)]
+        entry = entries[name]
+        size = entry.end - entry.start
+        data = self._get(self._key(mode, mode_step), entry.start, entry.end) if size else b""
+        if len(data) != size:  # a truncated object: never hand out part of a tensor
+            where = f"s3://{self._where.bucket}/{self._key(mode, mode_step)}"
+            raise CorruptStepFile(f"{where}: truncated tensor {name}")
+        return np.frombuffer(data, dtype=entry.dtype).reshape(entry.shape).copy()
+
+    def _key(self, mode: ModeKeys, mode_step: int) -> str:
+        return self._where.key(f"{store.STEPS_DIR}/{mode.value}/{store.step_file_name(mode_step)}")
+
+    def _get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        kwargs: dict[str, Any] = {"Bucket": self._where.bucket, "Key": key}
+        if start is not None and end is not None:
+            kwargs["Range"] = f"bytes={start}-{end - 1}"  # HTTP ranges are inclusive
+        return self._client.get_object(**kwargs)["Body"].read()

@@ -1,0 +1,91 @@
+"""ClassImbalance: the labels are skewed, or some class is mostly mispredicted."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from debugger.modes import ModeKeys
+from debugger.rules.base import Rule, check_regex
+from debugger.rules.registry import register_rule
+
+
+def class_ids(value: np.ndarray) -> np.ndarray:
+    """Class ids from ids or from scores/logits (argmax over the last axis)."""
+    value = np.asarray(value)
+    if value.ndim >= 2 and value.shape[-1] > 1:
+        value = value.argmax(axis=-1)
+    return value.reshape(-1).astype(np.int64)
+
+
+@register_rule
+class ClassImbalance(Rule):
+    """Over the most recent `samples` labels (and predictions, when saved): fires when the
+    most frequent class outnumbers the rarest by more than `threshold_imbalance`, or when
+    more than `threshold_misprediction` of some class's samples are mispredicted."""
+
+    name = "ClassImbalance"
+    threshold_imbalance: float = 10.0
+    threshold_misprediction: float = 0.7
+    samples: int = 500
+    labels_regex: str = ".*labels"
+    predictions_regex: str = ".*predictions"
+
+    def setup(self) -> None:
+        self._labels: deque[np.ndarray] = deque()
+        self._predictions: deque[np.ndarray | None] = deque()
+        self._count = 0
+
+    def validate(self) -> None:
+        check_regex(self.name, "labels_regex", self.labels_regex)
+        check_regex(self.name, "predictions_regex", self.predictions_regex)
+
+    def required_tensors(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> list[str]:
+        return self.select(step, mode, None, self.labels_regex) + self.select(
+            step, mode, None, self.predictions_regex
+        )
+
+    def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
+        labels_names = self.select(step, mode, None, self.labels_regex)
+        if not labels_names:
+            return False
+        labels = class_ids(self.value(labels_names[0], step, mode))
+        predictions_names = self.select(step, mode, None, self.predictions_regex)
+        predictions = None
+        if predictions_names:
+            predictions = class_ids(self.value(predictions_names[0], step, mode))
+            if predictions.shape != labels.shape:
+                predictions = None
+        self._labels.append(labels)
+        self._predictions.append(predictions)
+        self._count += labels.size
+        # Keep just enough recent steps to cover `samples`.
+        while self._count - self._labels[0].size >= self.samples:
+            self._count -= self._labels.popleft().size
+            self._predictions.popleft()
+        if self._count < self.samples:
+            return False
+        all_labels = np.concatenate(list(self._labels))
+        classes, counts = np.unique(all_labels, return_counts=True)
+        if len(classes) >= 2 and counts.max() / counts.min() > self.threshold_imbalance:
+            message = (
+                f"class {classes[counts.argmax()]} has {counts.max()} of the last "
+                f"{self._count} samples, class {classes[counts.argmin()]} only {counts.min()} "
+                f"(ratio > {self.threshold_imbalance:g})"
+            )
+            return self.fire(step, mode, labels_names[0], message)
+        recent = zip(self._labels, self._predictions, strict=True)
+        pairs = [(lab, pre) for lab, pre in recent if pre is not None]
+        if pairs:
+            y = np.concatenate([lab for lab, _ in pairs])
+            p = np.concatenate([pre for _, pre in pairs])
+            for cls in np.unique(y):
+                wrong = float(np.mean(p[y == cls] != cls))
+                if wrong > self.threshold_misprediction:
+                    message = (
+                        f"class {cls}: {wrong:.0%} of its recent samples mispredicted "
+                        f"(> {self.threshold_misprediction:g})"
+                    )
+                    return self.fire(step, mode, predictions_names[0], message)
+        return False

@@ -1,0 +1,271 @@
+"""Every built-in rule against real training: it fires on a run with its pathology and stays
+quiet on a healthy run. Runs go through the real Hook, store and evaluator."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from debugger import RULES, RuleStatus, RuleStatusRecord, create_trial
+from debugger.evaluator import RuleEvaluator
+from debugger.rule_config import RuleConfig
+from tests.debugger import scenarios as sc
+
+
+def evaluate(store: Path, rule: str, **params: Any) -> RuleStatusRecord:
+    """Run the evaluator over a finished store with one rule; its final status."""
+    status_dir = Path(tempfile.mkdtemp(prefix="status-"))
+    config = RuleConfig(name=rule, rule=rule, parameters=params)
+    evaluator = RuleEvaluator(create_trial(store), [config], status_dir, log=lambda line: None)
+    evaluator.start()
+    assert evaluator.poll()  # the store has ended: every rule is final after one poll
+    return evaluator.statuses[rule]
+
+
+# -- the runs -------------------------------------------------------------------------------
+
+_CACHE: dict[str, sc.Run] = {}
+
+
+def run(name: str) -> sc.Run:
+    """Each scenario trains once per test session."""
+    if name not in _CACHE:
+        store = Path(tempfile.mkdtemp(prefix=f"{name}-")) / "store"
+        _CACHE[name] = SCENARIOS[name](store)
+    return _CACHE[name]
+
+
+def _healthy(store: Path) -> sc.Run:
+    """A small ReLU classifier on separable blobs, evaluated on fresh samples."""
+    return sc.fit(
+        store, sc.mlp([4, 16, 16, 2]), sc.blobs(128), steps=30, lr=0.1, classify=True,
+        eval_data=sc.blobs(128, seed=1), eval_every=5,
+    )  # fmt: skip
+
+
+REGRESSION = sc.regression(64)
+
+SCENARIOS: dict[str, Callable[[Path], sc.Run]] = {
+    "healthy": _healthy,
+    # a short regression that is still improving when it ends
+    "healthy_regression": lambda s: sc.fit(s, sc.mlp([4, 1]), REGRESSION, steps=12, lr=0.05),
+    "healthy_tanh": lambda s: sc.fit(
+        s, sc.mlp([4, 16, 16, 1], "Tanh"), REGRESSION, steps=5, lr=0.01
+    ),
+    "healthy_images": lambda s: sc.fit(
+        s, sc.tiny_cnn(), sc.images(256, raw=False), steps=10, lr=0.05, classify=True, batch=64
+    ),
+    # 20 sigmoid layers: each multiplies the gradient by at most 1/4
+    "deep_sigmoid": lambda s: sc.fit(
+        s, sc.mlp([4] + [16] * 20 + [1], "Sigmoid"), REGRESSION, steps=4, lr=0.01
+    ),
+    # 10 tanh layers with weights of std 2: the chaotic regime, gradients grow backwards
+    "deep_tanh_large_init": lambda s: sc.fit(
+        s,
+        sc.init_(sc.mlp([4] + [32] * 10 + [1], "Tanh"), weight_std=2.0),
+        REGRESSION,
+        steps=3,
+        lr=1e-4,
+    ),  # fmt: skip
+    # first layer's bias initialised at -10: its ReLUs never fire
+    "dead_relu": lambda s: sc.fit(
+        s,
+        sc.init_(sc.mlp([4, 16, 16, 1]), bias=-10.0, layers=slice(0, 1)),
+        REGRESSION,
+        steps=4,
+        lr=0.01,
+    ),  # fmt: skip
+    # N(0, 1) weights instead of fan-in scaling: activations grow layer by layer
+    "unscaled_init": lambda s: sc.fit(
+        s, sc.init_(sc.mlp([4, 32, 32, 32, 1]), weight_std=1.0), REGRESSION, steps=4, lr=1e-4
+    ),
+    # raw sensor values in the ten-thousands fed to tanh/sigmoid layers
+    "raw_inputs_tanh": lambda s: sc.fit(
+        s, sc.mlp([4, 16, 16, 1], "Tanh"), (REGRESSION[0] * 1e4, REGRESSION[1]), steps=3, lr=0.01
+    ),
+    "raw_inputs_sigmoid": lambda s: sc.fit(
+        s,
+        sc.mlp([4, 16, 16, 1], "Sigmoid"),
+        (REGRESSION[0] * 1e4, REGRESSION[1]),
+        steps=3,
+        lr=0.01,
+    ),  # fmt: skip
+    # a learning rate below float32 resolution: the weights never move
+    "tiny_lr": lambda s: sc.fit(s, sc.mlp([4, 16, 1]), REGRESSION, steps=5, lr=1e-12),
+    # everything initialised to zero: hidden units stay identical and silent
+    "zero_init": lambda s: sc.fit(
+        s, sc.init_(sc.mlp([4, 16, 16, 1]), zero=True), REGRESSION, steps=4, lr=0.1
+    ),
+    # 97 % / 3 % labels
+    "imbalanced": lambda s: sc.fit(
+        s,
+        sc.mlp([4, 16, 2]),
+        sc.blobs(128, weights=[0.97, 0.03], spread=3.0),
+        steps=6,
+        lr=0.1,
+        classify=True,
+    ),  # fmt: skip
+    # a learning rate of 0 (a misconfigured schedule): nothing learns
+    "lr_zero": lambda s: sc.fit(
+        s,
+        sc.mlp([4, 16, 2]),
+        sc.blobs(128),
+        steps=25,
+        lr=0.0,
+        classify=True,
+        eval_data=sc.blobs(128, seed=1),
+        eval_every=5,
+    ),  # fmt: skip
+    # 16 samples of noise memorised by a wide MLP; evaluated on fresh noise
+    "memorise_noise": lambda s: sc.fit(
+        s,
+        sc.mlp([8, 64, 64, 1]),
+        (torch.randn(16, 8), torch.randn(16, 1)),
+        steps=60,
+        lr=0.01,
+        optimizer="Adam",
+        eval_data=(torch.randn(64, 8), torch.randn(64, 1)),
+        eval_every=10,
+    ),  # fmt: skip
+    # a linear model trained far past convergence
+    "converged": lambda s: sc.fit(s, sc.mlp([4, 1]), REGRESSION, steps=40, lr=0.1),
+    # learning rate above the stability limit: weights grow geometrically
+    "diverging": lambda s: sc.fit(
+        s, sc.mlp([4, 1]), sc.regression(64, scale=3.0), steps=12, lr=0.3
+    ),
+    # SGD with lr 5 and momentum 0.9 on overlapping classes: accuracy jumps around
+    "oscillating": lambda s: sc.fit(
+        s,
+        sc.mlp([4, 32, 2]),
+        sc.blobs(256, spread=2.5),
+        steps=30,
+        lr=5.0,
+        classify=True,
+        momentum=0.9,
+    ),  # fmt: skip
+    # raw 0..255 pixels
+    "raw_images": lambda s: sc.fit(
+        s, sc.tiny_cnn(), sc.images(256, raw=True), steps=10, lr=1e-4, classify=True, batch=64
+    ),
+    # a data loader that hangs for 1.5 s before step 3
+    "stalled": lambda s: sc.fit(
+        s, sc.mlp([4, 1]), REGRESSION, steps=5, lr=0.05, before_step=sc.stall(1.5, 3)
+    ),
+    # the same training twice (seed 0) and once with another seed
+    "seed0": lambda s: sc.fit(s, lambda: sc.mlp([4, 8, 1]), REGRESSION, steps=4, lr=0.05, seed=0),
+    "seed0_again": lambda s: sc.fit(
+        s, lambda: sc.mlp([4, 8, 1]), REGRESSION, steps=4, lr=0.05, seed=0
+    ),
+    "seed1": lambda s: sc.fit(s, lambda: sc.mlp([4, 8, 1]), REGRESSION, steps=4, lr=0.05, seed=1),
+}
+
+
+def other(name: str) -> list[str]:
+    return [str(run(name).store)]
+
+
+# rule, parameters, pathological run, healthy run, what the finding must mention
+CASES: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]], str, str, str]] = [
+    ("VanishingGradient", {}, "deep_sigmoid", "healthy", "gradient/0."),
+    ("ExplodingTensor", {}, "diverging_to_nan", "healthy", ""),
+    ("DeadRelu", {}, "dead_relu", "healthy", "1/relu_output"),
+    ("PoorWeightInitialization", {}, "unscaled_init", "healthy", "variance differs"),
+    ("SaturatedActivation", {}, "raw_inputs_tanh", "healthy_tanh", "1/tanh_input"),
+    ("WeightUpdateRatio", {}, "tiny_lr", "healthy", "too small"),
+    ("AllZero", {"collection_names": ["gradients"]}, "zero_init", "healthy", "100.0% zeros"),
+    ("ClassImbalance", {}, "imbalanced", "healthy", "class 0 has"),
+    ("LossNotDecreasing", {}, "lr_zero", "healthy", "fell by only"),
+    ("Overfit", {}, "memorise_noise", "healthy", "eval loss"),
+    ("Overtraining", {}, "converged", "healthy_regression", "has not improved"),
+    (
+        "SimilarAcrossRuns",
+        lambda: {"other_trials": other("seed0")},
+        "seed1",
+        "seed0_again",
+        "differs from",
+    ),
+    ("StalledTraining", {"threshold": 1.0}, "stalled", "healthy", "between TRAIN step 2"),
+    (
+        "TensorVariance",
+        {"max_threshold": 1e4, "collection_names": ["weights"]},
+        "diverging",
+        "healthy",
+        "variance",
+    ),
+    ("UnchangedTensor", {"collection_names": ["weights"]}, "lr_zero", "healthy", "unchanged"),
+    ("CheckInputImages", {}, "raw_images", "healthy_images", "not normalised"),
+    ("Confusion", {}, "lr_zero", "healthy", "predicted right"),
+    ("OscillatingLoss", {}, "oscillating", "healthy", "oscillates"),
+    ("SlowConvergence", {}, "lr_zero", "healthy", "largest one-step gain"),
+    ("DyingRelu", {}, "dead_relu", "healthy", "exactly zero"),
+    ("GradientRatio", {}, "deep_sigmoid", "healthy", "vanishing gradients"),
+]
+
+SCENARIOS["diverging_to_nan"] = lambda s: sc.fit(s, sc.mlp([4, 8, 1]), REGRESSION, steps=8, lr=1e4)
+
+
+def test_every_registered_rule_has_a_case() -> None:
+    assert {case[0] for case in CASES} == set(RULES)
+
+
+def _params(case: Any) -> dict[str, Any]:
+    return case() if callable(case) else dict(case)
+
+
+@pytest.mark.parametrize(("rule", "params", "sick", "healthy", "mention"), CASES)
+def test_fires_on_its_pathology(
+    rule: str, params: Any, sick: str, healthy: str, mention: str
+) -> None:
+    record = evaluate(run(sick).store, rule, **_params(params))
+    assert record.status is RuleStatus.ISSUES_FOUND, record.details
+    assert mention in record.details
+    assert record.step is not None
+
+
+@pytest.mark.parametrize(("rule", "params", "sick", "healthy", "mention"), CASES)
+def test_quiet_on_a_healthy_run(
+    rule: str, params: Any, sick: str, healthy: str, mention: str
+) -> None:
+    store = run(healthy).store
+    record = evaluate(store, rule, **_params(params))
+    assert record.status is RuleStatus.NO_ISSUES_FOUND, record.details
+    trial = create_trial(store)
+    assert record.steps_evaluated == len(trial.steps("GLOBAL"))
+
+
+def test_gradient_ratio_also_sees_exploding_gradients() -> None:
+    record = evaluate(run("deep_tanh_large_init").store, "GradientRatio")
+    assert record.status is RuleStatus.ISSUES_FOUND
+    assert "exploding gradients" in record.details
+    assert record.tensor == "gradient/0.weight"
+
+
+def test_stalled_training_fires_while_a_job_hangs(tmp_path: Path) -> None:
+    """The job wrote two steps and then hangs: no new step arrives, the idle check fires."""
+    import time
+
+    hook = sc.make_hook(tmp_path / "store", ("losses",))
+    model = sc.mlp([4, 1])
+    criterion = torch.nn.MSELoss()
+    hook.register_module(model)
+    hook.register_loss(criterion)
+    for _ in range(2):
+        criterion(model(REGRESSION[0]), REGRESSION[1])
+    hook.flush()
+    status_dir = tmp_path / "status"
+    config = RuleConfig(name="Stalled", rule="StalledTraining", parameters={"threshold": 0.3})
+    evaluator = RuleEvaluator(create_trial(tmp_path / "store"), [config], status_dir, log=print)
+    evaluator.start()
+    evaluator.poll()
+    assert evaluator.statuses["Stalled"].status is RuleStatus.IN_PROGRESS
+    time.sleep(0.5)  # the hang
+    evaluator.poll()
+    record = evaluator.statuses["Stalled"]
+    hook.close()
+    assert record.status is RuleStatus.ISSUES_FOUND
+    assert "no new step" in record.details
