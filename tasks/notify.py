@@ -1,7 +1,8 @@
 """notify: send a message through apprise (Slack, email, webhooks, ...).
 
-Targets come from REMEDY_NOTIFY_URLS (space or comma separated apprise URLs) and/or an
-apprise configuration file. They are secrets: never logged, never put in parameters that
+Targets come from REMEDY_NOTIFY_URLS (space or comma separated apprise URLs), a Prefect
+Secret block named by REMEDY_NOTIFY_SECRET (same format), and/or an apprise configuration
+file. They are secrets: never logged, never put in parameters that
 show in the UI. A failing target is logged and never fails the flow.
 """
 
@@ -18,18 +19,41 @@ from prefect.cache_policies import NO_CACHE
 from tasks.logs import task_logger
 
 NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
+NOTIFY_SECRET_ENV = "REMEDY_NOTIFY_SECRET"
+
+
+def configured_urls() -> list[tuple[str, str]]:
+    """(where it came from, URL) for every target in the environment or the Secret block."""
+    found = [
+        (f"{NOTIFY_URLS_ENV} entry {i}", url)
+        for i, url in enumerate(split_urls(os.environ.get(NOTIFY_URLS_ENV, "")), start=1)
+    ]
+    block = os.environ.get(NOTIFY_SECRET_ENV)
+    if block:
+        from prefect.blocks.system import Secret
+
+        try:
+            value = str(Secret.load(block).get())
+        except ValueError as error:
+            raise ValueError(f"{NOTIFY_SECRET_ENV}: Secret block {block!r}: {error}") from None
+        found += [
+            (f"Secret block {block!r} entry {i}", url)
+            for i, url in enumerate(split_urls(value), start=1)
+        ]
+    return found
+
+
+def split_urls(text: str) -> list[str]:
+    return [url for url in re.split(r"[\s,]+", text) if url]
 
 
 def notifier(config_path: str | None = None) -> apprise.Apprise | None:
     """An Apprise object with every configured target, or None when there is none."""
     targets = apprise.Apprise()
-    urls = [u for u in re.split(r"[\s,]+", os.environ.get(NOTIFY_URLS_ENV, "")) if u]
-    for url in urls:
+    for where, url in configured_urls():
         if not targets.add(url):
             # Name the position, not the URL: the URL holds the secret.
-            raise ValueError(
-                f"{NOTIFY_URLS_ENV}: entry {urls.index(url) + 1} is not a URL apprise understands"
-            )
+            raise ValueError(f"{where} is not a URL apprise understands")
     if config_path:
         if not Path(config_path).is_file():
             raise ValueError(f"notification config {config_path}: no such file")

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -17,13 +24,116 @@ SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 
 
 @pytest.fixture(scope="session")
-def prefect_api_url() -> Iterator[str]:
-    """A real Prefect server (SQLite in a temp dir), started once per session.
+def prefect_api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real `prefect server start` (SQLite in a temp dir, with its UI), once per session.
 
-    Flows in this process use it; subprocesses (the CLI) get it through PREFECT_API_URL.
+    Flows in this process use it; subprocesses (the CLI, `remedy serve`, a browser) get
+    its URL.
     """
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield str(PREFECT_API_URL.value())
+    home = tmp_path_factory.mktemp("prefect-home")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home}/prefect.db",
+        "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",  # where the UI's browser calls
+    }
+    env.pop("PREFECT_API_URL", None)
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    log = (home / "server.log").open("w")
+    server = subprocess.Popen(
+        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 300  # 20 s on an idle 2-core machine; far more when busy
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            log.flush()
+            raise RuntimeError(
+                f"prefect server did not start (exit {server.poll()}): "
+                f"{(home / 'server.log').read_text()[-3000:]}"
+            )
+        time.sleep(0.5)
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield url
+    finally:
+        from prefect.logging.handlers import APILogHandler
+
+        APILogHandler().flush()  # the last log lines, before the server goes
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+@dataclass(frozen=True)
+class Served:
+    ui_url: str  # the Prefect UI of the session's server
+    runs_dir: Path  # where runs started from the UI keep their run directories
+
+
+@pytest.fixture(scope="session")
+def served(prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`remedy serve` in its own process against the session's server.
+
+    The remediate form's defaults are a tiny real spec (ResNet-20 width 4 with batch norm,
+    256 synthetic images, 1 epoch), so a run started from the UI finishes in seconds.
+    """
+    from prefect.client.orchestration import get_client
+
+    from tests.flows.specs import tiny_spec
+
+    folder = tmp_path_factory.mktemp("served")
+    defaults = folder / "defaults.json"
+    defaults.write_text(tiny_spec(add_batch_norm=1, num_epochs=1).model_dump_json())
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": prefect_api_url,
+        "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+        "REMEDY_RUNS_DIR": str(folder / "runs"),
+    }
+    log = (folder / "serve.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "remedy", "serve", "--remediate-config", str(defaults)],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+    def deployed() -> bool:
+        with get_client(sync_client=True) as client:
+            try:
+                client.read_deployment_by_name("remediate/remediate")
+                client.read_deployment_by_name("search/overnight")
+            except Exception:
+                return False
+            return True
+
+    deadline = time.monotonic() + 180
+    while not deployed():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"remedy serve did not start: {(folder / 'serve.log').read_text()}")
+        time.sleep(0.5)
+    yield Served(ui_url=prefect_api_url.removesuffix("/api"), runs_dir=folder / "runs")
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tasks.notify import NOTIFY_URLS_ENV, notifier, notify
+from tasks.notify import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier, notify
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -67,3 +68,51 @@ def test_bad_url_is_named_by_position_not_content(monkeypatch) -> None:
     with pytest.raises(ValueError, match="entry 2") as error:
         notifier()
     assert "secret123" not in str(error.value)
+
+
+@pytest.fixture
+def smtp_receiver() -> Iterator[tuple[int, list[str]]]:
+    from aiosmtpd.controller import Controller
+
+    received: list[str] = []
+
+    class Handler:
+        async def handle_DATA(self, server, session, envelope) -> str:  # noqa: N802
+            received.append(envelope.content.decode())
+            return "250 OK"
+
+    with socket.socket() as probe:  # a free port: the controller checks it can connect
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
+    controller.start()
+    yield port, received
+    controller.stop()
+
+
+def test_email_reaches_a_real_smtp_server(smtp_receiver, monkeypatch) -> None:
+    port, received = smtp_receiver
+    url = (
+        f"mailto://remedy@example.com?smtp=127.0.0.1&port={port}&mode=insecure"
+        "&from=remedy@example.com&to=ml-team@example.com"
+    )
+    monkeypatch.setenv(NOTIFY_URLS_ENV, url)
+    assert notify.fn("remedy: run completed", "Attempts: 7; final accuracy 0.998.") is True
+    assert len(received) == 1
+    assert "Subject: remedy: run completed" in received[0]
+    assert "ml-team@example.com" in received[0] and "final accuracy 0.998" in received[0]
+
+
+def test_targets_from_a_prefect_secret_block(
+    prefect_api_url: str, receiver: str, monkeypatch
+) -> None:
+    from prefect.blocks.system import Secret
+
+    Secret(value=receiver).save("remedy-notify-test", overwrite=True)
+    monkeypatch.delenv(NOTIFY_URLS_ENV, raising=False)
+    monkeypatch.setenv(NOTIFY_SECRET_ENV, "remedy-notify-test")
+    assert notify.fn("remedy: retraining", "from the block") is True
+    assert Receiver.received[-1]["message"] == "from the block"
+    monkeypatch.setenv(NOTIFY_SECRET_ENV, "no-such-block")
+    with pytest.raises(ValueError, match="no-such-block"):
+        notifier()

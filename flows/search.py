@@ -1,0 +1,204 @@
+"""Architecture search: every candidate of a space runs the full remediation flow.
+
+Candidates run as subflows in this process (at most `concurrency` at once) or, with
+`use_deployments`, as separate runs of the remediate deployment, so the workers of a work
+pool share them. The run ends with a leaderboard (table artifact, leaderboard.json and
+leaderboard.md in the search directory); candidates that could not be repaired are listed
+with why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext
+from prefect.deployments import run_deployment
+from prefect.task_runners import ThreadPoolTaskRunner
+from pydantic import BaseModel, Field
+
+from flows.remediate import RemediateSettings, remediate
+from state_schema import Activation, Budgets, JobStatus, RunSpec, State, write_atomic
+from tasks.messages import redact
+from tasks.notify import notify
+from tasks.persist import load_run, state_path
+
+
+class SearchSpace(BaseModel):
+    """Values to try; the candidates are every combination (up to max_candidates)."""
+
+    depth: list[int] = Field(default_factory=lambda: [20], description="ResNet depths (6n+2).")
+    activation: list[Activation] = Field(
+        default_factory=lambda: [Activation.elu, Activation.relu], description="Activations."
+    )
+    add_batch_norm: list[int] = Field(
+        default_factory=lambda: [0, 1], description="0: no batch norm, 1: batch norm."
+    )
+    width: list[int] = Field(default_factory=lambda: [8], description="First-stack widths.")
+    learning_rate: list[float] = Field(default_factory=lambda: [0.1], description="LRs.")
+    warmup_learning_rate: list[float] = Field(
+        default_factory=lambda: [0.1], description="Warmup LRs."
+    )
+    max_candidates: int = Field(16, gt=0, description="Most candidates to run.")
+
+    def candidates(self, base: RunSpec) -> list[RunSpec]:
+        """Every combination applied to the base spec; invalid ones fail here, not later."""
+        axes = {
+            "depth": self.depth,
+            "activation": self.activation,
+            "add_batch_norm": self.add_batch_norm,
+            "width": self.width,
+            "learning_rate": self.learning_rate,
+            "warmup_learning_rate": self.warmup_learning_rate,
+        }
+        combos = itertools.product(*axes.values())
+        specs = []
+        for number, values in enumerate(itertools.islice(combos, self.max_candidates), 1):
+            fields = dict(zip(axes, values, strict=True))
+            base_name = f"{base.base_job_name[:30]}-c{number}"
+            specs.append(
+                RunSpec.model_validate(base.model_dump() | fields | {"base_job_name": base_name})
+            )
+        return specs
+
+
+class SearchSettings(BaseModel):
+    concurrency: int = Field(1, gt=0, description="Candidates running at once.")
+    use_deployments: bool = Field(
+        False,
+        description="Run each candidate as a run of the remediate deployment (on workers).",
+    )
+    deployment: str = Field("remediate/remediate", description="Deployment for candidates.")
+    budgets: Budgets = Field(default_factory=Budgets, description="Per candidate.")
+    policy: str = Field("seed", description="Remediation policy for every candidate.")
+    remediate: RemediateSettings = Field(default_factory=RemediateSettings)
+
+
+def candidate_dir(search_dir: str, number: int) -> str:
+    return str(Path(search_dir) / f"candidate-{number:03d}")
+
+
+@task(cache_policy=NO_CACHE)
+def run_candidate(number: int, spec: RunSpec, search_dir: str, settings: SearchSettings) -> int:
+    """Remediate one candidate to the end; its state.json is the result."""
+    run_dir = candidate_dir(search_dir, number)
+    state = State(run_spec=spec, budgets=settings.budgets, policy=settings.policy)
+    if settings.use_deployments:
+        run_deployment(
+            settings.deployment,
+            parameters={
+                "state": state.model_dump(mode="json"),
+                "run_dir": str(Path(run_dir).resolve()),
+                "settings": settings.remediate.model_dump(mode="json"),
+            },
+            as_subflow=True,
+        )
+    else:
+        remediate(state=state, run_dir=run_dir, settings=settings.remediate)
+    return number
+
+
+def leaderboard_row(number: int, run_dir: str) -> dict[str, Any]:
+    if not state_path(run_dir).exists():
+        return {"candidate": number, "status": "never started", "accuracy": None}
+    state = load_run(run_dir)
+    spec = state.history.attempts[0].spec if state.history.attempts else state.run_spec
+    last = state.current_attempt
+    completed = last is not None and last.outcome is JobStatus.Completed
+    strategies = [a.strategy for a in state.history.attempts if a.strategy]
+    return {
+        "candidate": number,
+        "depth": spec.depth,
+        "activation": spec.activation.value,
+        "batch_norm": spec.add_batch_norm,
+        "width": spec.width,
+        "learning_rate": spec.learning_rate,
+        "warmup_learning_rate": spec.warmup_learning_rate,
+        "attempts": len(state.history.attempts),
+        "strategies": ", ".join(strategies) or "-",
+        "accuracy": last.final_accuracy if completed and last else None,
+        "steps_used": sum(a.steps_run for a in state.history.attempts),
+        "status": "repaired" if completed and strategies else "clean" if completed else "failed",
+        "why": "" if completed else redact(state.end_reason or "unknown"),
+        "run_dir": run_dir,
+    }
+
+
+def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Completed candidates by accuracy, then fewer steps; the failed ones last."""
+    return sorted(
+        rows,
+        key=lambda r: (r["accuracy"] is None, -(r["accuracy"] or 0), r.get("steps_used", 0)),
+    )
+
+
+def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
+    columns = [
+        "candidate",
+        "depth",
+        "activation",
+        "batch_norm",
+        "width",
+        "learning_rate",
+        "attempts",
+        "strategies",
+        "accuracy",
+        "steps_used",
+        "status",
+        "why",
+    ]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+@flow(name="search", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)
+def search(
+    space: SearchSpace = SearchSpace(),  # noqa: B008 (pydantic defaults for the UI form)
+    base_spec: RunSpec = RunSpec(),  # noqa: B008
+    settings: SearchSettings = SearchSettings(),  # noqa: B008
+    search_dir: str | None = None,
+) -> list[dict[str, Any]]:
+    logger = get_run_logger()
+    if search_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        name = FlowRunContext.get().flow_run.name
+        search_dir = str(Path("runs") / f"search-{stamp}-{name}")
+    specs = space.candidates(base_spec)
+    logger.info("searching %d candidates, %d at a time", len(specs), settings.concurrency)
+    running: list[Any] = []
+    for number, spec in enumerate(specs, start=1):
+        while len(running) >= settings.concurrency:  # a window of `concurrency` candidates
+            running = [future for future in running if not future.state.is_final()]
+            time.sleep(0.5 if len(running) >= settings.concurrency else 0)
+        running.append(run_candidate.submit(number, spec, search_dir, settings))
+    for future in running:
+        future.wait()
+    rows = rank(
+        [leaderboard_row(n, candidate_dir(search_dir, n)) for n in range(1, len(specs) + 1)]
+    )
+    write_atomic(Path(search_dir) / "leaderboard.json", json.dumps(rows, indent=2))
+    write_atomic(Path(search_dir) / "leaderboard.md", leaderboard_markdown(rows))
+    create_table_artifact(
+        [{k: v for k, v in row.items() if k != "run_dir"} for row in rows],
+        key="remedy-search-leaderboard",
+        description=f"Leaderboard of {search_dir}",
+    )
+    best = rows[0] if rows and rows[0]["accuracy"] is not None else None
+    summary = (
+        f"best: candidate {best['candidate']} ({best['activation']}, bn {best['batch_norm']}, "
+        f"depth {best['depth']}) accuracy {best['accuracy']:.3f}"
+        if best
+        else "no candidate completed"
+    )
+    notify("remedy: search finished", summary + "\n\n" + leaderboard_markdown(rows[:5]))
+    logger.info("search finished: %s", summary)
+    return rows

@@ -1,0 +1,124 @@
+"""`remedy serve` and `remedy server`: run remedy with a Prefect server and its UI."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from remedy.errors import UsageError
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from remedy.cli import configure_prefect_environment
+
+    configure_prefect_environment()
+    if not os.environ.get("PREFECT_API_URL"):
+        from prefect.settings import PREFECT_API_URL
+
+        if not PREFECT_API_URL.value():
+            raise UsageError(
+                "no Prefect API to serve against: start one with `remedy server` and set "
+                "PREFECT_API_URL=http://127.0.0.1:4200/api (or select a Prefect profile)"
+            )
+    from flows.deployments import serve_deployments
+
+    parameters = search_parameters(args.search_config)
+    try:
+        from prefect.schedules import Cron
+
+        Cron(args.search_cron, timezone=args.search_timezone)
+    except ValueError as error:
+        raise UsageError(f"--search-cron/--search-timezone: {error}") from None
+    defaults = remediate_parameters(args.remediate_config)
+    serve_deployments(args.limit, args.search_cron, args.search_timezone, parameters, defaults)
+    return 0
+
+
+def remediate_parameters(path: str | None) -> dict[str, Any]:
+    """The remediate form's defaults from a run_spec or state payload file."""
+    if path is None:
+        return {}
+    from state_schema import PayloadError, load_state
+
+    try:
+        state = load_state(path)
+    except PayloadError as error:
+        raise UsageError(str(error)) from None
+    return {"state": state.model_dump(mode="json")}
+
+
+def search_parameters(path: str | None) -> dict[str, Any]:
+    """{space, base_spec, settings} from a JSON file, validated before anything is served."""
+    if path is None:
+        return {}
+    from pydantic import ValidationError
+
+    from flows.search import SearchSettings, SearchSpace
+    from state_schema import RunSpec
+    from state_schema.io import describe_validation_error, read_json
+
+    document = read_json(path)
+    models = {"space": SearchSpace, "base_spec": RunSpec, "settings": SearchSettings}
+    unknown = set(document) - set(models)
+    if unknown:
+        raise UsageError(f"{path}: unknown key(s) {sorted(unknown)}; expected {sorted(models)}")
+    try:
+        for key, model in models.items():
+            if key in document:
+                model.model_validate(document[key])
+        if "space" in document:
+            base = RunSpec.model_validate(document.get("base_spec", {}))
+            SearchSpace.model_validate(document["space"]).candidates(base)
+    except ValidationError as error:
+        raise UsageError(describe_validation_error(error, path)) from None
+    return document
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    """A local Prefect server with its UI: SQLite by default, PostgreSQL by one URL."""
+    env = dict(os.environ)
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    env.setdefault("DO_NOT_TRACK", "1")
+    if args.database_url:
+        if not args.database_url.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+            raise UsageError(
+                "--database-url: expected postgresql+asyncpg://USER:PASSWORD@HOST/DB "
+                "or sqlite+aiosqlite:///PATH"
+            )
+        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = args.database_url
+    prefect = shutil.which("prefect", path=os.path.dirname(sys.executable)) or "prefect"
+    command = [prefect, "server", "start", "--host", args.host, "--port", str(args.port)]
+    print(f"remedy: {' '.join(command)}; UI at http://{args.host}:{args.port}", flush=True)
+    return subprocess.call(command, env=env)
+
+
+def register(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve", help="serve remedy's deployments to the Prefect API (trigger runs from the UI)"
+    )
+    serve.add_argument("--limit", type=int, help="most flow runs at once (default: no limit)")
+    serve.add_argument(
+        "--search-cron", default="0 1 * * *", help="overnight search schedule (default 01:00)"
+    )
+    serve.add_argument("--search-timezone", default="UTC", help="timezone of the schedule")
+    serve.add_argument(
+        "--remediate-config",
+        help="run_spec or state JSON whose values become the remediate form's defaults",
+    )
+    serve.add_argument(
+        "--search-config", help="JSON file {space, base_spec, settings} for the overnight search"
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+    server = commands.add_parser("server", help="start a local Prefect server with its UI")
+    server.add_argument("--host", default="127.0.0.1")
+    server.add_argument("--port", type=int, default=4200)
+    server.add_argument(
+        "--database-url",
+        help="PostgreSQL (postgresql+asyncpg://...) instead of the default SQLite",
+    )
+    server.set_defaults(handler=cmd_server)

@@ -1,0 +1,117 @@
+"""What a person sees in the Prefect UI while a run goes, and what automations react to.
+
+- a progress artifact per flow run: the current job's share of its steps, with the attempt,
+  step and rule statuses in its description;
+- a markdown artifact (key remedy-<run>-attempts) with the attempt table and the latest
+  finding, rewritten after every transition;
+- events remedy.issues_found, remedy.retraining, remedy.completed and remedy.gave_up on the
+  resource remedy.run.<run>, so Prefect automations can notify or trigger on them.
+Everything published goes through redact(): no role ARN, URL or token reaches the UI.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from uuid import UUID
+
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    update_progress_artifact,
+)
+from prefect.context import FlowRunContext, TaskRunContext
+from prefect.events import emit_event
+
+from state_schema import State
+from tasks.messages import ATTEMPT_HEADER, attempt_row, redact
+
+EVENTS = ("issues_found", "retraining", "completed", "gave_up")
+_progress_artifacts: dict[UUID, UUID] = {}  # flow run -> its progress artifact
+
+
+def slug(text: str) -> str:
+    """Artifact keys allow lowercase letters, digits and dashes only."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "run"
+
+
+def run_name(run_dir: str) -> str:
+    return slug(run_dir.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _flow_run_id() -> UUID | None:
+    task = TaskRunContext.get()
+    if task is not None:
+        return task.task_run.flow_run_id
+    flow = FlowRunContext.get()
+    return flow.flow_run.id if flow and flow.flow_run else None
+
+
+def publish_progress(state: State, job: dict[str, Any], line: str) -> None:
+    """Create or update this flow run's progress artifact from a job description."""
+    flow_run_id = _flow_run_id()
+    if flow_run_id is None:
+        return
+    progress = job.get("Progress") or {}
+    total = progress.get("total_steps") or 0
+    percent = min(100.0, 100.0 * progress.get("step", 0) / total) if total else 0.0
+    description = redact(line)
+    artifact = _progress_artifacts.get(flow_run_id)
+    if artifact is None:
+        _progress_artifacts[flow_run_id] = create_progress_artifact(
+            percent, description=description
+        )
+    else:
+        update_progress_artifact(artifact, percent, description=description)
+
+
+def attempts_markdown(state: State) -> str:
+    rows = [ATTEMPT_HEADER] + [
+        attempt_row(i, attempt) for i, attempt in enumerate(state.history.attempts, start=1)
+    ]
+    table = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    table += ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    lines = [f"# remedy: {state.run_spec.base_job_name}", "", *table, ""]
+    for finding in state.findings:
+        where = f" at step {finding.step} on `{finding.tensor}`" if finding.step is not None else ""
+        lines.append(f"**Latest finding:** {finding.rule}{where}: {finding.message}")
+    if state.planned_change:
+        lines.append(f"**Next:** {state.planned_change.reason}")
+    if state.end_reason:
+        lines.append(f"**Ended:** {state.end_reason}")
+    return redact("\n".join(lines))
+
+
+def publish_attempts(state: State, run_dir: str) -> None:
+    if _flow_run_id() is None:
+        return
+    create_markdown_artifact(
+        attempts_markdown(state),
+        key=f"remedy-{run_name(run_dir)}-attempts",
+        description="Attempts of this remediation run",
+    )
+
+
+def publish_event(name: str, state: State, run_dir: str) -> None:
+    if name not in EVENTS:
+        raise ValueError(f"unknown remedy event {name!r}; known: {', '.join(EVENTS)}")
+    attempt = state.current_attempt
+    payload = {
+        "attempt": state.history.num_retraining,
+        "job": state.history.latest_job_name,
+        "findings": [f.model_dump(mode="json") for f in state.findings],
+        "next": state.planned_change.reason if state.planned_change else None,
+        "end_reason": state.end_reason,
+        "final_accuracy": attempt.final_accuracy if attempt else None,
+    }
+    emit_event(
+        event=f"remedy.{name}",
+        resource={
+            "prefect.resource.id": f"remedy.run.{run_name(run_dir)}",
+            "prefect.resource.name": run_name(run_dir),
+        },
+        payload={
+            key: redact(value) if isinstance(value, str) else value
+            for key, value in payload.items()
+        },
+    )

@@ -1,0 +1,72 @@
+"""What the Prefect UI and automations get from a run: artifacts and events."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from uuid import UUID
+
+import httpx
+from prefect.client.orchestration import get_client
+from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+from flows.remediate import RemediateSettings, remediate
+from state_schema import RunSpec, State
+from tasks.publish import run_name
+
+ROLE = "arn:aws:iam::123456789012:role/secret-role"
+
+
+def run_quick(tmp_path: Path) -> UUID:
+    spec = RunSpec(entry_point="tests.jobs.entry_points.flaky", rules=[], sm_role=ROLE)
+    run_dir = tmp_path / "publish-run"
+    final = remediate(
+        state=State(run_spec=spec),
+        run_dir=str(run_dir),
+        settings=RemediateSettings(poll_interval_s=0.3),
+        return_state=True,
+    )
+    return final.state_details.flow_run_id
+
+
+def events_of(resource: str, name: str, timeout: float = 30.0) -> list:
+    wanted = EventFilter(
+        event=EventNameFilter(name=[name]), resource=EventResourceFilter(id=[resource])
+    )
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            events = client.read_events(filter=wanted, limit=50).events
+            if events or time.monotonic() > deadline:
+                return events
+            time.sleep(0.5)
+
+
+def test_artifacts_and_events_of_a_run(prefect_api_url: str, tmp_path: Path) -> None:
+    flow_run_id = run_quick(tmp_path)
+    # The REST API directly: prefect 3.8's sync client sends nulls this server rejects.
+    response = httpx.post(
+        f"{prefect_api_url}/artifacts/filter",
+        json={
+            "artifacts": {"flow_run_id": {"any_": [str(flow_run_id)]}},
+            "sort": "CREATED_DESC",
+            "limit": 50,
+            "offset": 0,
+        },
+    )
+    response.raise_for_status()
+    artifacts = [SimpleNamespace(**a) for a in response.json()]
+    by_type = {artifact.type: artifact for artifact in reversed(artifacts)}
+    assert {"markdown", "progress"} <= set(by_type)
+    markdown = by_type["markdown"]  # sorted newest first: the final table
+    assert markdown.key == "remedy-publish-run-attempts"
+    assert "relaunch_unchanged" in markdown.data and "Completed" in markdown.data
+    assert ROLE not in markdown.data
+    assert 0.0 <= float(by_type["progress"].data) <= 100.0
+
+    resource = f"remedy.run.{run_name(str(tmp_path / 'publish-run'))}"
+    completed = events_of(resource, "remedy.completed")
+    assert len(completed) == 1
+    assert completed[0].payload["attempt"] == 2
+    assert events_of(resource, "remedy.gave_up", timeout=0) == []

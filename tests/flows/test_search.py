@@ -1,0 +1,51 @@
+"""The architecture search with real tiny candidates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.remediate import RemediateSettings
+from flows.search import SearchSettings, SearchSpace, search
+from state_schema import Budgets
+from tests.flows.specs import tiny_spec
+
+
+@pytest.mark.slow
+def test_search_runs_every_candidate_and_ranks_them(prefect_api_url: str, tmp_path: Path) -> None:
+    # Without batch norm the tiny ELU ResNet explodes, and one launch is all it may use.
+    space = SearchSpace(
+        depth=[20],
+        activation=["elu"],
+        add_batch_norm=[0, 1],
+        width=[4],
+        learning_rate=[0.1],
+        warmup_learning_rate=[0.003125],
+    )
+    settings = SearchSettings(
+        concurrency=2,
+        budgets=Budgets(max_num_retraining=1),
+        remediate=RemediateSettings(poll_interval_s=0.5),
+    )
+    rows = search(
+        space=space, base_spec=tiny_spec(num_epochs=2), settings=settings, search_dir=str(tmp_path)
+    )
+    assert [(r["candidate"], r["batch_norm"]) for r in rows] == [(2, 1), (1, 0)]  # ranked
+    clean, failed = rows
+    assert clean["status"] == "clean" and clean["accuracy"] is not None
+    assert failed["status"] == "failed" and failed["accuracy"] is None
+    assert "max_num_retraining (1) reached" in failed["why"]
+    assert json.loads((tmp_path / "leaderboard.json").read_text()) == rows
+    assert "| candidate |" in (tmp_path / "leaderboard.md").read_text()
+
+
+def test_space_validates_every_candidate_before_running() -> None:
+    with pytest.raises(ValueError, match="depth"):
+        SearchSpace(depth=[21]).candidates(tiny_spec())
+    specs = SearchSpace(
+        activation=["elu", "relu", "tanh"], add_batch_norm=[0, 1], max_candidates=4
+    ).candidates(tiny_spec())
+    assert len(specs) == 4
+    assert len({s.base_job_name for s in specs}) == 4
