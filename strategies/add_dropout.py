@@ -1,0 +1,22 @@
+from state_schema import RunSpec
+from strategies.base import Strategy, register_strategy
+
+STEP = 0.2
+CEILING = 0.5
+
+
+@register_strategy
+class AddDropout(Strategy):
+    """Add dropout before the dense head (0.2, then +0.2 up to 0.5); no new parameters, so
+    checkpoints still fit."""
+
+    name = "add_dropout"
+    addresses = ("Overfit",)
+    changes = ("dropout",)
+    explanation = "Add dropout before the classifier to regularise"
+
+    def applies(self, spec: RunSpec) -> bool:
+        return spec.dropout < CEILING
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        return spec.model_copy(update={"dropout": round(min(spec.dropout + STEP, CEILING), 6)})

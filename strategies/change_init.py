@@ -1,0 +1,21 @@
+from state_schema import RunSpec
+from strategies.base import Strategy, register_strategy
+
+ORDER = ("he_normal", "lecun_normal", "xavier_uniform", "orthogonal")
+
+
+@register_strategy
+class ChangeInit(Strategy):
+    """Move to the next initialisation in he_normal -> lecun_normal -> xavier_uniform ->
+    orthogonal (restarts from scratch: a checkpoint would overwrite the new init)."""
+
+    name = "change_init"
+    addresses = ("VanishingGradient", "ExplodingTensor", "DeadRelu", "PoorWeightInitialization")
+    changes = ("init",)
+    explanation = "Initialise the weights differently"
+
+    def applies(self, spec: RunSpec) -> bool:
+        return ORDER.index(spec.init) < len(ORDER) - 1
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        return spec.model_copy(update={"init": ORDER[ORDER.index(spec.init) + 1]})

@@ -1,0 +1,68 @@
+"""Switch the optimizer: one registered strategy per target optimizer.
+
+Adaptive optimizers get a learning rate of at most 1e-3 (their usual scale): Adam at SGD's
+0.1 diverges. They share one small base class, so they live together here.
+"""
+
+from typing import ClassVar
+
+from state_schema import RunSpec
+from strategies.base import Strategy, register_strategy
+
+ADAPTIVE_LR = 1e-3
+
+
+class ChangeOptimizer(Strategy):
+    target: ClassVar[str]
+    changes = ("optimizer",)
+
+    def applies(self, spec: RunSpec) -> bool:
+        return spec.optimizer != self.target
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        return spec.model_copy(update={"optimizer": self.target})
+
+
+class ChangeToAdaptive(ChangeOptimizer):
+    changes = ("optimizer", "learning_rate", "warmup_learning_rate")
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        return spec.model_copy(
+            update={
+                "optimizer": self.target,
+                "learning_rate": min(spec.learning_rate, ADAPTIVE_LR),
+                "warmup_learning_rate": min(spec.warmup_learning_rate, ADAPTIVE_LR),
+            }
+        )
+
+
+@register_strategy
+class UseAdam(ChangeToAdaptive):
+    name = "use_adam"
+    target = "adam"
+    addresses = ("OscillatingLoss", "LossNotDecreasing", "ExplodingTensor")
+    explanation = "Switch to Adam (learning rate at most 1e-3)"
+
+
+@register_strategy
+class UseAdamW(ChangeToAdaptive):
+    name = "use_adamw"
+    target = "adamw"
+    addresses = ("OscillatingLoss", "LossNotDecreasing", "Overfit")
+    explanation = "Switch to AdamW (decoupled weight decay, learning rate at most 1e-3)"
+
+
+@register_strategy
+class UseMomentum(ChangeOptimizer):
+    name = "use_momentum"
+    target = "momentum"
+    addresses = ("OscillatingLoss", "LossNotDecreasing")
+    explanation = "Switch to SGD with momentum"
+
+
+@register_strategy
+class UseSGD(ChangeOptimizer):
+    name = "use_sgd"
+    target = "sgd"
+    addresses = ("OscillatingLoss",)
+    explanation = "Switch to plain SGD (no momentum)"

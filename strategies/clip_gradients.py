@@ -1,0 +1,23 @@
+from state_schema import RunSpec
+from strategies.base import Strategy, register_strategy
+
+FIRST_NORM = 1.0
+SMALLEST_NORM = 0.1
+
+
+@register_strategy
+class ClipGradients(Strategy):
+    """Clip the total gradient norm to 1.0, then tighten by 10x once: bounds every update
+    without touching the model, so a run can warm-start."""
+
+    name = "clip_gradients"
+    addresses = ("ExplodingTensor", "NonFiniteGradient", "OscillatingLoss")
+    changes = ("grad_clip_norm",)
+    explanation = "Clip the gradient norm so one bad batch cannot blow the weights up"
+
+    def applies(self, spec: RunSpec) -> bool:
+        return spec.grad_clip_norm is None or spec.grad_clip_norm / 10 >= SMALLEST_NORM
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        norm = FIRST_NORM if spec.grad_clip_norm is None else spec.grad_clip_norm / 10
+        return spec.model_copy(update={"grad_clip_norm": norm})

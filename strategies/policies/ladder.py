@@ -1,0 +1,60 @@
+"""Walk an ordered list of strategies with limits: the shared core of `adaptive` and
+`config`. A rung is skipped, with the reason kept for the end message, when its strategy is
+unknown, changes a hyperparameter the entry point does not understand, was already used as
+often as allowed, or cannot change anything any more."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from state_schema import Finding, PolicyStep, State
+from strategies.base import STRATEGIES, Strategy
+
+
+def times_used(state: State) -> Counter[str]:
+    """Launches each strategy produced so far in this run (the failed ones included)."""
+    return Counter(a.strategy for a in state.history.attempts if a.strategy)
+
+
+@dataclass
+class Walk:
+    chosen: Strategy | None = None
+    skipped: list[str] = field(default_factory=list)  # "name: why", in order
+
+
+def build(cls: type[Strategy], findings: Sequence[Finding]) -> Strategy:
+    """A strategy that needs the findings (e.g. which samples to drop) offers for_findings."""
+    for_findings = getattr(cls, "for_findings", None)
+    return for_findings(findings) if callable(for_findings) else cls()
+
+
+def walk(state: State, rungs: Sequence[PolicyStep], findings: Sequence[Finding] = ()) -> Walk:
+    used = times_used(state)
+    result = Walk()
+    for rung in rungs:
+        cls = STRATEGIES.get(rung.strategy)
+        if cls is None:
+            result.skipped.append(f"{rung.strategy}: not installed")
+        elif not cls.understood_by(state.run_spec):
+            missing = ", ".join(cls.changes)
+            result.skipped.append(f"{rung.strategy}: entry point does not take {missing}")
+        elif used[rung.strategy] >= rung.max_times:
+            result.skipped.append(f"{rung.strategy}: tried {used[rung.strategy]}x, failed")
+        elif not (strategy := build(cls, findings)).applies(state.run_spec):
+            result.skipped.append(f"{rung.strategy}: nothing left to change")
+        else:
+            result.chosen = strategy
+            return result
+    return result
+
+
+def cheap_first(rungs: Sequence[PolicyStep]) -> list[PolicyStep]:
+    """Hyperparameter changes before architecture changes, otherwise in the given order."""
+
+    def architecture(rung: PolicyStep) -> bool:
+        cls = STRATEGIES.get(rung.strategy)
+        return bool(cls and cls.changes_architecture)
+
+    return sorted(rungs, key=architecture)  # stable: the given order within each group

@@ -1,0 +1,20 @@
+from state_schema import RunSpec
+from strategies.base import Strategy, register_strategy
+
+CEILING = 1024
+
+
+@register_strategy
+class RaiseBatchSize(Strategy):
+    """Double the batch size (up to 1024): less gradient noise for an oscillating loss."""
+
+    name = "raise_batch_size"
+    addresses = ("OscillatingLoss",)
+    changes = ("batch_size",)
+    explanation = "Double the batch size to smooth the gradient"
+
+    def applies(self, spec: RunSpec) -> bool:
+        return spec.batch_size * 2 <= CEILING
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        return spec.model_copy(update={"batch_size": spec.batch_size * 2})

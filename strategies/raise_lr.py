@@ -1,0 +1,20 @@
+from state_schema import RunSpec
+from strategies.base import Strategy, register_strategy
+
+CEILING = 1.0
+
+
+@register_strategy
+class RaiseLR(Strategy):
+    """Multiply the learning rate by 10 (AUTOTRAINER's repair for slow convergence)."""
+
+    name = "raise_lr"
+    addresses = ("LossNotDecreasing", "VanishingGradient")
+    changes = ("learning_rate",)
+    explanation = "Raise the learning rate by 10x so training moves faster"
+
+    def applies(self, spec: RunSpec) -> bool:
+        return spec.learning_rate * 10 <= CEILING
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        return spec.model_copy(update={"learning_rate": spec.learning_rate * 10})

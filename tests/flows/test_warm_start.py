@@ -1,0 +1,47 @@
+"""A real flow under the adaptive policy: the relaunch warm-starts from the clean checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.remediate import RemediateSettings, remediate
+from state_schema import JobStatus, State
+from tests.flows.specs import tiny_spec
+
+
+@pytest.mark.slow
+def test_relaunch_loads_the_last_clean_checkpoint_and_completes(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    # Batch norm and two gentle warmup epochs: checkpoints at steps 8 and 16, then lr 20
+    # explodes in epoch 2 (update 20). lr / 10 from the epoch-2 checkpoint completes.
+    spec = tiny_spec(
+        add_batch_norm=1, warmup_epochs=2, warmup_learning_rate=0.01, learning_rate=20.0,
+        num_epochs=4,
+    )  # fmt: skip
+    final = remediate(
+        state=State(run_spec=spec, policy="adaptive"),
+        run_dir=str(tmp_path),
+        settings=RemediateSettings(poll_interval_s=0.5),
+    )
+    first, second = final.history.attempts
+    assert first.findings and first.findings[0].step >= 18  # fired in epoch 2
+    clean = tmp_path / "jobs" / first.job_name / "checkpoints" / "epoch-0002"
+    assert second.strategy == "lower_lr_10x"
+    assert second.spec.init_checkpoint == str(clean.resolve())
+    assert second.spec.start_epoch == 2 and second.spec.learning_rate == pytest.approx(2.0)
+    assert "warm start from epoch 2 (step 16)" in (second.strategy_reason or "")
+
+    # The relaunch really loaded it: it says so, and its steps continue from step 16.
+    job = tmp_path / "jobs" / second.job_name
+    log = "".join(p.read_text() for p in (job / "logs").glob("*train*"))
+    assert f"warm start from {clean.resolve()}: epoch 2, step 16, optimizer state restored" in log
+    metrics = [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[0]["step"] == 17 and {m["epoch"] for m in metrics} == {2, 3}
+    assert second.outcome is JobStatus.Completed and not second.findings
+    assert (second.start_step, second.steps_run) == (16, 16)  # 2 epochs, not 4
+    assert second.duration_s and second.duration_s > 0
+    assert second.curve == f"jobs/{second.job_name}/metrics.jsonl"

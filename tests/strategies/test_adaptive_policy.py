@@ -1,0 +1,97 @@
+"""The adaptive policy: per-finding order, cheap first, skipping what failed, a clear end."""
+
+from __future__ import annotations
+
+from state_schema import Finding, NextAction, RunSpec, State
+from state_schema.transitions import begin_attempt
+from strategies import Checkpoint, get_policy, plan_next
+
+EXPLODING = [Finding(rule="ExplodingTensor", step=5, tensor="gradient/head.weight")]
+LATE = [Finding(rule="ExplodingTensor", step=300, tensor="gradient/head.weight")]
+CLEAN = [Checkpoint(path="/ckpt/epoch-0001", epoch=1, step=79)]
+
+
+def launched(spec: RunSpec | None = None) -> State:
+    return begin_attempt(State(policy="adaptive", run_spec=spec or RunSpec()), "job-1")
+
+
+def run_ladder(state: State, findings: list[Finding], checkpoints=()) -> list[str]:
+    """Plan -> launch -> plan ... until the policy ends; the strategies in order."""
+    chosen = []
+    for i in range(60):
+        state = plan_next(state, findings, checkpoints)
+        if state.next_action is NextAction.end:
+            break
+        chosen.append(state.planned_change.strategy)
+        state = begin_attempt(state, f"job-{i + 2}")
+    assert state.next_action is NextAction.end
+    return chosen, state
+
+
+def test_from_scratch_explosion_cuts_the_lr_then_adds_batch_norm() -> None:
+    chosen, _ = run_ladder(launched(), EXPLODING)
+    assert chosen[:3] == ["lower_lr_10x", "add_batch_norm", "clip_gradients"]
+
+
+def test_with_a_clean_checkpoint_hyperparameters_come_before_architecture() -> None:
+    chosen, _ = run_ladder(launched(), LATE, CLEAN)
+    architecture = {"add_batch_norm", "use_selu", "use_relu", "use_tanh"}
+    first_arch = min(i for i, name in enumerate(chosen) if name in architecture)
+    assert set(chosen[:first_arch]) >= {"lower_lr_10x", "clip_gradients", "lower_warmup_lr"}
+    assert all(name in architecture or name == "change_init" for name in chosen[first_arch:])
+
+
+def test_nothing_is_tried_more_often_than_its_limit_and_the_end_says_why() -> None:
+    chosen, final = run_ladder(launched(), EXPLODING)
+    assert chosen.count("clip_gradients") == 2 and chosen.count("lower_lr_10x") == 1
+    assert chosen.count("add_batch_norm") == 1
+    assert len(chosen) == len(set(chosen)) + 2  # only the 2x rungs repeat
+    reason = final.end_reason or ""
+    assert reason.startswith("policy 'adaptive' has no strategy left")
+    assert "ExplodingTensor" in reason and "add_batch_norm: tried 1x, failed" in reason
+
+
+def test_a_strategy_already_tried_in_this_run_is_skipped() -> None:
+    state = launched()
+    state = plan_next(state, EXPLODING)  # lower_lr_10x
+    state = begin_attempt(state, "job-2")
+    state = plan_next(state, EXPLODING)
+    assert state.planned_change.strategy == "add_batch_norm"
+
+
+def test_strategies_the_entry_point_does_not_understand_are_skipped() -> None:
+    spec = RunSpec(hyperparameters_understood=["learning_rate", "add_batch_norm"])
+    chosen, final = run_ladder(launched(spec), EXPLODING)
+    assert chosen == ["add_batch_norm"]  # lower_lr_10x also changes warmup_learning_rate
+    assert "entry point does not take" in (final.end_reason or "")
+
+
+def test_findings_pick_their_own_order() -> None:
+    state = launched()
+    dead = plan_next(state, [Finding(rule="DeadRelu", step=50)])
+    assert dead.planned_change.strategy == "change_init"  # cheap before SELU (architecture)
+    slow = plan_next(state, [Finding(rule="LossNotDecreasing", step=50)])
+    assert slow.planned_change.strategy == "use_adam"
+    over = plan_next(state, [Finding(rule="Overfit", step=50)])
+    assert over.planned_change.strategy == "add_weight_decay"
+    unknown = plan_next(state, [Finding(rule="MyOwnRule", step=50)])
+    assert unknown.planned_change.strategy == "lower_lr_10x"
+
+
+def test_non_finite_gradient_without_a_data_problem_lowers_the_lr() -> None:
+    state = plan_next(launched(), [Finding(rule="NonFiniteGradient", step=5)])
+    assert state.planned_change.strategy == "lower_lr_10x"
+
+
+def test_policy_config_overrides_the_order_for_the_findings_it_names() -> None:
+    config = {"ExplodingTensor": [{"strategy": "use_tanh"}]}
+    state = State.model_validate(launched().model_dump() | {"policy_config": config})
+    state = plan_next(state, EXPLODING)
+    assert state.planned_change.strategy == "use_tanh"
+    state = plan_next(begin_attempt(state, "job-2"), EXPLODING)
+    assert state.next_action is NextAction.end
+
+
+def test_adaptive_is_selectable_and_seed_stays_the_default() -> None:
+    assert State().policy == "seed"
+    assert get_policy("adaptive").warm_start and not get_policy("seed").warm_start
