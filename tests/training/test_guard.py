@@ -1,0 +1,210 @@
+"""The NaN guard in a real job: corrupt data and an unstable learning rate, caught and replayed."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.training.test_train import REPO, TINY, read_metrics, run_job, strict_json
+from training.bundle import BundleError, read_bundle
+from training.data import read_cifar_batch, write_cifar_batch, write_tiny_cifar10
+from training.guard import batch_of_step
+from training.replay import debug, replay
+
+BAD_SAMPLE = 23  # data_batch_2 holds samples 20..39: record 3 of that file
+CORRUPT = TINY | {"num_epochs": 2, "dataset": "cifar10", "checkpoint_every_epochs": 1}
+UNSTABLE = TINY | {"add_batch_norm": 0, "width": 4, "batch_size": 32, "train_samples": 128,
+                   "warmup_learning_rate": 0.5, "learning_rate": 0.5, "num_epochs": 3}  # fmt: skip
+
+
+def corrupt_cifar(folder: Path) -> Path:
+    """Tiny CIFAR-10 folder whose sample 23 has one infinite pixel (a float32 export)."""
+    write_tiny_cifar10(folder, samples_per_batch=20, test_samples=20)
+    pixels, labels = read_cifar_batch(folder / "data_batch_2")
+    pixels = pixels.astype(np.float32)
+    pixels[BAD_SAMPLE - 20, 1, 7, 7] = np.inf
+    write_cifar_batch(folder / "data_batch_2", pixels, labels, "training batch 2 of 5")
+    return folder
+
+
+def rule_status(out: Path) -> dict[str, Any]:
+    return strict_json((out / "rule_status" / "NonFiniteGradient.json").read_text())
+
+
+def all_finite(tensors: dict[str, torch.Tensor]) -> bool:
+    return all(torch.isfinite(t).all() for t in tensors.values() if t.is_floating_point())
+
+
+@pytest.fixture(scope="module")
+def corrupt_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("corrupt")
+    data = corrupt_cifar(tmp / "cifar")
+    done = run_job(tmp, CORRUPT | {"data_path": str(data)})
+    assert done.returncode == 0, done.stderr
+    return tmp / "out"
+
+
+@pytest.fixture(scope="module")
+def unstable_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("unstable")
+    done = run_job(tmp, UNSTABLE)
+    assert done.returncode == 0, done.stderr
+    return tmp / "out"
+
+
+def test_a_corrupt_sample_is_caught_at_its_step_and_named(corrupt_job: Path) -> None:
+    out = corrupt_job
+    result = strict_json((out / "result.json").read_text())
+    assert result["status"] == "Stopped"
+    # The step that stopped is the one whose batch (by the contact trace) holds the sample.
+    step = result["steps"]
+    assert BAD_SAMPLE in batch_of_step(out, step)
+    assert all(BAD_SAMPLE not in batch_of_step(out, s) for s in range(1, step))
+
+    status = rule_status(out)
+    assert status["RuleEvaluationStatus"] == "IssuesFound" and status["step"] == step
+    assert status["suspect_samples"] == [BAD_SAMPLE]
+    assert status["suspect_shards"] == ["data_batch_2:3"]
+    assert status["localisation"] == "forward stem"  # the first conv meets the inf pixel
+    assert status["data_problem"] is None  # one failure: a suspect, not yet a data problem
+    # It asked to stop as a StopTraining action does (the job's REMEDY_STOP_FILE is out/stop).
+    assert strict_json((out / "stop").read_text())["requested_by"] == "nan_guard"
+
+    bundle = read_bundle(status["bundle"])
+    assert bundle.meta["step"] == step and bundle.meta["nonfinite"]["loss"]
+    assert bundle.sample_ids.tolist() == batch_of_step(out, step)
+    assert bundle.meta["samples"]["shards"][bundle.sample_ids.tolist().index(BAD_SAMPLE)] == (
+        "data_batch_2:3"
+    )
+    assert not torch.isfinite(bundle.images).all()  # the batch as it was, inf included
+    # The update was skipped: the state saved is finite (weights and batch-norm statistics).
+    assert all_finite(load_file(bundle.state_path / "model.safetensors"))
+    steps = [line for line in read_metrics(out) if line["type"] == "step"]
+    assert steps[-1]["step"] == step and steps[-1]["loss"] is None
+
+
+def test_the_corrupt_bundle_replays_to_the_same_module(corrupt_job: Path) -> None:
+    status = rule_status(corrupt_job)
+    replayed = replay(status["bundle"])
+    assert replayed.reproduced and replayed.loss is None
+    assert replayed.localisation == status["localisation"]
+    assert replayed.forward is not None and replayed.forward.stats["posinf"] > 0
+    assert replayed.forward.input_stats is not None and replayed.forward.input_stats["posinf"] == 1
+    assert replayed.suspect_samples == [BAD_SAMPLE]
+
+
+def test_an_unstable_learning_rate_is_caught_as_a_model_problem(unstable_job: Path) -> None:
+    out = unstable_job
+    result = strict_json((out / "result.json").read_text())
+    status = rule_status(out)
+    assert result["status"] == "Stopped" and status["step"] == result["steps"] > 1
+    assert status["suspect_samples"] == []  # every sample fails: not a data problem
+    assert status["localisation"] and status["localisation"] != "forward stem"
+    bundle = read_bundle(status["bundle"])
+    assert torch.isfinite(bundle.images).all()  # the data is fine ...
+    assert all_finite(load_file(bundle.state_path / "model.safetensors"))  # ... and the weights
+    replayed = replay(status["bundle"])
+    assert replayed.reproduced and replayed.localisation == status["localisation"]
+    # The state before the step was finite, so the previous steps' losses were too.
+    losses = [line["loss"] for line in read_metrics(out) if line["type"] == "step"]
+    assert all(loss is not None for loss in losses[:-1]) and losses[-1] is None
+
+
+def test_skip_mode_goes_on_and_reports_repeated_samples_as_bad_data(tmp_path: Path) -> None:
+    data = corrupt_cifar(tmp_path / "cifar")
+    config = CORRUPT | {"data_path": str(data), "nan_guard": "skip", "num_epochs": 3}
+    done = run_job(tmp_path, config)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    result = strict_json((out / "result.json").read_text())
+    assert result["status"] == "Completed" and result["final_loss"] is not None
+    status = rule_status(out)
+    assert status["RuleEvaluationStatus"] == "NoIssuesFound"
+    assert status["bad_batches"] == 3  # the sample is met once per epoch
+    assert status["localisation"] == "forward stem" and status["bundle"]
+    assert status["data_problem"]["samples"] == [BAD_SAMPLE]
+    assert status["data_problem"]["shards"] == ["data_batch_2:3"]
+    assert status["data_problem"]["failures"] == 3
+    checkpoint = out / "checkpoints" / "epoch-0003" / "model.safetensors"
+    assert all_finite(load_file(checkpoint))
+    assert len(list((out / "repro").iterdir())) == 1  # one bundle: the first bad batch
+
+
+def test_excluded_samples_are_left_out(tmp_path: Path) -> None:
+    data = corrupt_cifar(tmp_path / "cifar")
+    config = CORRUPT | {"data_path": str(data), "exclude_samples": [BAD_SAMPLE]}
+    done = run_job(tmp_path, config)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    result = strict_json((out / "result.json").read_text())
+    assert result["status"] == "Completed" and not (out / "rule_status").exists()
+    epoch_0 = {i for step in range(1, result["steps"] // 2 + 1) for i in batch_of_step(out, step)}
+    assert epoch_0 == set(range(CORRUPT["train_samples"])) - {BAD_SAMPLE}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["truncate_model", "flip_batch", "drop_rng", "garble_manifest", "edit_step_checksum"],
+)
+def test_a_tampered_or_truncated_bundle_fails_clearly(
+    corrupt_job: Path, tmp_path: Path, damage: str
+) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(rule_status(corrupt_job)["bundle"], bundle)
+    if damage == "truncate_model":
+        model = bundle / "state" / "model.safetensors"
+        model.write_bytes(model.read_bytes()[:100])
+        expected = "model.safetensors: missing, truncated or modified"
+    elif damage == "flip_batch":
+        raw = bytearray((bundle / "batch.safetensors").read_bytes())
+        raw[-1] ^= 0xFF
+        (bundle / "batch.safetensors").write_bytes(bytes(raw))
+        expected = "batch.safetensors: checksum mismatch"
+    elif damage == "drop_rng":
+        (bundle / "rng.safetensors").unlink()
+        expected = "rng.safetensors: missing"
+    elif damage == "garble_manifest":
+        (bundle / "bundle.json").write_text('{"format": "remedy-repro-bundle-v1", "st')
+        expected = "bundle.json: unreadable"
+    else:
+        meta = json.loads((bundle / "bundle.json").read_text())
+        meta["sha256"].pop("state/model.safetensors")
+        (bundle / "bundle.json").write_text(json.dumps(meta))
+        expected = "no checksum for state/model.safetensors"
+    with pytest.raises(BundleError, match=expected):
+        replay(bundle)
+    cli = subprocess.run(
+        [sys.executable, "-m", "remedy", "repro", str(bundle)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert cli.returncode == 2 and expected.split(":")[0] in cli.stderr
+
+
+def test_remedy_repro_prints_the_localisation(corrupt_job: Path) -> None:
+    status = rule_status(corrupt_job)
+    cli = subprocess.run(
+        [sys.executable, "-m", "remedy", "repro", status["bundle"], "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    printed = json.loads(cli.stdout)
+    assert printed["reproduced"] and printed["localisation"] == "forward stem"
+    assert printed["suspect_samples"] == [BAD_SAMPLE]
+
+
+def test_debug_stops_at_the_localised_module(
+    corrupt_job: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stops: list[str] = []
+    monkeypatch.setattr("training.replay.pdb.set_trace", lambda: stops.append("pdb"))
+    path = rule_status(corrupt_job)["bundle"]
+    debug(path, replay(path))
+    assert stops == ["pdb"]
+    assert "before stem.forward" in capsys.readouterr().out
