@@ -22,14 +22,4 @@ fi
 echo "bootstrap: installing remedy$extras"
 pip install -e ".$extras"
 
-# The browser tests drive Debian's Chromium (no browser download is possible or needed).
-if [ -n "$extras" ] && ! command -v chromium >/dev/null; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "bootstrap: installing chromium (Debian package) for the browser tests"
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
-            >/dev/null
-    else
-        echo "bootstrap: install Debian's chromium (sudo apt-get install chromium) for the UI test"
-    fi
-fi
 echo "bootstrap: ready (.venv/bin/remedy)"

@@ -6,9 +6,12 @@ persisted to the run directory after every transition.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.context import FlowRunContext
 from prefect.states import Cancelled
 from pydantic import BaseModel, Field
 
@@ -19,10 +22,12 @@ from tasks.monitor import monitor
 from tasks.notify import notify
 from tasks.persist import load_run, persist, state_path
 from tasks.plan import plan
+from tasks.publish import publish_attempts, publish_event
 from tasks.stop import stop_job
 from tasks.train import ensure_launched, train
 
 RUNNING = (JobStatus.InProgress, JobStatus.Stopping)
+RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
 
 
 class RemediateSettings(BaseModel):
@@ -35,19 +40,30 @@ class RemediateSettings(BaseModel):
     )
 
 
-def stop_latest_job(flow: Any, flow_run: Any, flow_state: Any) -> None:
-    """on_cancellation / on_crashed hook: a cancelled flow must not leave its job running."""
-    run_dir = (flow_run.parameters or {}).get("run_dir")
-    if not run_dir or not state_path(run_dir).exists():
+def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:
+    """on_cancellation hook (Prefect calls it with these keyword names): a cancelled flow
+    must not leave its detached job running. For deployment runs it runs in the runner."""
+    run_dir = (flow_run.parameters or {}).get("run_dir") or default_run_dir(flow_run.name)
+    if not state_path(run_dir).exists():
         return
-    state = load_run(run_dir)
-    if state.history.latest_job_name:
-        backend_for(state.run_spec.backend, run_dir).stop(state.history.latest_job_name)
+    payload = load_run(run_dir)
+    if payload.history.latest_job_name:
+        backend_for(payload.run_spec.backend, run_dir).stop(payload.history.latest_job_name)
+
+
+def default_run_dir(flow_run_name: str) -> str:
+    """<REMEDY_RUNS_DIR or ./runs>/<flow run name>, for runs started from the UI."""
+    return str(Path(os.environ.get(RUNS_DIR_ENV, "runs")) / flow_run_name)
 
 
 @flow(name="remediate", on_cancellation=[stop_latest_job], log_prints=True)
-def remediate(state: State, run_dir: str, settings: RemediateSettings | None = None) -> State | Any:
+def remediate(
+    state: State = State(),  # noqa: B008 (pydantic defaults are copied, and the UI shows them)
+    run_dir: str | None = None,
+    settings: RemediateSettings | None = None,
+) -> State | Any:
     settings = settings or RemediateSettings()
+    run_dir = run_dir or default_run_dir(FlowRunContext.get().flow_run.name)
     logger = get_run_logger()
     persist(run_dir, state, "start")
     state = ensure_launched(state, run_dir)
@@ -56,18 +72,26 @@ def remediate(state: State, run_dir: str, settings: RemediateSettings | None = N
         if state.next_action is NextAction.launch_new:
             state = train(state, run_dir)
             persist(run_dir, state, "train")
+            publish_attempts(state, run_dir)
             continue
 
         state = monitor(state, run_dir, settings.poll_interval_s, settings.max_wait_s)
         if state.rule_status is RuleStatus.IssuesFound:
+            publish_event("issues_found", state, run_dir)
             state = stop_job(state, run_dir)
-            state = plan(state)
+            state = plan(state, run_dir)
             if state.next_action is NextAction.launch_new:
+                publish_event("retraining", state, run_dir)
                 notify(*retraining_message(state), config_path=settings.notify_config)
         elif state.next_action is NextAction.end and state.job_status in RUNNING:
             state = stop_job(state, run_dir)  # a budget ended the flow with the job running
         persist(run_dir, state, "monitor")
 
+    completed = state.job_status is JobStatus.Completed and state.rule_status is not (
+        RuleStatus.IssuesFound
+    )
+    publish_event("completed" if completed else "gave_up", state, run_dir)
+    publish_attempts(state, run_dir)
     notify(*final_message(state), config_path=settings.notify_config)
     logger.info("done: %s", state.end_reason)
     if (state.end_reason or "").startswith("cancelled"):

@@ -6,6 +6,7 @@ Without the batch norm, the ELU variant of this block is prone to exploding grad
 Module names (stem, stacks.0.0.conv1, head, ...) are what the tensor debugger reports.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,19 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 }
 
 
+def _lecun_normal(weight: torch.Tensor) -> None:
+    # LeCun normal: variance 1 / fan_in, the init SELU's self-normalisation assumes.
+    nn.init.kaiming_normal_(weight, mode="fan_in", nonlinearity="linear")
+
+
+INITIALISERS: dict[str, Callable[[torch.Tensor], object]] = {
+    "he_normal": lambda w: nn.init.kaiming_normal_(w, mode="fan_in", nonlinearity="relu"),
+    "lecun_normal": _lecun_normal,
+    "xavier_uniform": nn.init.xavier_uniform_,
+    "orthogonal": nn.init.orthogonal_,
+}
+
+
 @dataclass
 class ResNetConfig:
     depth: int = 20  # 6n + 2: n residual blocks per stack, 2 convs each, plus stem and head
@@ -28,6 +42,13 @@ class ResNetConfig:
     batch_norm: bool = False  # BatchNorm2d before each residual addition
     num_classes: int = 10
     in_channels: int = 3
+    init: str = "he_normal"  # he_normal (the seed), lecun_normal, xavier_uniform, orthogonal
+    dropout: float = 0.0  # before the dense head; adds no parameters (checkpoints still fit)
+
+
+def check_init(name: str) -> None:
+    if name not in INITIALISERS:
+        raise ValueError(f"unknown init {name!r} (known: {', '.join(sorted(INITIALISERS))})")
 
 
 def make_activation(name: str) -> nn.Module:
@@ -74,6 +95,7 @@ class ResidualBlock(nn.Module):
 class ResNet(nn.Module):
     def __init__(self, config: ResNetConfig) -> None:
         super().__init__()
+        check_init(config.init)
         self.config = config
         n = blocks_per_stack(config.depth)
         self.stem = conv3x3(config.in_channels, config.width)
@@ -90,20 +112,24 @@ class ResNet(nn.Module):
         self.stacks = nn.Sequential(*stacks)
         self.final_act = make_activation(config.activation)
         self.pool = nn.AdaptiveAvgPool2d(1)
+        self.dropout = nn.Dropout(config.dropout) if config.dropout > 0 else None
         self.head = nn.Linear(in_channels, config.num_classes)
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # He-normal (fan_in) as in the seed; BatchNorm keeps its default (weight 1, bias 0).
+        # He-normal (fan_in) by default as in the seed; BatchNorm keeps weight 1, bias 0.
+        init = INITIALISERS[self.config.init]
         for module in self.modules():
             if isinstance(module, nn.Conv2d | nn.Linear):
-                nn.init.kaiming_normal_(module.weight, mode="fan_in", nonlinearity="relu")
+                init(module.weight)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stacks(self.stem(x))
         x = self.pool(self.final_act(x)).flatten(1)
+        if self.dropout is not None:
+            x = self.dropout(x)
         return self.head(x)  # logits; softmax lives in the cross-entropy loss
 
 

@@ -7,6 +7,10 @@ remedy status RUN_DIR             the attempt table and state of a run
 remedy logs RUN_DIR               the training log of the latest (or --job) job
 remedy plan STATE.json --finding RULE    the next state the policy would produce
 remedy schema                     the payload's JSON Schema
+remedy report RUN_DIR / compare RUN_DIR...   HTML report with plots / runs side by side
+remedy repro BUNDLE               replay a captured non-finite step and localise it
+remedy rules / trial PATH / check PATH --rule NAME    the tensor debugger offline
+remedy server / serve             a Prefect server with its UI / serve the deployments
 """
 
 from __future__ import annotations
@@ -37,7 +41,12 @@ EXIT_OK, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 # Modules that add subcommands: each has register(commands) adding parsers whose
 # handler(args) returns an exit status and raises UsageError for bad input.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = [
+    "remedy.repro_commands",
+    "remedy.prefect_commands",
+    "remedy.debugger_commands",
+    "remedy.report_commands",
+]
 
 
 def configure_prefect_environment() -> None:

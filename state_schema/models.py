@@ -7,9 +7,11 @@ original state machine validates unchanged. Everything we add has a default.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -132,9 +134,42 @@ class RunSpec(Strict):
     checkpoint_every_epochs: int = Field(
         1, ge=0, description="Checkpoint every this many epochs; 0: never."
     )
+    nan_guard: Literal["off", "stop", "skip"] = Field(
+        "stop",
+        description="Check loss and gradients before each update; on a non-finite value skip "
+        "it and: stop with a repro bundle (stop), count and go on (skip); off: no check.",
+    )
+    exclude_samples: list[int] = Field(
+        default_factory=list, description="Training sample ids left out (bad records)."
+    )
     rules: list[RuleSpec] = Field(
         default_factory=lambda: [exploding_tensor_rule()],
         description="Debugger rules evaluated beside the job.",
+    )
+    # --- hyperparameters the remediation strategies change (defaults = the seed's) -----
+    optimizer: Literal["sgd", "momentum", "adam", "adamw"] = Field(
+        "momentum", description="sgd: plain SGD; momentum: SGD with `momentum`; adam; adamw."
+    )
+    init: Literal["he_normal", "lecun_normal", "xavier_uniform", "orthogonal"] = Field(
+        "he_normal", description="Initialisation of conv and dense weights."
+    )
+    grad_clip_norm: float | None = Field(
+        None, gt=0, description="Clip the total gradient norm to this; null: no clipping."
+    )
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout before the dense head.")
+    warmup_epochs: int = Field(
+        1, ge=0, description="Epochs trained at warmup_learning_rate (the seed: 1)."
+    )
+    # --- warm start: set by the planner when a strategy keeps the architecture ---------
+    init_checkpoint: str | None = Field(
+        None, description="Checkpoint folder to start from (model, and optimizer if it fits)."
+    )
+    start_epoch: int = Field(0, ge=0, description="First epoch to train (the checkpoint's).")
+    # --- what a user's own entry point understands -----------------------------------
+    hyperparameters_understood: list[str] | None = Field(
+        None,
+        description="Hyperparameters the entry point honours; null: all of RunSpec's. "
+        "Strategies changing others are skipped by the policy.",
     )
 
     @field_validator("depth")
@@ -164,7 +199,16 @@ class RunSpec(Strict):
     def hyperparameters(self) -> dict[str, Any]:
         """What the training entry point receives (no backend or secret fields)."""
         backend_only = {"sm_role", "bucket", "region", "instance_type", "backend", "rules"}
+        backend_only.add("hyperparameters_understood")  # read by the policy, not the job
         return self.model_dump(mode="json", exclude=backend_only)
+
+
+class DataProblem(Strict):
+    """Samples that failed repeatedly: the records are bad, not the model."""
+
+    samples: list[int] = Field(description="Training sample ids to leave out.")
+    shards: list[str] = Field(default_factory=list, description="'file:index' of each sample.")
+    failures: int = Field(2, ge=2, description="Failures (bad batches or attempts) seen on them.")
 
 
 class Finding(Strict):
@@ -175,6 +219,18 @@ class Finding(Strict):
     step: int | None = None
     tensor: str | None = None
     message: str = ""
+    bundle: str | None = Field(None, description="Repro bundle folder (`remedy repro BUNDLE`).")
+    localisation: str | None = Field(
+        None, description="First module whose output or gradient went non-finite."
+    )
+    suspect_samples: list[int] = Field(
+        default_factory=list,
+        description="Sample ids whose removal made the failing step finite.",
+    )
+    suspect_shards: list[str] = Field(
+        default_factory=list, description="'file:index' of each suspect sample."
+    )
+    data_problem: DataProblem | None = None
 
 
 class Attempt(Strict):
@@ -195,6 +251,11 @@ class Attempt(Strict):
     failure_reason: str | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    duration_s: float | None = Field(None, description="Seconds from launch to end.")
+    start_step: int = Field(0, ge=0, description="Steps already done at launch (warm start).")
+    curve: str | None = Field(
+        None, description="metrics.jsonl of this job, relative to the run dir (loss curve)."
+    )
 
 
 class PlannedChange(Strict):
@@ -203,6 +264,13 @@ class PlannedChange(Strict):
     strategy: str
     reason: str
     changes: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+class PolicyStep(Strict):
+    """One rung of a policy written as configuration."""
+
+    strategy: str = Field(description="Registered strategy name.")
+    max_times: int = Field(1, gt=0, description="Launches this strategy may produce in a run.")
 
 
 class History(Strict):
@@ -228,6 +296,12 @@ class State(Strict):
     run_spec: RunSpec = Field(default_factory=RunSpec)
     budgets: Budgets = Field(default_factory=Budgets)
     policy: str = Field("seed", description="Name of the remediation policy.")
+    policy_config: dict[str, list[PolicyStep]] | None = Field(
+        None,
+        description="Finding -> ordered strategies with limits; used by policy 'config' "
+        "(and by 'adaptive' in place of its own order for the findings it names). "
+        "A string is a JSON file path, read when the payload is loaded.",
+    )
     findings: list[Finding] = Field(
         default_factory=list, description="Findings of the latest job, for the planner."
     )
@@ -235,6 +309,18 @@ class State(Strict):
         None, description="The strategy the next launch applies (set by plan, used by train)."
     )
     end_reason: str | None = Field(None, description="Why next_action became end.")
+
+    @field_validator("policy_config", mode="before")
+    @classmethod
+    def _policy_config_from_file(cls, value: Any) -> Any:
+        # A path is read once, when the payload is loaded; the payload then carries the
+        # content, so the flow stays a pure function of it.
+        if not isinstance(value, str):
+            return value
+        try:
+            return json.loads(Path(value).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"policy_config file {value!r}: {exc}") from exc
 
     @property
     def current_attempt(self) -> Attempt | None:

@@ -1,17 +1,35 @@
 """Remediation strategies (one small class per file) and the policies that order them."""
 
-from strategies import add_batch_norm, lower_lr, lower_warmup_lr  # noqa: F401  (register)
+from strategies import (  # noqa: F401  (importing a strategy module registers it)
+    add_batch_norm,
+    add_dropout,
+    add_weight_decay,
+    change_init,
+    change_optimizer,
+    clip_gradients,
+    drop_bad_samples,
+    longer_warmup,
+    lower_lr,
+    lower_lr_10x,
+    lower_warmup_lr,
+    raise_batch_size,
+    raise_lr,
+    swap_activation,
+)
 from strategies.base import STRATEGIES, Strategy, get_strategy, register_strategy
 from strategies.plan import plan_next
 from strategies.policies import POLICIES, Policy, get_policy, register_policy
+from strategies.warm_start import Checkpoint, pick_checkpoint
 
 __all__ = [
+    "Checkpoint",
     "POLICIES",
     "STRATEGIES",
     "Policy",
     "Strategy",
     "get_policy",
     "get_strategy",
+    "pick_checkpoint",
     "plan_next",
     "register_policy",
     "register_strategy",

@@ -20,6 +20,19 @@ class Strategy:
     counter: ClassVar[str | None] = None  # history counter incremented when applied
     explanation: ClassVar[str] = ""  # one line for notifications and reports
 
+    @classmethod
+    def keeps_weights(cls) -> bool:
+        """True when the weights of an earlier attempt still fit and mean the same: such a
+        strategy may warm-start from a checkpoint. A new initialisation would be overwritten
+        by the checkpoint, so it counts as not keeping them."""
+        return not cls.changes_architecture and "init" not in cls.changes
+
+    @classmethod
+    def understood_by(cls, spec: RunSpec) -> bool:
+        """True when the entry point honours every hyperparameter this strategy changes."""
+        understood = spec.hyperparameters_understood
+        return understood is None or set(cls.changes) <= set(understood)
+
     def applies(self, spec: RunSpec) -> bool:
         """True when this strategy can still change something in spec."""
         raise NotImplementedError

@@ -2,23 +2,51 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from state_schema import Finding, NextAction, PlannedChange, State
 from state_schema.transitions import end, spec_changes
 from strategies.policies import get_policy
+from strategies.warm_start import Checkpoint, pick_checkpoint
 
 
-def plan_next(state: State, findings: list[Finding] | None = None) -> State:
+def plan_next(
+    state: State,
+    findings: list[Finding] | None = None,
+    checkpoints: Sequence[Checkpoint] = (),
+) -> State:
+    """The next state. `checkpoints` are those the stopped attempt can offer (its own and the
+    one it started from); a warm-starting policy relaunches from the last clean one when the
+    chosen strategy keeps the weights."""
     findings = state.findings if findings is None else findings
     policy = get_policy(state.policy)
+    if policy.warm_start:
+        attempt = state.current_attempt
+        policy.clean_checkpoint = pick_checkpoint(
+            checkpoints,
+            findings,
+            state.run_spec.debugger_save_interval,
+            start_step=attempt.start_step if attempt else 0,
+        )
     strategy = policy.choose(state, findings)
     if strategy is None:
-        found = ", ".join(sorted({f.rule for f in findings})) or "no finding"
-        return end(state, f"policy {policy.name!r} has no strategy left for {found}")
+        return end(state, policy.nothing_left(state, findings))
     before = state.run_spec
     after = strategy.apply(before)
+    reason = strategy.reason(before, after)
+    if policy.warm_start:
+        warm = policy.clean_checkpoint if strategy.keeps_weights() else None
+        after = after.model_copy(
+            update={
+                "init_checkpoint": warm.path if warm else None,
+                "start_epoch": warm.epoch if warm else 0,
+            }
+        )
+        if warm is not None:
+            reason += f"; warm start from epoch {warm.epoch} (step {warm.step})"
     planned = PlannedChange(
         strategy=strategy.name,
-        reason=strategy.reason(before, after),
+        reason=reason,
         changes=spec_changes(before, after),
     )
     state = strategy.bump_counter(state)

@@ -77,6 +77,23 @@ def public_state_json(state: State) -> str:
     return redact(json.dumps(data, indent=1, sort_keys=True))
 
 
+def repro_lines(state: State) -> list[str]:
+    """Per attempt the NaN guard stopped: its repro bundle, where it localised, bad records."""
+    lines = []
+    for number, attempt in enumerate(state.history.attempts, start=1):
+        for f in attempt.findings:
+            if f.bundle is None:
+                continue
+            where = f"; first non-finite: {f.localisation}" if f.localisation else ""
+            lines.append(f"Attempt {number}: remedy repro {f.bundle}{where}")
+            if (problem := f.data_problem) is not None:
+                records = ", ".join(
+                    f"{i} ({s})" for i, s in zip(problem.samples, problem.shards, strict=False)
+                )
+                lines.append(f"  bad records, failed {problem.failures}x: samples {records}")
+    return [""] + lines if lines else []
+
+
 def retraining_message(state: State) -> tuple[str, str]:
     attempt = state.current_attempt
     findings = state.findings
@@ -91,6 +108,7 @@ def retraining_message(state: State) -> tuple[str, str]:
         f"Next: {change.reason}." if change else "Next: relaunch unchanged.",
         "",
         attempt_table(state),
+        *repro_lines(state),
     ]
     return title, redact("\n".join(body))
 
@@ -110,5 +128,6 @@ def final_message(state: State) -> tuple[str, str]:
         f"{fmt(attempt.final_accuracy if attempt else None, 3)}.",
         "",
         attempt_table(state),
+        *repro_lines(state),
     ]
     return title, redact("\n".join(body))

@@ -7,7 +7,9 @@ polling happens inside the task (a few seconds apart) so the flow keeps few task
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -16,9 +18,18 @@ from prefect.context import TaskRunContext
 from prefect.states import StateType
 
 from jobs import JobDescription, backend_for, is_infrastructure_failure
-from state_schema import Finding, JobStatus, NextAction, PlannedChange, RuleStatus, State
+from state_schema import (
+    DataProblem,
+    Finding,
+    JobStatus,
+    NextAction,
+    PlannedChange,
+    RuleStatus,
+    State,
+)
 from state_schema.transitions import end, update_current_attempt
 from tasks.logs import task_logger
+from tasks.publish import publish_progress
 
 FINAL_RULE_STATUSES = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
 CANCEL_CHECK_EVERY_S = 2.0
@@ -38,6 +49,40 @@ class Observation:
         return self.job_status.value, self.rule_status.value
 
 
+def guard_fields(rule: dict[str, Any]) -> dict[str, Any]:
+    """What the NaN guard adds to a rule status (training/guard.py): bundle and bad records."""
+    fields = {
+        "bundle": rule.get("bundle"),
+        "localisation": rule.get("localisation"),
+        "suspect_samples": rule.get("suspect_samples") or [],
+        "suspect_shards": rule.get("suspect_shards") or [],
+    }
+    if rule.get("data_problem"):
+        fields["data_problem"] = DataProblem(**rule["data_problem"])
+    return fields
+
+
+def trace_data_problems(findings: list[Finding], state: State) -> list[Finding]:
+    """Suspect samples that failed in an earlier attempt too are bad records: a data problem."""
+    earlier: Counter[int] = Counter()
+    for attempt in state.history.attempts:
+        if attempt.job_name != state.history.latest_job_name:
+            earlier.update({i for f in attempt.findings for i in f.suspect_samples})
+    traced = []
+    for finding in findings:
+        repeated = [i for i in finding.suspect_samples if earlier[i]]
+        if repeated and finding.data_problem is None:
+            shard = dict(zip(finding.suspect_samples, finding.suspect_shards, strict=False))
+            problem = DataProblem(
+                samples=repeated,
+                shards=[shard.get(i, "?") for i in repeated],
+                failures=1 + max(earlier[i] for i in repeated),
+            )
+            finding = finding.model_copy(update={"data_problem": problem})
+        traced.append(finding)
+    return traced
+
+
 def observe(description: JobDescription) -> Observation:
     rules = description.get("DebugRuleEvaluationStatuses", [])
     words = [rule.get("RuleEvaluationStatus", "Unknown") for rule in rules]
@@ -48,6 +93,7 @@ def observe(description: JobDescription) -> Observation:
             step=rule.get("step"),
             tensor=rule.get("tensor"),
             message=rule.get("StatusDetails", ""),
+            **guard_fields(rule),
         )
         for rule in rules
         if rule.get("RuleEvaluationStatus") == "IssuesFound"
@@ -73,6 +119,19 @@ def observe(description: JobDescription) -> Observation:
     )
 
 
+def record_duration_and_curve(state: State) -> State:
+    """Duration of the ended attempt, and where its loss curve lives (local backend)."""
+    attempt = state.current_attempt
+    if attempt is None:
+        return state
+    fields: dict[str, object] = {}
+    if attempt.started_at and attempt.ended_at:
+        fields["duration_s"] = (attempt.ended_at - attempt.started_at).total_seconds()
+    if state.run_spec.backend == "local":
+        fields["curve"] = f"jobs/{attempt.job_name}/metrics.jsonl"
+    return update_current_attempt(state, **fields)
+
+
 def settled(observation: Observation) -> bool:
     """Nothing more will change for this job without the flow acting."""
     if observation.rule_status is RuleStatus.IssuesFound:
@@ -83,6 +142,7 @@ def settled(observation: Observation) -> bool:
 
 def decide(state: State, seen: Observation, description: JobDescription) -> State:
     """The original monitor's choice, on a fresh observation of the current job."""
+    seen = replace(seen, findings=trace_data_problems(seen.findings, state))
     history = state.history.model_copy(
         update={"num_monitor_transitions": state.history.num_monitor_transitions + 1}
     )
@@ -96,9 +156,11 @@ def decide(state: State, seen: Observation, description: JobDescription) -> Stat
     )
     progress = description.get("Progress", {})
     metrics = {m["MetricName"]: m["Value"] for m in description.get("FinalMetricDataList", [])}
+    start_step = int(progress.get("start_step", 0))  # > 0 for a warm-started job
     state = update_current_attempt(
         state,
-        steps_run=int(progress.get("step", 0)),
+        steps_run=max(int(progress.get("step", start_step)) - start_step, 0),
+        start_step=start_step,
         final_loss=metrics.get("test:loss", progress.get("loss")),
         final_accuracy=metrics.get("test:accuracy"),
         findings=seen.findings,
@@ -110,6 +172,7 @@ def decide(state: State, seen: Observation, description: JobDescription) -> Stat
             failure_reason=seen.failure_reason,
             ended_at=description.get("TrainingEndTime"),
         )
+        state = record_duration_and_curve(state)
 
     budget = state.budgets.max_monitor_transitions
     if history.num_monitor_transitions > budget:
@@ -196,7 +259,9 @@ def monitor(
         seen = observe(description)
         if now - last_progress >= PROGRESS_EVERY_S or settled(seen):
             last_progress = now
-            logger.info(progress_line(state, description))
+            line = progress_line(state, description)
+            logger.info(line)
+            publish_progress(state, description, line)
         if seen.key != before or settled(seen) or now - started >= max_wait_s:
             return decide(state, seen, description)
         time.sleep(poll_interval_s)

@@ -7,12 +7,15 @@ from prefect.cache_policies import NO_CACHE
 
 from state_schema import NextAction, State
 from strategies import plan_next
+from tasks.checkpoints import available_checkpoints
 from tasks.logs import task_logger
 
 
 @task(cache_policy=NO_CACHE)
-def plan(state: State) -> State:
-    planned = plan_next(state)
+def plan(state: State, run_dir: str | None = None) -> State:
+    """run_dir lets a warm-starting policy see the stopped attempt's checkpoints."""
+    checkpoints = available_checkpoints(state, run_dir) if run_dir else []
+    planned = plan_next(state, checkpoints=checkpoints)
     logger = task_logger()
     if planned.next_action is NextAction.end:
         logger.warning("nothing left to try: %s", planned.end_reason)

@@ -9,6 +9,7 @@ from jobs import backend_for
 from state_schema import JobStatus, State
 from state_schema.transitions import update_current_attempt
 from tasks.logs import task_logger
+from tasks.monitor import record_duration_and_curve
 
 
 @task(cache_policy=NO_CACHE)
@@ -25,7 +26,9 @@ def stop_job(state: State, run_dir: str) -> State:
     state = update_current_attempt(
         state,
         outcome=status,
-        steps_run=int(progress.get("step", 0)),
+        # steps this job ran: a warm-started job's count begins at its checkpoint's step
+        steps_run=max(int(progress.get("step", 0)) - int(progress.get("start_step", 0)), 0),
         ended_at=description.get("TrainingEndTime"),
     )
+    state = record_duration_and_curve(state)
     return state.model_copy(update={"job_status": status})

@@ -73,8 +73,10 @@ def prefect_api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         from prefect.logging.handlers import APILogHandler
 
-        APILogHandler().flush()  # the last log lines, before the server goes
-        server.terminate()
+        try:
+            APILogHandler().flush()  # the last log lines, before the server goes
+        finally:
+            server.terminate()
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -4,7 +4,7 @@ import json
 import math
 import types
 import typing
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,7 +12,7 @@ SYNTHETIC_TRAIN_SAMPLES = 5000
 SYNTHETIC_TEST_SAMPLES = 1000
 
 
-NUMERIC = (int, float, int | None)
+NUMERIC = (int, float, int | None, float | None)
 
 
 class ConfigError(ValueError):
@@ -40,6 +40,17 @@ class TrainConfig:
     test_samples: int | None = None  # None: all (synthetic: 1000)
     seed: int = 0
     checkpoint_every_epochs: int = 1  # 0: no checkpoints
+    # Non-finite loss or gradients before an update (training/guard.py): "stop" skips the
+    # update, writes a repro bundle and stops; "skip" skips and counts; "off": never checks.
+    nan_guard: Literal["off", "stop", "skip"] = "stop"
+    exclude_samples: list[int] = field(default_factory=list)  # training sample ids left out
+    optimizer: Literal["sgd", "momentum", "adam", "adamw"] = "momentum"
+    init: Literal["he_normal", "lecun_normal", "xavier_uniform", "orthogonal"] = "he_normal"
+    grad_clip_norm: float | None = None  # clip the total gradient norm; None: never
+    dropout: float = 0.0  # before the dense head
+    warmup_epochs: int = 1  # epochs at warmup_learning_rate (the seed: 1)
+    init_checkpoint: str | None = None  # warm start: checkpoint folder to load
+    start_epoch: int = 0  # warm start: first epoch to train
 
     def __post_init__(self) -> None:
         positive = ["warmup_learning_rate", "learning_rate", "num_epochs", "depth", "width"]
@@ -58,12 +69,30 @@ class TrainConfig:
             raise ConfigError(f"momentum must be in [0, 1), got {self.momentum!r}")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        choices = {
+            "optimizer": ("sgd", "momentum", "adam", "adamw"),
+            "init": ("he_normal", "lecun_normal", "xavier_uniform", "orthogonal"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        clip = self.grad_clip_norm
+        if clip is not None and not (math.isfinite(clip) and clip > 0):
+            raise ConfigError(f"grad_clip_norm must be > 0 or null, got {clip!r}")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.warmup_epochs < 0 or self.start_epoch < 0:
+            raise ConfigError("warmup_epochs and start_epoch must be >= 0")
         if self.checkpoint_every_epochs < 0:
             raise ConfigError("checkpoint_every_epochs must be >= 0 (0: never)")
         if self.dataset not in ("synthetic", "cifar10"):
             raise ConfigError(f"dataset must be 'synthetic' or 'cifar10', got {self.dataset!r}")
         if self.dataset == "cifar10" and not self.data_path:
             raise ConfigError("data_path is required when dataset is 'cifar10'")
+        if self.nan_guard not in ("off", "stop", "skip"):
+            raise ConfigError(f"nan_guard must be 'off', 'stop' or 'skip', got {self.nan_guard!r}")
+        if any(sample < 0 for sample in self.exclude_samples):
+            raise ConfigError("exclude_samples must be sample ids >= 0")
 
     @property
     def num_train_samples(self) -> int | None:
@@ -90,6 +119,12 @@ def _check_type(name: str, value: Any, annotation: Any) -> Any:
         annotation = next(option for option in options if option is not type(None))
     if typing.get_origin(annotation) is Literal:
         annotation = str
+    if typing.get_origin(annotation) is list:  # list[int]: every item an int, never a bool
+        if isinstance(value, list) and all(
+            isinstance(item, int) and not isinstance(item, bool) for item in value
+        ):
+            return value
+        raise ConfigError(f"{name} must be a list of integers, got {value!r}")
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if annotation is int and isinstance(value, bool) and name == "add_batch_norm":
@@ -108,7 +143,9 @@ def parse_config(values: dict[str, Any]) -> TrainConfig:
     for name, value in values.items():
         if name not in annotations:
             raise ConfigError(f"unknown hyperparameter {name!r}")
-        if isinstance(value, str) and annotations[name] in NUMERIC:
+        if isinstance(value, str) and (
+            annotations[name] in NUMERIC or annotations[name] == list[int]
+        ):
             # The cloud service passes every hyperparameter as a string: "0.1", "5".
             try:
                 value = json.loads(value)

@@ -26,14 +26,41 @@ TEST_FILE = "test_batch"
 class DataSplit:
     images: torch.Tensor  # float32 (N, 3, 32, 32), pixels / 256
     labels: torch.Tensor  # int64 (N,)
+    # Sample ids (position in the split as loaded) and the files they came from, in order:
+    # they name a batch's records for contact tracing, and stay put when samples are dropped.
+    ids: torch.Tensor | None = None  # int64 (N,); None: 0..N-1
+    shards: tuple[tuple[str, int], ...] = ()  # (file name, number of samples)
+
+    def __post_init__(self) -> None:
+        if self.ids is None:
+            self.ids = torch.arange(len(self.labels))
+        if not self.shards:
+            self.shards = (("synthetic", len(self.labels)),)
 
     def __len__(self) -> int:
         return len(self.labels)
 
+    def shard_of(self, sample_id: int) -> str:
+        """'file:index in file' of a sample id."""
+        start = 0
+        for name, count in self.shards:
+            if sample_id < start + count:
+                return f"{name}:{sample_id - start}"
+            start += count
+        raise IndexError(f"sample id {sample_id} is beyond the {start} samples loaded")
 
-def to_split(pixels: np.ndarray, labels: np.ndarray) -> DataSplit:
+    def without(self, sample_ids: list[int]) -> "DataSplit":
+        """The split less the given sample ids (ids that are not present are ignored)."""
+        assert self.ids is not None
+        keep = ~torch.isin(self.ids, torch.tensor(sample_ids, dtype=torch.int64))
+        return DataSplit(self.images[keep], self.labels[keep], self.ids[keep], self.shards)
+
+
+def to_split(
+    pixels: np.ndarray, labels: np.ndarray, shards: tuple[tuple[str, int], ...] = ()
+) -> DataSplit:
     images = torch.from_numpy(pixels.astype(np.float32) / 256.0)
-    return DataSplit(images, torch.from_numpy(labels.astype(np.int64)))
+    return DataSplit(images, torch.from_numpy(labels.astype(np.int64)), shards=shards)
 
 
 # ---------------------------------------------------------------------------------------
@@ -72,7 +99,11 @@ class _ArrayOnlyUnpickler(pickle.Unpickler):
 
 
 def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """One CIFAR-10 python batch -> (uint8 pixels (N, 3, 32, 32), int64 labels (N,))."""
+    """One CIFAR-10 python batch -> (pixels (N, 3, 32, 32), int64 labels (N,)).
+
+    Pixels are uint8 as in CIFAR-10, or float32 on the same 0..255 scale, as preprocessing
+    pipelines export them (where a corrupt record can hold any value: the NaN guard's case).
+    """
     path = Path(path)
     if not path.is_file():
         raise CifarFormatError(f"{path}: CIFAR-10 batch file not found")
@@ -83,8 +114,10 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(raw, dict) or b"data" not in raw or b"labels" not in raw:
         raise CifarFormatError(f"{path}: expected a dict with b'data' and b'labels'")
     data, labels = raw[b"data"], np.asarray(raw[b"labels"])
-    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2:
-        raise CifarFormatError(f"{path}: b'data' must be a uint8 array of shape (N, {PIXELS})")
+    if not isinstance(data, np.ndarray) or data.dtype not in (np.uint8, np.float32):
+        raise CifarFormatError(f"{path}: b'data' must be a uint8 or float32 array")
+    if data.ndim != 2:
+        raise CifarFormatError(f"{path}: b'data' must have shape (N, {PIXELS})")
     if data.shape[1] != PIXELS or labels.shape != (data.shape[0],):
         raise CifarFormatError(
             f"{path}: b'data' has shape {data.shape} and b'labels' {labels.shape}; "
@@ -98,16 +131,18 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _read_files(paths: list[Path], limit: int | None) -> DataSplit:
-    pixels, labels, count = [], [], 0
+    pixels, labels, shards, count = [], [], [], 0
     for path in paths:
         if limit is not None and count >= limit:
             break  # enough samples: skip reading the remaining files
         x, y = read_cifar_batch(path)
         pixels.append(x)
         labels.append(y)
+        used = len(y) if limit is None else min(len(y), limit - count)
+        shards.append((path.name, used))
         count += len(y)
     x, y = np.concatenate(pixels), np.concatenate(labels)
-    return to_split(x[:limit], y[:limit])
+    return to_split(x[:limit], y[:limit], tuple(shards))
 
 
 def load_cifar10(
@@ -134,11 +169,13 @@ def check_cifar10_folder(folder: str | Path) -> None:
 def write_cifar_batch(
     path: str | Path, pixels: np.ndarray, labels: np.ndarray, batch_label: str
 ) -> None:
-    """Write uint8 pixels (N, 3, 32, 32) as a batch in the genuine CIFAR-10 python format."""
+    """Write pixels (N, 3, 32, 32) as a batch in the genuine CIFAR-10 python format
+    (uint8; float32 pixels stay float32, the preprocessed variant read_cifar_batch accepts)."""
+    dtype = np.float32 if pixels.dtype == np.float32 else np.uint8
     record = {
         b"batch_label": batch_label.encode(),
         b"labels": [int(label) for label in labels],
-        b"data": np.ascontiguousarray(pixels, dtype=np.uint8).reshape(len(labels), PIXELS),
+        b"data": np.ascontiguousarray(pixels, dtype=dtype).reshape(len(labels), PIXELS),
         b"filenames": [f"synthetic_{i:05d}.png".encode() for i in range(len(labels))],
     }
     Path(path).write_bytes(pickle.dumps(record, protocol=2))

@@ -61,4 +61,16 @@ DEMO_HYPERPARAMETERS: dict[str, Any] = {
     "test_samples": 1000,
     "seed": 0,
     "checkpoint_every_epochs": 1,
+    # the seed's choices for what the adaptive strategies may change
+    "optimizer": "momentum",
+    "init": "he_normal",
+    "grad_clip_norm": None,
+    "dropout": 0.0,
+    "warmup_epochs": 1,
+    "init_checkpoint": None,
+    "start_epoch": 0,
+    # The demo shows the original path: the debugger's ExplodingTensor rule spots the NaN
+    # gradients. With the NaN guard on, the job would catch them itself before the update.
+    "nan_guard": "off",
+    "exclude_samples": [],
 }

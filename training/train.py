@@ -12,11 +12,15 @@ writes into DIR (JSON written to a temporary file, then renamed into place):
 Non-finite numbers (NaN, +-inf) are written as null so every file stays valid JSON.
 wall_time is seconds since the Unix epoch. Accuracies are fractions in [0, 1].
 
-The job never checks its own numbers for NaN: a diverging run keeps training until it is
-stopped from outside. Spotting the divergence is the tensor debugger's job, whose hook is
-active when REMEDY_DEBUGGER_CONFIG names a config file. A stop request is the file named by
-REMEDY_STOP_FILE appearing, or SIGTERM: the current step finishes, the hook is closed,
-result.json says "Stopped" and the process exits 0. REMEDY_TORCH_THREADS sets torch's threads.
+With nan_guard "stop" (the default) or "skip", the NaN guard (training/guard.py) checks the
+loss and gradients before each update: a non-finite step is never applied; it leaves a repro
+bundle in repro/ and the rule status rule_status/NonFiniteGradient.json, then stops the job
+("stop") or skips the batch ("skip"); trace/ names every step's samples. With nan_guard "off"
+a diverging run keeps training until it is stopped from outside. Spotting slower trouble is
+the tensor debugger's job, whose hook is active when REMEDY_DEBUGGER_CONFIG names a config
+file. A stop request is the file named by REMEDY_STOP_FILE appearing, or SIGTERM: the current
+step finishes, the hook is closed, result.json says "Stopped" and the process exits 0.
+REMEDY_TORCH_THREADS sets torch's threads.
 """
 
 import argparse
@@ -38,7 +42,10 @@ from models import ResNetConfig, build_model
 from training.checkpoint import save_checkpoint
 from training.config import TrainConfig, load_config
 from training.data import DataSplit, load_cifar10, make_synthetic
+from training.guard import NanGuard
+from training.optimizers import build_optimizer
 from training.schedule import learning_rate_for_epoch
+from training.warm_start import restore
 
 LOG_EVERY = 10  # steps between progress lines on stdout
 EVAL_BATCH_SIZE = 500
@@ -104,6 +111,27 @@ def evaluate(model: nn.Module, criterion: nn.Module, data: DataSplit) -> tuple[f
     return total_loss / len(data), correct / len(data)
 
 
+def build_model_and_optimizer(config: TrainConfig) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """The model and optimizer a config describes (a repro bundle's replay builds them too)."""
+    model_config = ResNetConfig(
+        depth=config.depth,
+        width=config.width,
+        activation=config.activation,
+        batch_norm=bool(config.add_batch_norm),
+        init=config.init,
+        dropout=config.dropout,
+    )
+    model = build_model(model_config)
+    optimizer = build_optimizer(
+        config.optimizer,
+        model.parameters(),
+        lr=config.warmup_learning_rate,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+    )
+    return model, optimizer
+
+
 def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
     stop = StopRequest()  # first, so that an early SIGTERM is a clean stop too
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -113,23 +141,28 @@ def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
 
     # data, model, optimizer
     train_data, test_data = load_data(config)
-    model_config = ResNetConfig(
-        depth=config.depth,
-        width=config.width,
-        activation=config.activation,
-        batch_norm=bool(config.add_batch_norm),
-    )
-    model = build_model(model_config)
+    if config.exclude_samples:  # bad records named by the NaN guard (drop_bad_samples)
+        train_data = train_data.without(config.exclude_samples)
+    model, optimizer = build_model_and_optimizer(config)
     criterion = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(
-        model.parameters(),
-        lr=config.warmup_learning_rate,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-    )
+    start_epoch, start_step = config.start_epoch, 0
+    if config.init_checkpoint:
+        hyper = {"weight_decay": config.weight_decay}
+        if config.optimizer == "momentum":
+            hyper["momentum"] = config.momentum
+        warm = restore(config.init_checkpoint, model, optimizer, hyper)
+        start_epoch, start_step = warm.epoch, warm.step
+        print(
+            f"warm start from {config.init_checkpoint}: epoch {warm.epoch}, step {warm.step}, "
+            f"optimizer state {'restored' if warm.optimizer_restored else 'fresh'}",
+            flush=True,
+        )
     steps_per_epoch = math.ceil(len(train_data) / config.batch_size)
     total_steps = steps_per_epoch * config.num_epochs
     shuffle = torch.Generator().manual_seed(config.seed)
+    for _ in range(start_epoch):  # a warm start sees the data order the full run would have
+        torch.randperm(len(train_data), generator=shuffle)
+    guard = NanGuard(config, output_dir, model, optimizer, train_data, shuffle)
 
     # the tensor debugger, when the backend asked for it
     hook = Hook.from_env()
@@ -148,13 +181,15 @@ def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
     )
     metrics = (output_dir / "metrics.jsonl").open("w")
     checkpoints = output_dir / "checkpoints"
-    step, epochs_completed, train_loss, stopped = 0, 0, math.nan, False
+    step, epochs_completed, train_loss, stopped = start_step, start_epoch, math.nan, False
     test_loss: float | None = None
     test_accuracy: float | None = None
     started = time.time()
 
-    for epoch in range(config.num_epochs):
-        lr = learning_rate_for_epoch(epoch, config.warmup_learning_rate, config.learning_rate)
+    for epoch in range(start_epoch, config.num_epochs):
+        lr = learning_rate_for_epoch(
+            epoch, config.warmup_learning_rate, config.learning_rate, config.warmup_epochs
+        )
         for group in optimizer.param_groups:
             group["lr"] = lr
         model.train()
@@ -162,17 +197,24 @@ def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
             hook.set_mode(ModeKeys.TRAIN)
 
         order = torch.randperm(len(train_data), generator=shuffle)
+        guard.new_epoch(epoch, step + 1, order)  # contact tracing: which samples, which step
         for batch in order.split(config.batch_size):
             images, labels = train_data.images[batch], train_data.labels[batch]
+            guard.before_step()
             logits = model(images)
             loss = criterion(logits, labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = total_grad_norm(model)  # logged only: reacting is the debugger's job
-            optimizer.step()
+            grad_norm = total_grad_norm(model)
+            train_loss = loss.item()
+            # A non-finite loss or gradient is never applied: the guard keeps the weights
+            # clean, writes a repro bundle, and stops the job or skips the batch.
+            if guard.passes(step + 1, epoch, train_loss, grad_norm, batch):
+                if config.grad_clip_norm is not None:  # the norm logged is before clipping
+                    nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip_norm)
+                optimizer.step()
             step += 1
 
-            train_loss = loss.item()
             accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
             now = time.time()
             record = {
@@ -186,7 +228,11 @@ def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
             }
             metrics.write(json.dumps({"type": "step"} | record, allow_nan=False) + "\n")
             metrics.flush()
-            progress = record | {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
+            progress = record | {
+                "steps_per_epoch": steps_per_epoch,
+                "total_steps": total_steps,
+                "start_step": start_step,
+            }
             write_json_atomic(output_dir / "progress.json", progress)
             if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:
                 print(
@@ -194,7 +240,7 @@ def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
                     f"accuracy {accuracy:.3f} lr {lr:g} ({(now - started) / step:.3f} s/step)",
                     flush=True,
                 )
-            if stop:
+            if stop or guard.stop:
                 stopped = True
                 break
         if stopped:
@@ -228,6 +274,7 @@ def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
             save_checkpoint(checkpoints, model, optimizer, epoch=epochs_completed, step=step)
 
     metrics.close()
+    guard.close(step)
     if hook is not None:
         hook.close()
     result = {

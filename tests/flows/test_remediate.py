@@ -27,8 +27,9 @@ def run(state: State, run_dir: Path) -> State:
 def test_real_explosion_is_detected_stopped_repaired_and_completed(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
-    # warmup 0.003125: the seed ladder's next step is batch norm, so two attempts.
-    state = State(run_spec=tiny_spec(warmup_learning_rate=0.003125))
+    # warmup 0.003125: the seed ladder's next step is batch norm, so two attempts. The NaN
+    # guard is off: this is the debugger's path (tests/flows/test_nan_guard.py: the guard's).
+    state = State(run_spec=tiny_spec(warmup_learning_rate=0.003125, nan_guard="off"))
     final = run(state, tmp_path)
 
     first, second = final.history.attempts

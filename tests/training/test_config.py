@@ -11,6 +11,10 @@ BACKEND_KEYS = {
     "debugger_save_interval", "entry_point", "depth", "width", "activation", "batch_size",
     "momentum", "weight_decay", "dataset", "data_path", "train_samples", "test_samples", "seed",
     "checkpoint_every_epochs",
+    # strategies' hyperparameters and warm start (issue 4)
+    "optimizer", "init", "grad_clip_norm", "dropout", "warmup_epochs", "init_checkpoint",
+    "start_epoch",
+    "nan_guard", "exclude_samples",  # the NaN guard and bad records it names (issue 6)
 }  # fmt: skip
 
 

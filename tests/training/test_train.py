@@ -112,9 +112,10 @@ def test_cifar10_folder_is_read(tmp_path: Path) -> None:
 
 
 def test_a_diverging_job_keeps_training_and_writes_valid_json(tmp_path: Path) -> None:
-    # A learning rate this absurd overflows the weights within a few steps. The job must not
-    # notice on its own: spotting it is the debugger's job.
+    # A learning rate this absurd overflows the weights within a few steps. With the NaN
+    # guard off the job must not notice on its own: spotting it is the debugger's job.
     config = TINY | {"add_batch_norm": 0, "warmup_learning_rate": 1e12, "learning_rate": 1e12}
+    config["nan_guard"] = "off"
     done = run_job(tmp_path, config)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "out"
@@ -191,6 +192,7 @@ def test_the_debugger_hook_captures_the_job_when_configured(tmp_path: Path) -> N
         "collections": {"losses": {}, "gradients": {"save_interval": 2}},
     }))  # fmt: skip
     config = TINY | {"add_batch_norm": 0, "warmup_learning_rate": 1e12, "learning_rate": 1e12}
+    config["nan_guard"] = "off"
     done = run_job(tmp_path, config, REMEDY_DEBUGGER_CONFIG=str(debugger_config))
     assert done.returncode == 0, done.stderr
     assert "debugger on" in done.stdout
