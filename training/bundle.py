@@ -18,7 +18,6 @@ a truncated or modified file fails with BundleError naming it, before anything i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -32,11 +31,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
-from training.checkpoint import save_checkpoint
+from training.checkpoint import load_verified, save_checkpoint, sha256_file
 
 FORMAT = "remedy-repro-bundle-v1"
 META_FILE = "bundle.json"
@@ -62,10 +60,6 @@ class Bundle:
     @property
     def state_path(self) -> Path:
         return self.path / STATE_DIR
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def code_version() -> dict[str, Any]:
@@ -148,25 +142,13 @@ def write_bundle(
             "numpy_position": int(position),
             "python": [python_state[0], list(python_state[1]), python_state[2]],
         },
-        "sha256": {name: _sha256(tmp / name) for name in files},
+        "sha256": {name: sha256_file(tmp / name) for name in files},
     }
     (tmp / META_FILE).write_text(json.dumps(record, indent=2, allow_nan=False) + "\n")
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(tmp, folder)
     return folder
-
-
-def _load(path: Path, name: str, meta: dict[str, Any]) -> dict[str, torch.Tensor]:
-    file = path / name
-    if not file.is_file():
-        raise BundleError(f"{file}: missing from the bundle")
-    if _sha256(file) != meta["sha256"].get(name):
-        raise BundleError(f"{file}: checksum mismatch (truncated or modified)")
-    try:
-        return load_file(file)
-    except (SafetensorError, OSError) as exc:
-        raise BundleError(f"{file}: unreadable ({exc})") from exc
 
 
 def read_bundle(path: str | Path) -> Bundle:
@@ -195,10 +177,10 @@ def read_bundle(path: str | Path) -> Bundle:
     for name in meta["sha256"]:  # the state files are loaded later, by load_checkpoint
         if name.startswith(f"{STATE_DIR}/"):
             file = path / name
-            if not file.is_file() or _sha256(file) != meta["sha256"][name]:
+            if not file.is_file() or sha256_file(file) != meta["sha256"][name]:
                 raise BundleError(f"{file}: missing, truncated or modified")
-    batch = _load(path, BATCH_FILE, meta)
-    rng = _load(path, RNG_FILE, meta)
+    batch = load_verified(path, BATCH_FILE, meta, BundleError)
+    rng = load_verified(path, RNG_FILE, meta, BundleError)
     if set(batch) != {"images", "labels", "sample_ids"} or "torch_cpu" not in rng:
         raise BundleError(f"{path}: batch or RNG file lacks expected tensors")
     return Bundle(

@@ -36,7 +36,7 @@ class CheckpointInfo:
     step: int
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -90,7 +90,7 @@ def save_checkpoint(
         "optimizer": type(optimizer).__name__,
         "param_groups": groups,
         "optimizer_scalars": optimizer_scalars,
-        "sha256": {name: _sha256(tmp / name) for name in (MODEL_FILE, OPTIMIZER_FILE)},
+        "sha256": {name: sha256_file(tmp / name) for name in (MODEL_FILE, OPTIMIZER_FILE)},
     }
     (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
 
@@ -115,16 +115,19 @@ def _read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _load_tensors(path: Path, name: str, meta: dict[str, Any]) -> dict[str, torch.Tensor]:
+def load_verified(
+    path: Path, name: str, meta: dict[str, Any], error: type[Exception] = CheckpointError
+) -> dict[str, torch.Tensor]:
+    """A safetensors file whose SHA-256 the sidecar recorded; `error` names what is wrong."""
     file = path / name
     if not file.is_file():
-        raise CheckpointError(f"{file}: missing")
-    if _sha256(file) != meta["sha256"].get(name):
-        raise CheckpointError(f"{file}: checksum mismatch (truncated or modified)")
+        raise error(f"{file}: missing")
+    if sha256_file(file) != meta["sha256"].get(name):
+        raise error(f"{file}: checksum mismatch (truncated or modified)")
     try:
         return load_file(file)
     except (SafetensorError, OSError) as exc:
-        raise CheckpointError(f"{file}: unreadable ({exc})") from exc
+        raise error(f"{file}: unreadable ({exc})") from exc
 
 
 def load_checkpoint(
@@ -134,7 +137,7 @@ def load_checkpoint(
     path = Path(path)
     meta = _read_meta(path)
     try:
-        model.load_state_dict(_load_tensors(path, MODEL_FILE, meta), strict=True)
+        model.load_state_dict(load_verified(path, MODEL_FILE, meta), strict=True)
     except RuntimeError as exc:  # missing/unexpected keys or wrong shapes
         raise CheckpointError(f"{path / MODEL_FILE}: does not fit the model ({exc})") from exc
 
@@ -149,7 +152,7 @@ def _restore_optimizer(
     names = _param_names(model, optimizer)
     index_of = {name: i for i, name in enumerate(names)}
     params = [param for group in optimizer.param_groups for param in group["params"]]
-    saved = _load_tensors(path, OPTIMIZER_FILE, meta) | meta.get("optimizer_scalars", {})
+    saved = load_verified(path, OPTIMIZER_FILE, meta) | meta.get("optimizer_scalars", {})
     state: dict[int, dict[str, Any]] = {}
     for full_key, value in saved.items():
         name, _, key = full_key.rpartition(".")
