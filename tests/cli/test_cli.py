@@ -65,6 +65,19 @@ def job_is_training(run_dir: Path) -> bool:
     return job is not None and (run_dir / "jobs" / job / "progress.json").exists()
 
 
+def start_gated_run(tmp_path: Path, api_url: str) -> tuple[subprocess.Popen, Path]:
+    """`remedy run` of a job that trains until released, once its job is training."""
+    run_dir = tmp_path / "run"
+    spec = write_spec(
+        tmp_path / "spec.json", RunSpec(entry_point="tests.jobs.entry_points.gated", rules=[])
+    )
+    flow = start_remedy(
+        "run", str(spec), "--run-dir", str(run_dir), "--poll-interval", "0.3", api_url=api_url
+    )
+    wait_for(lambda: job_is_training(run_dir))
+    return flow, run_dir
+
+
 def test_schema_prints_the_payload_schema() -> None:
     out = remedy("schema")
     assert out.returncode == 0
@@ -140,20 +153,7 @@ def test_run_exits_nonzero_when_the_last_attempt_did_not_complete(
 def test_resume_after_a_crashed_flow_adopts_the_running_job(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
-    run_dir = tmp_path / "run"
-    spec = write_spec(
-        tmp_path / "spec.json", RunSpec(entry_point="tests.jobs.entry_points.gated", rules=[])
-    )
-    flow = start_remedy(
-        "run",
-        str(spec),
-        "--run-dir",
-        str(run_dir),
-        "--poll-interval",
-        "0.3",
-        api_url=prefect_api_url,
-    )
-    wait_for(lambda: job_is_training(run_dir))
+    flow, run_dir = start_gated_run(tmp_path, prefect_api_url)
     flow.send_signal(signal.SIGKILL)  # the flow process dies; the detached job does not
     flow.wait()
     job = load_state(run_dir / "state.json").history.latest_job_name
@@ -187,20 +187,7 @@ def test_cancelling_the_flow_run_stops_the_job(prefect_api_url: str, tmp_path: P
     from prefect.client.schemas.sorting import FlowRunSort
     from prefect.states import Cancelling
 
-    run_dir = tmp_path / "run"
-    spec = write_spec(
-        tmp_path / "spec.json", RunSpec(entry_point="tests.jobs.entry_points.gated", rules=[])
-    )
-    flow = start_remedy(
-        "run",
-        str(spec),
-        "--run-dir",
-        str(run_dir),
-        "--poll-interval",
-        "0.3",
-        api_url=prefect_api_url,
-    )
-    wait_for(lambda: job_is_training(run_dir))
+    flow, run_dir = start_gated_run(tmp_path, prefect_api_url)
     running = FlowRunFilter(
         state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING]))
     )
