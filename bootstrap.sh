@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up .venv with remedy and everything it needs.
 #   ./bootstrap.sh          runtime only
-#   ./bootstrap.sh --dev    plus the test and lint tools
+#   ./bootstrap.sh --dev    plus the test and lint tools, and the Debian packages the
+#                           end-to-end tests start for real (chromium, postgresql)
 # TORCH_SPEC chooses the torch build (default torch==2.13.0); it is installed first so
 # that no other requirement can pull a different (several-GB CUDA) build.
 set -euo pipefail
@@ -18,6 +19,19 @@ pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     echo "bootstrap: installing $torch_spec"
     pip install "$torch_spec"
+fi
+if [ -n "$extras" ]; then
+    # The UI test drives a real headless Chromium; the database test starts a real PostgreSQL.
+    missing=""
+    for package in chromium postgresql; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
+    done
+    if [ -n "$missing" ]; then
+        echo "bootstrap: installing Debian packages:$missing"
+        sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    fi
 fi
 echo "bootstrap: installing remedy$extras"
 pip install -e ".$extras"
