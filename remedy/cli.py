@@ -22,6 +22,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from remedy.errors import UsageError
 from state_schema import (
     Finding,
@@ -35,7 +37,7 @@ from state_schema import (
     payload_json,
     save_state,
 )
-from state_schema.io import schema_text
+from state_schema.io import describe_validation_error, schema_text
 
 EXIT_OK, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -146,6 +148,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     state = load_state(args.file)
     if args.policy:
         state = state.model_copy(update={"policy": args.policy})
+    if args.policy_config:
+        state = with_policy_config(state, args.policy_config)
     check_policy(state.policy)
     check_state_out(args.state_out)
     return run_flow(state, new_run_dir(args.run_dir, state), args)
@@ -191,6 +195,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.run_dir}: no job named {job!r}")
     sys.stdout.write(backend.logs(job, tail=args.tail))
     return EXIT_OK
+
+
+def with_policy_config(state: State, path: str) -> State:
+    """The state with its policy_config read from `path` and checked like the payload's."""
+    try:
+        return State.model_validate(state.model_dump(mode="json") | {"policy_config": path})
+    except ValidationError as error:
+        raise UsageError(describe_validation_error(error, f"--policy-config {path}")) from None
 
 
 def check_policy(name: str) -> None:
@@ -244,6 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="remediate from a run_spec or state payload file")
     run.add_argument("file", help='run_spec JSON, a bare state, or {"state": ...}')
     run.add_argument("--policy", help="remediation policy (default: the file's, else seed)")
+    run.add_argument(
+        "--policy-config",
+        metavar="FILE",
+        help="JSON file: finding -> ordered strategies with limits (policy 'config', or "
+        "'adaptive' for the findings it names); replaces the file's policy_config",
+    )
     add_flow_options(run)
     run.set_defaults(handler=cmd_run)
 

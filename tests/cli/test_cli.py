@@ -117,14 +117,36 @@ def test_existing_run_dir_is_never_overwritten(tmp_path: Path) -> None:
     assert (run_dir / "state.json").read_text() == "precious"
 
 
+def test_bad_policy_config_file_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "spec.json", RunSpec())
+    policy = tmp_path / "policy.json"
+    policy.write_text(
+        json.dumps({"ExplodingTensor": [{"strategy": "clip_gradients", "max_times": 0}]})
+    )
+    for config in (policy, tmp_path / "missing.json"):
+        out = remedy(
+            "run", str(spec), "--policy", "config", "--policy-config", str(config),
+            "--run-dir", str(tmp_path / "run"),
+        )  # fmt: skip
+        assert out.returncode == 2, out.stderr
+        assert str(config) in out.stderr and "policy_config" in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_run_writes_state_out_and_exits_zero_when_completed(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
     spec = write_spec(tmp_path / "spec.json", tiny_spec(add_batch_norm=1, num_epochs=1))
+    order = {"ExplodingTensor": [{"strategy": "clip_gradients", "max_times": 2}]}
+    (tmp_path / "policy.json").write_text(json.dumps(order))
     out = remedy(
         "run",
         str(spec),
+        "--policy",
+        "config",
+        "--policy-config",
+        str(tmp_path / "policy.json"),
         "--run-dir",
         str(tmp_path / "run"),
         "--poll-interval",
@@ -136,6 +158,8 @@ def test_run_writes_state_out_and_exits_zero_when_completed(
     assert out.returncode == 0, out.stdout + out.stderr
     final = load_state(tmp_path / "final.json")
     assert final.history.attempts[0].outcome is JobStatus.Completed
+    assert final.policy == "config"
+    assert final.policy_config["ExplodingTensor"][0].max_times == 2
     assert "initial" in out.stdout and '"next_action": "end"' in out.stdout
 
 
