@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 from typing import Any
 
@@ -93,7 +92,9 @@ def cmd_server(args: argparse.Namespace) -> int:
     prefect = shutil.which("prefect", path=os.path.dirname(sys.executable)) or "prefect"
     command = [prefect, "server", "start", "--host", args.host, "--port", str(args.port)]
     print(f"remedy: {' '.join(command)}; UI at http://{args.host}:{args.port}", flush=True)
-    return subprocess.call(command, env=env)
+    # Become the server rather than wait on it, so that a SIGTERM (a service manager, a
+    # container stop) stops the server instead of leaving it running without its parent.
+    os.execvpe(command[0], command, env)
 
 
 def register(commands: Any) -> None:
