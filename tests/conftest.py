@@ -24,29 +24,35 @@ SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 
 
 @pytest.fixture(scope="session")
-def prefect_api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real `prefect server start` (SQLite in a temp dir, with its UI), once per session.
+def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PREFECT_HOME of the session's server: its SQLite database and log live here."""
+    return tmp_path_factory.mktemp("prefect-home")
+
+
+@pytest.fixture(scope="session")
+def prefect_api_url(prefect_home: Path) -> Iterator[str]:
+    """A real Prefect server with its UI, once per session, started as users start it:
+    `remedy server`, on its default SQLite database (in PREFECT_HOME).
 
     Flows in this process use it; subprocesses (the CLI, `remedy serve`, a browser) get
     its URL.
     """
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    home = tmp_path_factory.mktemp("prefect-home")
+    home = prefect_home
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {
         **os.environ,
         "PREFECT_HOME": str(home),
-        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home}/prefect.db",
         "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",  # where the UI's browser calls
     }
-    env.pop("PREFECT_API_URL", None)
-    prefect = str(Path(sys.executable).with_name("prefect"))
+    for name in ("PREFECT_API_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL"):
+        env.pop(name, None)
     log = (home / "server.log").open("w")
     server = subprocess.Popen(
-        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "remedy", "server", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
