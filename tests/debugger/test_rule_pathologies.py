@@ -180,6 +180,8 @@ CASES: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]], str, str, 
     ("AllZero", {"collection_names": ["gradients"]}, "zero_init", "healthy", "100.0% zeros"),
     ("ClassImbalance", {}, "imbalanced", "healthy", "class 0 has"),
     ("LossNotDecreasing", {}, "lr_zero", "healthy", "fell by only"),
+    ("DivergingLoss", {"num_steps": 3}, "diverging", "healthy", "its best window mean"),
+    ("DivergingLoss", {"num_steps": 2}, "diverging_to_nan", "healthy", "is not finite"),
     ("Overfit", {}, "memorise_noise", "healthy", "eval loss"),
     ("Overtraining", {}, "converged", "healthy_regression", "has not improved"),
     (
