@@ -11,7 +11,7 @@ class ClipGradients(Strategy):
     without touching the model, so a run can warm-start."""
 
     name = "clip_gradients"
-    addresses = ("ExplodingTensor", "NonFiniteGradient", "OscillatingLoss")
+    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient", "OscillatingLoss")
     changes = ("grad_clip_norm",)
     explanation = "Clip the gradient norm so one bad batch cannot blow the weights up"
 

@@ -9,7 +9,7 @@ class LongerWarmup(Strategy):
     """One more epoch at the warmup learning rate (up to 5, and fewer than the run's epochs)."""
 
     name = "longer_warmup"
-    addresses = ("ExplodingTensor", "NonFiniteGradient")
+    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient")
     changes = ("warmup_epochs",)
     explanation = "Warm up for one more epoch before the full learning rate"
 

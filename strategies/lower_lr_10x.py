@@ -10,7 +10,7 @@ class LowerLR10x(Strategy):
     seed's x0.9 needs twenty launches to get as far."""
 
     name = "lower_lr_10x"
-    addresses = ("ExplodingTensor", "NonFiniteGradient", "OscillatingLoss")
+    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient", "OscillatingLoss")
     changes = ("learning_rate", "warmup_learning_rate")
     explanation = "Divide the learning rate by 10"
 

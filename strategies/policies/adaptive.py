@@ -56,7 +56,9 @@ ORDERS: dict[str, list[PolicyStep]] = {
     "Overfit": rungs("add_weight_decay", "add_dropout", "use_adamw"),
     "PoorWeightInitialization": rungs("change_init", "use_selu", "add_batch_norm"),
 }
-# The debugger's other names for the same pathologies.
+# The debugger's other names for the same pathologies. A loss that diverges and stays
+# finite is the same instability as NaN gradients, caught by another rule.
+ORDERS["DivergingLoss"] = EXPLODING
 ORDERS["DyingRelu"] = ORDERS["DeadRelu"]
 ORDERS["SlowConvergence"] = ORDERS["StalledTraining"] = ORDERS["LossNotDecreasing"]
 ORDERS["Overtraining"] = ORDERS["Overfit"]
@@ -84,6 +86,7 @@ FROM_SCRATCH: dict[str, list[PolicyStep]] = {
     ),
 }
 FROM_SCRATCH["NonFiniteGradient"] = FROM_SCRATCH["ExplodingTensor"]
+FROM_SCRATCH["DivergingLoss"] = FROM_SCRATCH["ExplodingTensor"]
 
 
 def blames_data(finding: Finding) -> bool:
