@@ -289,10 +289,8 @@ class Budgets(Strict):
 
 
 class State(Strict):
-    history: History = Field(default_factory=History)
-    next_action: NextAction = NextAction.launch_new
-    job_status: JobStatus | None = None
-    rule_status: RuleStatus | None = None
+    # Field order is the order of the Prefect UI's run form and of state.json: first what
+    # a user sets to start a run, then what the flow keeps up to date.
     run_spec: RunSpec = Field(default_factory=RunSpec)
     budgets: Budgets = Field(default_factory=Budgets)
     policy: str = Field("seed", description="Name of the remediation policy.")
@@ -302,6 +300,10 @@ class State(Strict):
         "(and by 'adaptive' in place of its own order for the findings it names). "
         "A string is a JSON file path, read when the payload is loaded.",
     )
+    history: History = Field(default_factory=History)
+    next_action: NextAction = NextAction.launch_new
+    job_status: JobStatus | None = None
+    rule_status: RuleStatus | None = None
     findings: list[Finding] = Field(
         default_factory=list, description="Findings of the latest job, for the planner."
     )

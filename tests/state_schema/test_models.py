@@ -33,6 +33,13 @@ def test_seed_payload_validates_unchanged() -> None:
             assert dumped[section][key] == value, key
 
 
+def test_run_spec_leads_the_ui_form_and_state_json() -> None:
+    """The Prefect UI's run form and state.json list fields in declaration order."""
+    fields = list(State.model_fields)
+    assert fields[:4] == ["run_spec", "budgets", "policy", "policy_config"]
+    assert list(State().model_dump()) == fields
+
+
 def test_reference_document_payload_is_the_one_tested() -> None:
     """Guard: the copy in the tests is the payload printed in the reference document."""
     document = SHARED_REFERENCE / "seed-workflow.md"
