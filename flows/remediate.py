@@ -1,7 +1,8 @@
 """The remediation loop: train -> monitor -> (stop -> plan -> notify) -> ... -> end.
 
 The flow is a pure function of the payload: any State starts or resumes it. The state is
-persisted to the run directory after every transition.
+persisted to the run directory after every transition. At its end the flow writes the run's
+HTML report (RUN_DIR/report/index.html) and links it from the flow run's page.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from pydantic import BaseModel, Field
 
 from jobs import backend_for
 from state_schema import JobStatus, NextAction, RuleStatus, State
-from tasks.messages import final_message, retraining_message
+from tasks.messages import final_message, redact, retraining_message
 from tasks.monitor import monitor
 from tasks.notify import notify
 from tasks.persist import load_run, persist, state_path
 from tasks.plan import plan
-from tasks.publish import publish_attempts, publish_event
+from tasks.publish import publish_attempts, publish_event, publish_report
 from tasks.stop import stop_job
 from tasks.train import ensure_launched, train
 
@@ -38,6 +39,11 @@ class RemediateSettings(BaseModel):
     notify_config: str | None = Field(
         None, description="Path to an apprise config file (targets are secrets: not here)."
     )
+    report: bool = Field(
+        True,
+        description="At the end, write RUN_DIR/report/index.html (plots of every attempt) "
+        "and link it from the flow run.",
+    )
 
 
 def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:
@@ -49,6 +55,17 @@ def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:
     payload = load_run(run_dir)
     if payload.history.latest_job_name:
         backend_for(payload.run_spec.backend, run_dir).stop(payload.history.latest_job_name)
+
+
+def write_report(run_dir: str) -> str | None:
+    """The run's HTML report; a run never fails for want of its report."""
+    from tasks.report import report  # matplotlib: imported only when a run ends
+
+    outcome = report(run_dir, return_state=True)
+    if outcome.is_completed():
+        return outcome.result()
+    get_run_logger().warning("no report: %s", redact(outcome.message or "it failed"))
+    return None
 
 
 def default_run_dir(flow_run_name: str) -> str:
@@ -91,7 +108,10 @@ def remediate(
         RuleStatus.IssuesFound
     )
     publish_event("completed" if completed else "gave_up", state, run_dir)
-    publish_attempts(state, run_dir)
+    report_dir = write_report(run_dir) if settings.report else None
+    publish_attempts(state, run_dir, report_dir)
+    if report_dir is not None:
+        publish_report(report_dir, run_dir)
     notify(*final_message(state), config_path=settings.notify_config)
     logger.info("done: %s", state.end_reason)
     if (state.end_reason or "").startswith("cancelled"):

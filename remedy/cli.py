@@ -112,6 +112,9 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     final = load_run(run_dir)
     print("\n" + attempt_table(final))
     print(f"\nended: {final.end_reason}")
+    report = run_dir / "report" / "index.html"
+    if report.is_file():
+        print(f"report: {report}")
     print("\nfinal state:\n" + payload_json(final), flush=True)
     if args.state_out:
         save_state(args.state_out, final)

@@ -5,17 +5,22 @@
 - a markdown artifact (key remedy-<run>-attempts) with the attempt table and the latest
   finding, rewritten after every transition;
 - events remedy.issues_found, remedy.retraining, remedy.completed and remedy.gave_up on the
-  resource remedy.run.<run>, so Prefect automations can notify or trigger on them.
-Everything published goes through redact(): no role ARN, URL or token reaches the UI.
+  resource remedy.run.<run>, so Prefect automations can notify or trigger on them;
+- at the run's end, a link artifact (key remedy-<run>-report) to its HTML report, a file://
+  URL on the machine that ran the flow, which the attempts artifact mentions too.
+Everything published goes through redact(): no role ARN, URL or token reaches the UI; the
+report's file:// URL is ours, added after redaction.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from prefect.artifacts import (
+    create_link_artifact,
     create_markdown_artifact,
     create_progress_artifact,
     update_progress_artifact,
@@ -82,13 +87,34 @@ def attempts_markdown(state: State) -> str:
     return redact("\n".join(lines))
 
 
-def publish_attempts(state: State, run_dir: str) -> None:
+def report_url(report_dir: str | Path) -> str:
+    """file:// URL of a run's HTML report (RUN_DIR/report/index.html)."""
+    return (Path(report_dir) / "index.html").resolve().as_uri()
+
+
+def publish_attempts(state: State, run_dir: str, report_dir: str | None = None) -> None:
     if _flow_run_id() is None:
         return
+    markdown = attempts_markdown(state)
+    if report_dir is not None:
+        markdown += f"\n\n**Report:** [report/index.html]({report_url(report_dir)})"
     create_markdown_artifact(
-        attempts_markdown(state),
+        markdown,
         key=f"remedy-{run_name(run_dir)}-attempts",
         description="Attempts of this remediation run",
+    )
+
+
+def publish_report(report_dir: str, run_dir: str) -> None:
+    """A link artifact from this flow run to its HTML report."""
+    if _flow_run_id() is None:
+        return
+    create_link_artifact(
+        report_url(report_dir),
+        link_text=f"HTML report of {run_name(run_dir)}",
+        key=f"remedy-{run_name(run_dir)}-report",
+        description="Every attempt with its curves, findings and gradient norms (a file on "
+        "the machine that ran the flow)",
     )
 
 

@@ -58,11 +58,19 @@ def test_artifacts_and_events_of_a_run(prefect_api_url: str, tmp_path: Path) -> 
     response.raise_for_status()
     artifacts = [SimpleNamespace(**a) for a in response.json()]
     by_type = {artifact.type: artifact for artifact in reversed(artifacts)}
+    by_key = {artifact.key: artifact for artifact in reversed(artifacts)}  # the newest
     assert {"markdown", "progress"} <= set(by_type)
-    markdown = by_type["markdown"]  # sorted newest first: the final table
-    assert markdown.key == "remedy-publish-run-attempts"
+    markdown = by_key["remedy-publish-run-attempts"]  # the final table
     assert "relaunch_unchanged" in markdown.data and "Completed" in markdown.data
     assert ROLE not in markdown.data
+
+    # the run's end wrote its HTML report; the run page links it, and so does the table
+    report = tmp_path / "publish-run" / "report" / "index.html"
+    assert report.is_file()
+    url = report.resolve().as_uri()
+    link = by_key["remedy-publish-run-report"]  # prefect 3.8 stores links as markdown
+    assert link.data == f"[HTML report of publish-run]({url})"
+    assert f"**Report:** [report/index.html]({url})" in markdown.data
     assert 0.0 <= float(by_type["progress"].data) <= 100.0
 
     resource = f"remedy.run.{run_name(str(tmp_path / 'publish-run'))}"
