@@ -2,9 +2,11 @@
 
 Candidates run as subflows in this process (at most `concurrency` at once) or, with
 `use_deployments`, as separate runs of the remediate deployment, so the workers of a work
-pool share them. The run ends with a leaderboard (table artifact, leaderboard.json and
-leaderboard.md in the search directory); candidates that could not be repaired are listed
-with why.
+pool share them (`remedy deploy --pool POOL`, then `prefect worker start --pool POOL` on
+each machine; infra/README.md). Deployment runs write their run directories under the
+search directory, so that directory must be on a filesystem every worker mounts at the same
+path. The run ends with a leaderboard (table artifact, leaderboard.json and leaderboard.md
+in the search directory); candidates that could not be repaired are listed with why.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from prefect.deployments import run_deployment
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
-from flows.remediate import RemediateSettings, remediate
+from flows.remediate import RemediateSettings, default_run_dir, remediate
 from state_schema import Activation, Budgets, JobStatus, RunSpec, State, write_atomic
 from tasks.messages import redact
 from tasks.notify import notify
@@ -70,12 +72,21 @@ class SearchSpace(BaseModel):
 
 
 class SearchSettings(BaseModel):
-    concurrency: int = Field(1, gt=0, description="Candidates running at once.")
+    concurrency: int = Field(
+        1,
+        gt=0,
+        description="Candidates running at once; with workers, their slots in all "
+        "(machines x --limit).",
+    )
     use_deployments: bool = Field(
         False,
         description="Run each candidate as a run of the remediate deployment (on workers).",
     )
-    deployment: str = Field("remediate/remediate", description="Deployment for candidates.")
+    deployment: str = Field(
+        "remediate/remediate",
+        description="Deployment for candidates: remediate/workers is the one `remedy deploy` "
+        "puts on a work pool, remediate/remediate the one `remedy serve` runs itself.",
+    )
     budgets: Budgets = Field(default_factory=Budgets, description="Per candidate.")
     policy: str = Field("seed", description="Remediation policy for every candidate.")
     remediate: RemediateSettings = Field(default_factory=RemediateSettings)
@@ -86,28 +97,57 @@ def candidate_dir(search_dir: str, number: int) -> str:
 
 
 @task(cache_policy=NO_CACHE)
-def run_candidate(number: int, spec: RunSpec, search_dir: str, settings: SearchSettings) -> int:
-    """Remediate one candidate to the end; its state.json is the result."""
+def run_candidate(
+    number: int, spec: RunSpec, search_dir: str, settings: SearchSettings
+) -> dict[str, Any]:
+    """Remediate one candidate to the end; its state.json is the result. A deployment run
+    also reports its flow run (name, final state) for the leaderboard."""
     run_dir = candidate_dir(search_dir, number)
     state = State(run_spec=spec, budgets=settings.budgets, policy=settings.policy)
-    if settings.use_deployments:
-        run_deployment(
-            settings.deployment,
-            parameters={
-                "state": state.model_dump(mode="json"),
-                "run_dir": str(Path(run_dir).resolve()),
-                "settings": settings.remediate.model_dump(mode="json"),
-            },
-            as_subflow=True,
-        )
-    else:
+    if not settings.use_deployments:
         remediate(state=state, run_dir=run_dir, settings=settings.remediate)
-    return number
+        return {}
+    flow_run = run_deployment(
+        settings.deployment,
+        parameters={
+            "state": state.model_dump(mode="json"),
+            "run_dir": str(Path(run_dir).resolve()),  # the same path on every worker
+            "settings": settings.remediate.model_dump(mode="json"),
+        },
+        flow_run_name=spec.base_job_name,
+        as_subflow=True,
+    )
+    final = flow_run.state
+    return {
+        "flow_run": flow_run.name,
+        "flow_run_state": final.type.value if final else "unknown",
+        "flow_run_message": (final.message or "") if final else "",
+    }
 
 
-def leaderboard_row(number: int, run_dir: str) -> dict[str, Any]:
+def leaderboard_row(
+    number: int, run_dir: str, flow_run: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One candidate from its run directory; flow_run: what run_candidate reported."""
+    flow_run = flow_run or {}
+    ran = f"flow run {flow_run.get('flow_run')} ended {flow_run.get('flow_run_state')}"
+    if flow_run.get("flow_run_message"):
+        ran += f": {flow_run['flow_run_message']}"
     if not state_path(run_dir).exists():
-        return {"candidate": number, "status": "never started", "accuracy": None}
+        why = "never started"
+        if flow_run.get("flow_run_state") == "COMPLETED":  # it ran, somewhere else
+            why = (
+                f"{run_dir} is not visible here: put the search directory on a filesystem "
+                "every worker shares"
+            )
+        elif flow_run:
+            why = ran
+        return {
+            "candidate": number,
+            "status": "never started",
+            "accuracy": None,
+            "why": redact(why),
+        }
     state = load_run(run_dir)
     spec = state.history.attempts[0].spec if state.history.attempts else state.run_spec
     last = state.current_attempt
@@ -126,9 +166,17 @@ def leaderboard_row(number: int, run_dir: str) -> dict[str, Any]:
         "accuracy": last.final_accuracy if completed and last else None,
         "steps_used": sum(a.steps_run for a in state.history.attempts),
         "status": "repaired" if completed and strategies else "clean" if completed else "failed",
-        "why": "" if completed else redact(state.end_reason or "unknown"),
+        "why": "" if completed else redact(state.end_reason or (ran if flow_run else "unknown")),
+        **({"flow_run": flow_run["flow_run"]} if flow_run.get("flow_run") else {}),
         "run_dir": run_dir,
     }
+
+
+def flow_run_of(future: Any) -> dict[str, Any]:
+    """What run_candidate reported, once it ended; {} if it failed before reporting."""
+    future.wait()
+    result = future.result(raise_on_failure=False)
+    return result if isinstance(result, dict) else {}
 
 
 def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -168,22 +216,21 @@ def search(
     search_dir: str | None = None,
 ) -> list[dict[str, Any]]:
     logger = get_run_logger()
-    if search_dir is None:
+    if search_dir is None:  # <REMEDY_RUNS_DIR or ./runs>/search-<time>-<flow run name>
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        name = FlowRunContext.get().flow_run.name
-        search_dir = str(Path("runs") / f"search-{stamp}-{name}")
+        search_dir = default_run_dir(f"search-{stamp}-{FlowRunContext.get().flow_run.name}")
     specs = space.candidates(base_spec)
     logger.info("searching %d candidates, %d at a time", len(specs), settings.concurrency)
-    running: list[Any] = []
+    futures: dict[int, Any] = {}
     for number, spec in enumerate(specs, start=1):
-        while len(running) >= settings.concurrency:  # a window of `concurrency` candidates
-            running = [future for future in running if not future.state.is_final()]
-            time.sleep(0.5 if len(running) >= settings.concurrency else 0)
-        running.append(run_candidate.submit(number, spec, search_dir, settings))
-    for future in running:
-        future.wait()
+        while sum(not f.state.is_final() for f in futures.values()) >= settings.concurrency:
+            time.sleep(0.5)  # a window of `concurrency` candidates
+        futures[number] = run_candidate.submit(number, spec, search_dir, settings)
     rows = rank(
-        [leaderboard_row(n, candidate_dir(search_dir, n)) for n in range(1, len(specs) + 1)]
+        [
+            leaderboard_row(number, candidate_dir(search_dir, number), flow_run_of(future))
+            for number, future in futures.items()
+        ]
     )
     write_atomic(Path(search_dir) / "leaderboard.json", json.dumps(rows, indent=2))
     write_atomic(Path(search_dir) / "leaderboard.md", leaderboard_markdown(rows))
