@@ -1,4 +1,5 @@
-"""Deployments of remedy's flows, served by `remedy serve` (no work pool needed).
+"""Deployments of remedy's flows: served by `remedy serve` (no work pool needed), or the
+remediate deployment registered on a work pool (`remedy deploy`) for workers on N machines.
 
 The remediate deployment's parameters are the flow's pydantic models, so the Prefect UI
 shows a form: run_spec fields with their defaults and help text, dropdowns for
@@ -8,6 +9,7 @@ activation, dataset and next_action, budgets and settings as groups.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from prefect import serve
 from prefect.schedules import Cron
@@ -18,6 +20,15 @@ from flows.search import search
 REMEDIATE_DEPLOYMENT = "remediate"
 SEARCH_DEPLOYMENT = "overnight"
 DEFAULT_SEARCH_CRON = "0 1 * * *"  # 01:00 every night
+# On a work pool (infra/prefect.yaml says the same): its own name, so that `remedy serve`,
+# which registers remediate/remediate, never replaces it.
+POOL_DEPLOYMENT = "workers"
+REMEDIATE_ENTRYPOINT = "flows/remediate.py:remediate"
+HOME_ENV = "REMEDY_HOME"  # the checkout on each worker's machine
+REMEDIATE_DESCRIPTION = (
+    "Train, watch with the tensor debugger, repair and relaunch until a run completes "
+    "cleanly. Fill in run_spec (the job's hyperparameters) and start."
+)
 
 
 def remediate_deployment(parameters: dict[str, Any] | None = None) -> Any:
@@ -25,10 +36,53 @@ def remediate_deployment(parameters: dict[str, Any] | None = None) -> Any:
     return remediate.to_deployment(
         name=REMEDIATE_DEPLOYMENT,
         parameters=parameters or {},
-        description="Train, watch with the tensor debugger, repair and relaunch until a run "
-        "completes cleanly. Fill in run_spec (the job's hyperparameters) and start.",
+        description=REMEDIATE_DESCRIPTION,
         tags=["remedy"],
     )
+
+
+def pool_pull_steps(home: str | None = None) -> list[dict[str, Any]]:
+    """What a worker does before a run: change into the checkout (home, else $REMEDY_HOME,
+    resolved on the worker's machine when the run starts)."""
+    directory = home or "{{ $" + HOME_ENV + " }}"
+    return [{"prefect.deployments.steps.set_working_directory": {"directory": directory}}]
+
+
+def deploy_to_pool(
+    pool: str,
+    name: str = POOL_DEPLOYMENT,
+    parameters: dict[str, Any] | None = None,
+    home: str | None = None,
+) -> UUID:
+    """Register remediate on a work pool; `prefect worker start --pool POOL` runs its runs.
+
+    What `prefect deploy --prefect-file infra/prefect.yaml` registers, without the check
+    for online workers that ends prefect 3.8's deploy commands with an HTTP 422 here.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.utilities.callables import parameter_schema
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_work_pool(pool)
+        except ObjectNotFound:
+            raise ValueError(
+                f"no work pool {pool!r}: create it with "
+                f"`prefect work-pool create {pool} --type process`"
+            ) from None
+        return client.create_deployment(
+            flow_id=client.create_flow_from_name(remediate.name),
+            name=name,
+            work_pool_name=pool,
+            entrypoint=REMEDIATE_ENTRYPOINT,
+            pull_steps=pool_pull_steps(home),
+            parameters=parameters or {},
+            parameter_openapi_schema=parameter_schema(remediate).model_dump(exclude_unset=True),
+            description=REMEDIATE_DESCRIPTION,
+            tags=["remedy"],
+            enforce_parameter_schema=True,
+        )
 
 
 def search_deployment(

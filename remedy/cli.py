@@ -11,6 +11,7 @@ remedy report RUN_DIR / compare RUN_DIR...   HTML report with plots / runs side 
 remedy repro BUNDLE               replay a captured non-finite step and localise it
 remedy rules / trial PATH / check PATH --rule NAME    the tensor debugger offline
 remedy server / serve             a Prefect server with its UI / serve the deployments
+remedy deploy --pool POOL         the remediate deployment on a work pool, for workers
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`remedy serve` and `remedy server`: run remedy with a Prefect server and its UI."""
+"""`remedy serve`, `remedy deploy` and `remedy server`: run remedy with a Prefect server."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from remedy.errors import UsageError
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def require_api(doing: str) -> None:
     from remedy.cli import configure_prefect_environment
 
     configure_prefect_environment()
@@ -20,9 +20,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         if not PREFECT_API_URL.value():
             raise UsageError(
-                "no Prefect API to serve against: start one with `remedy server` and set "
+                f"no Prefect API to {doing}: start one with `remedy server` and set "
                 "PREFECT_API_URL=http://127.0.0.1:4200/api (or select a Prefect profile)"
             )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    require_api("serve against")
     from flows.deployments import serve_deployments
 
     parameters = search_parameters(args.search_config)
@@ -34,6 +38,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--search-cron/--search-timezone: {error}") from None
     defaults = remediate_parameters(args.remediate_config)
     serve_deployments(args.limit, args.search_cron, args.search_timezone, parameters, defaults)
+    return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """Register remediate on a work pool; workers on any machine run its flow runs."""
+    require_api("deploy to")
+    from flows.deployments import deploy_to_pool
+
+    defaults = remediate_parameters(args.remediate_config)
+    try:
+        deployment_id = deploy_to_pool(args.pool, args.name, defaults, args.home)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    print(
+        f"remedy: deployment remediate/{args.name} ({deployment_id}) on work pool "
+        f"{args.pool!r}; on every machine that trains: REMEDY_HOME=<checkout> "
+        f"prefect worker start --pool {args.pool} --type process",
+        flush=True,
+    )
     return 0
 
 
@@ -114,6 +137,23 @@ def register(commands: Any) -> None:
         "--search-config", help="JSON file {space, base_spec, settings} for the overnight search"
     )
     serve.set_defaults(handler=cmd_serve)
+
+    deploy = commands.add_parser(
+        "deploy", help="register the remediate deployment on a work pool (for workers)"
+    )
+    deploy.add_argument("--pool", default="remedy", help="process work pool (default remedy)")
+    deploy.add_argument(
+        "--name", default="workers", help="deployment name (default workers: remediate/workers)"
+    )
+    deploy.add_argument(
+        "--home",
+        help="the checkout on the workers' machines (default: each worker's $REMEDY_HOME)",
+    )
+    deploy.add_argument(
+        "--remediate-config",
+        help="run_spec or state JSON whose values become the remediate form's defaults",
+    )
+    deploy.set_defaults(handler=cmd_deploy)
 
     server = commands.add_parser("server", help="start a local Prefect server with its UI")
     server.add_argument("--host", default="127.0.0.1")
