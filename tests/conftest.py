@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.postgres import Postgres, running_postgres
+
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -25,14 +27,23 @@ SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 
 @pytest.fixture(scope="session")
 def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """PREFECT_HOME of the session's server: its SQLite database and log live here."""
+    """PREFECT_HOME of the session's server (its log is here)."""
     return tmp_path_factory.mktemp("prefect-home")
 
 
 @pytest.fixture(scope="session")
-def prefect_api_url(prefect_home: Path) -> Iterator[str]:
-    """A real Prefect server with its UI, once per session, started as users start it:
-    `remedy server`, on its default SQLite database (in PREFECT_HOME).
+def postgres() -> Iterator[Postgres]:
+    """The session's PostgreSQL (Debian's packages), where its Prefect server keeps state."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def prefect_api_url(prefect_home: Path, postgres: Postgres) -> Iterator[str]:
+    """A real Prefect server with its UI, once per session, started as users start it with
+    PostgreSQL: `remedy server --database-url postgresql+asyncpg://...`. (SQLite, the
+    default, locks up for minutes under the concurrent runs of the search and worker tests;
+    tests/remedy/test_prefect_commands.py checks the SQLite default on a server of its own.)
 
     Flows in this process use it; subprocesses (the CLI, `remedy serve`, a browser) get
     its URL.
@@ -52,7 +63,8 @@ def prefect_api_url(prefect_home: Path) -> Iterator[str]:
         env.pop(name, None)
     log = (home / "server.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "remedy", "server", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "remedy", "server", "--host", "127.0.0.1", "--port", str(port)]
+        + ["--database-url", postgres.url],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -1,10 +1,18 @@
 import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from remedy.errors import UsageError
 from remedy.prefect_commands import search_parameters
+from tests.conftest import REPO
 
 
 def test_search_config_is_validated_before_serving(tmp_path: Path) -> None:
@@ -20,24 +28,69 @@ def test_search_config_is_validated_before_serving(tmp_path: Path) -> None:
     assert search_parameters(str(path)) == good
 
 
-def test_remedy_server_keeps_its_state_in_sqlite_by_default(
-    prefect_api_url: str, prefect_home: Path
-) -> None:
-    # The session's server is `remedy server` with no --database-url (tests/conftest.py):
-    # what it records lands in PREFECT_HOME/prefect.db.
-    import sqlite3
+PROBE_FLOW = """
+from prefect import flow
 
-    from prefect import flow
+@flow(name="sqlite-default-probe")
+def probe() -> int:
+    return 1
 
-    @flow(name="sqlite-default-probe")
-    def probe() -> int:
-        return 1
+assert probe() == 1
+"""
 
-    probe()
-    database = prefect_home / "prefect.db"
-    assert database.exists(), f"no SQLite database in {prefect_home}"
-    with sqlite3.connect(database) as connection:
-        names = connection.execute(
-            "SELECT flow.name FROM flow_run JOIN flow ON flow.id = flow_run.flow_id"
-        ).fetchall()
-    assert ("sqlite-default-probe",) in names
+
+@pytest.mark.slow
+def test_remedy_server_keeps_its_state_in_sqlite_by_default(tmp_path: Path) -> None:
+    """`remedy server` with no --database-url: PREFECT_HOME/prefect.db; SIGTERM stops it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/api"
+    home = tmp_path / "prefect-home"
+    database_settings = ("PREFECT_API_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL")
+    env = {k: v for k, v in os.environ.items() if k not in database_settings}
+    env["PREFECT_HOME"] = str(home)
+    with (tmp_path / "server.log").open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "remedy", "server", "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 240  # ~20 s on an idle 2-core machine
+        while not healthy(url):
+            assert server.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "server.log"
+            ).read_text()[-3000:]
+            time.sleep(0.5)
+        flow_run = subprocess.run(
+            [sys.executable, "-c", PROBE_FLOW],
+            cwd=tmp_path,
+            env={**env, "PREFECT_API_URL": url},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert flow_run.returncode == 0, flow_run.stdout + flow_run.stderr
+        with sqlite3.connect(home / "prefect.db") as connection:
+            names = connection.execute(
+                "SELECT flow.name FROM flow_run JOIN flow ON flow.id = flow_run.flow_id"
+            ).fetchall()
+        assert names == [("sqlite-default-probe",)]
+
+        server.terminate()  # remedy server is the Prefect server (exec): this stops it
+        server.wait(timeout=30)
+        assert not healthy(url)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
