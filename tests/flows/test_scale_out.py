@@ -242,6 +242,37 @@ def test_prefect_yaml_describes_what_remedy_deploy_registers(
     assert f"name: {POOL_DEPLOYMENT}" in yaml_file and REMEDIATE_ENTRYPOINT in yaml_file
 
 
+@pytest.mark.slow
+def test_infra_deploys_the_overnight_search_on_its_schedule(
+    prefect_api_url: str, work_pool: str, env: dict[str, str]
+) -> None:
+    name = f"{work_pool}-overnight"
+    done = subprocess.run(
+        [PREFECT, "--no-prompt", "deploy", "--prefect-file", "infra/overnight.yaml"]
+        + ["--name", name, "--pool", work_pool],
+        cwd=REPO,
+        env={k: v for k, v in env.items() if k != "REMEDY_HOME"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 or "workers/filter" in output, output  # as above
+    response = httpx.get(f"{prefect_api_url}/deployments/name/search/{name}")
+    response.raise_for_status()
+    deployment = response.json()
+    assert deployment["entrypoint"] == "flows/search.py:search"
+    assert deployment["pull_steps"] == pool_pull_steps()
+    [schedule] = deployment["schedules"]
+    assert schedule["active"]
+    assert schedule["schedule"]["cron"] == "0 1 * * *"
+    assert schedule["schedule"]["timezone"] == "UTC"
+    parameters = deployment["parameters"]
+    settings = SearchSettings.model_validate(parameters["settings"])
+    assert settings.use_deployments and settings.deployment == f"remediate/{POOL_DEPLOYMENT}"
+    assert len(SearchSpace.model_validate(parameters["space"]).candidates(tiny_spec())) == 4
+
+
 def test_deploying_to_a_pool_that_is_not_there_says_how_to_make_it(
     prefect_api_url: str,
 ) -> None:
