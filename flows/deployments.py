@@ -56,8 +56,8 @@ def deploy_to_pool(
 ) -> UUID:
     """Register remediate on a work pool; `prefect worker start --pool POOL` runs its runs.
 
-    What `prefect deploy --prefect-file infra/prefect.yaml` registers, without the check
-    for online workers that ends prefect 3.8's deploy commands with an HTTP 422 here.
+    What `prefect deploy --prefect-file infra/prefect.yaml` registers, with no prompts and
+    a clear error when the pool is missing.
     """
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound

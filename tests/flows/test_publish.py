@@ -45,7 +45,6 @@ def events_of(resource: str, name: str, timeout: float = 30.0) -> list:
 
 def test_artifacts_and_events_of_a_run(prefect_api_url: str, tmp_path: Path) -> None:
     flow_run_id = run_quick(tmp_path)
-    # The REST API directly: prefect 3.8's sync client sends nulls this server rejects.
     response = httpx.post(
         f"{prefect_api_url}/artifacts/filter",
         json={

@@ -94,3 +94,14 @@ def healthy(url: str) -> bool:
         return httpx.get(f"{url}/health", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_prefect_clients_default_queries_are_accepted(prefect_api_url: str) -> None:
+    # prefect 3.8.8's clients send limit/offset/sort as explicit nulls; fastapi 0.151+ answers
+    # HTTP 422 (pyproject.toml pins below it). `prefect deploy` and `prefect worker` use these.
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        assert isinstance(client.read_flow_runs(), list)
+        assert isinstance(client.read_work_pools(), list)
+        assert isinstance(client.read_artifacts(), list)
