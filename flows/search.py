@@ -92,6 +92,33 @@ class SearchSettings(BaseModel):
     remediate: RemediateSettings = Field(default_factory=RemediateSettings)
 
 
+def check_deployment(name: str) -> str | None:
+    """Refuse a candidate deployment that does not exist, before any candidate is sent;
+    a warning when its work pool has no worker online (candidates wait for one)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import WorkerStatus
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            deployment = client.read_deployment_by_name(name)
+        except ObjectNotFound:
+            raise ValueError(
+                f"settings.deployment: no deployment {name!r} (`remedy deploy --pool POOL` "
+                "registers remediate/workers; `remedy serve` registers remediate/remediate)"
+            ) from None
+        pool = deployment.work_pool_name
+        if pool is None:  # served by `remedy serve`: it runs them itself
+            return None
+        workers = client.read_workers_for_work_pool(pool)
+    if any(worker.status is WorkerStatus.ONLINE for worker in workers):
+        return None
+    return (
+        f"no worker is online on work pool {pool!r}: candidates wait until one starts "
+        f"(`prefect worker start --pool {pool} --type process`)"
+    )
+
+
 def candidate_dir(search_dir: str, number: int) -> str:
     return str(Path(search_dir) / f"candidate-{number:03d}")
 
@@ -220,6 +247,8 @@ def search(
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         search_dir = default_run_dir(f"search-{stamp}-{FlowRunContext.get().flow_run.name}")
     specs = space.candidates(base_spec)
+    if settings.use_deployments and (warning := check_deployment(settings.deployment)):
+        logger.warning(warning)
     logger.info("searching %d candidates, %d at a time", len(specs), settings.concurrency)
     futures: dict[int, Any] = {}
     for number, spec in enumerate(specs, start=1):

@@ -29,7 +29,14 @@ from flows.deployments import (
     pool_pull_steps,
 )
 from flows.remediate import RemediateSettings
-from flows.search import SearchSettings, SearchSpace, candidate_dir, leaderboard_row, search
+from flows.search import (
+    SearchSettings,
+    SearchSpace,
+    candidate_dir,
+    check_deployment,
+    leaderboard_row,
+    search,
+)
 from jobs.local import LocalBackend
 from state_schema import Budgets, load_state
 from tests.conftest import REPO
@@ -277,6 +284,16 @@ def test_deploying_to_a_pool_that_is_not_there_says_how_to_make_it(
 ) -> None:
     with pytest.raises(ValueError, match="prefect work-pool create no-such-pool"):
         deploy_to_pool("no-such-pool")
+
+
+def test_a_search_checks_its_deployment_before_sending_candidates(
+    prefect_api_url: str, work_pool: str, env: dict[str, str]
+) -> None:
+    with pytest.raises(ValueError, match="settings.deployment: no deployment 'remediate/nope'"):
+        check_deployment("remediate/nope")
+    run([sys.executable, "-m", "remedy", "deploy", "--pool", work_pool, "--name", work_pool], env)
+    warning = check_deployment(f"remediate/{work_pool}")  # no worker started on this pool
+    assert warning and f"prefect worker start --pool {work_pool}" in warning
 
 
 def test_the_leaderboard_says_what_became_of_a_candidate_run(tmp_path: Path) -> None:
