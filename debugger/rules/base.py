@@ -157,6 +157,24 @@ class Rule:
         return True
 
 
+class Windows:
+    """Means of consecutive windows of `size` values (a loss per saved step), per mode."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._values: dict[ModeKeys, list[float]] = {}
+
+    def add(self, mode: ModeKeys, value: float) -> float | None:
+        """The window's mean when `value` fills it (the next window starts empty), else None."""
+        values = self._values.setdefault(mode, [])
+        values.append(value)
+        if len(values) < self.size:
+            return None
+        mean = sum(values) / len(values)
+        values.clear()
+        return mean
+
+
 def check_regex(rule: str, key: str, pattern: str | None) -> None:
     """Raise ValueError naming the parameter when `pattern` does not compile."""
     if pattern is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from debugger.modes import ModeKeys
-from debugger.rules.base import Rule
+from debugger.rules.base import Rule, Windows
 from debugger.rules.registry import register_rule
 
 
@@ -34,7 +34,7 @@ class DivergingLoss(Rule):
             self.mode = ModeKeys.parse(self.mode).value
 
     def setup(self) -> None:
-        self._window: dict[ModeKeys, list[float]] = {}
+        self._windows = Windows(self.num_steps)
         self._best: dict[ModeKeys, float] = {}
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
@@ -43,12 +43,9 @@ class DivergingLoss(Rule):
         loss = self.loss_at(step, mode)
         if loss is None:
             return False
-        window = self._window.setdefault(mode, [])
-        window.append(loss[1])
-        if len(window) < self.num_steps:
+        mean = self._windows.add(mode, loss[1])
+        if mean is None:
             return False
-        mean = sum(window) / len(window)
-        window.clear()
         if not math.isfinite(mean):
             message = f"mean {loss[0]} over {self.num_steps} {mode.value} steps is not finite"
             return self.fire(step, mode, loss[0], f"{message} ({mean}) at step {step}")

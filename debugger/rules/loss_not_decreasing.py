@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from debugger.modes import ModeKeys
-from debugger.rules.base import Rule
+from debugger.rules.base import Rule, Windows
 from debugger.rules.registry import register_rule
 
 
@@ -27,7 +27,7 @@ class LossNotDecreasing(Rule):
             self.mode = ModeKeys.parse(self.mode).value
 
     def setup(self) -> None:
-        self._window: dict[ModeKeys, list[float]] = {}
+        self._windows = Windows(self.num_steps)
         self._previous_mean: dict[ModeKeys, float] = {}
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
@@ -36,12 +36,9 @@ class LossNotDecreasing(Rule):
         loss = self.loss_at(step, mode)
         if loss is None:
             return False
-        window = self._window.setdefault(mode, [])
-        window.append(loss[1])
-        if len(window) < self.num_steps:
+        mean = self._windows.add(mode, loss[1])
+        if mean is None:
             return False
-        mean = sum(window) / len(window)
-        window.clear()
         previous = self._previous_mean.get(mode)
         self._previous_mean[mode] = mean
         if previous is None:
