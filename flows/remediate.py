@@ -7,8 +7,6 @@ HTML report (RUN_DIR/report/index.html) and links it from the flow run's page.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -21,14 +19,13 @@ from state_schema import JobStatus, NextAction, RuleStatus, State
 from tasks.messages import final_message, redact, retraining_message
 from tasks.monitor import monitor
 from tasks.notify import notify
-from tasks.persist import load_run, persist, state_path
+from tasks.persist import load_run, persist, runs_root, state_path
 from tasks.plan import plan
 from tasks.publish import publish_attempts, publish_event, publish_report
 from tasks.stop import stop_job
 from tasks.train import ensure_launched, train
 
 RUNNING = (JobStatus.InProgress, JobStatus.Stopping)
-RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
 
 
 class RemediateSettings(BaseModel):
@@ -70,7 +67,7 @@ def write_report(run_dir: str) -> str | None:
 
 def default_run_dir(flow_run_name: str) -> str:
     """<REMEDY_RUNS_DIR or ./runs>/<flow run name>, for runs started from the UI."""
-    return str(Path(os.environ.get(RUNS_DIR_ENV, "runs")) / flow_run_name)
+    return str(runs_root() / flow_run_name)
 
 
 @flow(name="remediate", on_cancellation=[stop_latest_job], log_prints=True)

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 from state_schema import State, load_state, save_state
+
+RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
+
+
+def runs_root() -> Path:
+    """Where runs started without a run directory go: $REMEDY_RUNS_DIR, else ./runs."""
+    return Path(os.environ.get(RUNS_DIR_ENV, "runs"))
 
 
 def state_path(run_dir: str | Path) -> Path:
