@@ -37,8 +37,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(f"--search-cron/--search-timezone: {error}") from None
     defaults = remediate_parameters(args.remediate_config)
+    if args.reports_port >= 0:
+        serve_reports(args.reports_host, args.reports_port)
     serve_deployments(args.limit, args.search_cron, args.search_timezone, parameters, defaults)
     return 0
+
+
+def serve_reports(host: str, port: int) -> None:
+    """The runs' HTML reports over HTTP, for the report links of the runs served here."""
+    from tasks.persist import runs_root
+    from tasks.report_server import REPORTS_URL_ENV, reports_url, start_report_server
+
+    runs = runs_root()
+    runs.mkdir(parents=True, exist_ok=True)
+    try:
+        server = start_report_server(runs, host, port)
+    except OSError as error:
+        raise UsageError(
+            f"--reports-port {port}: cannot listen on {host}:{port} ({error.strerror}); "
+            "choose another port, 0 for any free one, or -1 for no report server"
+        ) from None
+    os.environ[REPORTS_URL_ENV] = reports_url(server)  # the flow runs started here inherit it
+    print(f"remedy: reports of {runs.resolve()} at {os.environ[REPORTS_URL_ENV]}", flush=True)
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
@@ -136,6 +156,14 @@ def register(commands: Any) -> None:
     serve.add_argument(
         "--search-config", help="JSON file {space, base_spec, settings} for the overnight search"
     )
+    serve.add_argument(
+        "--reports-port",
+        type=int,
+        default=4201,
+        help="serve the runs' HTML reports on this port, linked from each run in the UI "
+        "(default 4201; 0: any free port; -1: none, links are file:// URLs)",
+    )
+    serve.add_argument("--reports-host", default="127.0.0.1", help="address of the report server")
     serve.set_defaults(handler=cmd_serve)
 
     deploy = commands.add_parser(

@@ -14,9 +14,11 @@ report's file:// URL is ours, added after redaction.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 from uuid import UUID
 
 from prefect.artifacts import (
@@ -30,6 +32,8 @@ from prefect.events import emit_event
 
 from state_schema import State
 from tasks.messages import ATTEMPT_HEADER, attempt_row, redact
+from tasks.persist import runs_root
+from tasks.report_server import REPORTS_URL_ENV
 
 EVENTS = ("issues_found", "retraining", "completed", "gave_up")
 _progress_artifacts: dict[UUID, UUID] = {}  # flow run -> its progress artifact
@@ -88,8 +92,14 @@ def attempts_markdown(state: State) -> str:
 
 
 def report_url(report_dir: str | Path) -> str:
-    """file:// URL of a run's HTML report (RUN_DIR/report/index.html)."""
-    return (Path(report_dir) / "index.html").resolve().as_uri()
+    """URL of a run's HTML report (RUN_DIR/report/index.html): on the report server of
+    `remedy serve` when the run lies under the runs directory it serves, else file://."""
+    index = (Path(report_dir) / "index.html").resolve()
+    served = os.environ.get(REPORTS_URL_ENV)
+    runs = runs_root().resolve()
+    if served and index.is_relative_to(runs):
+        return f"{served.rstrip('/')}/{quote(index.relative_to(runs).as_posix())}"
+    return index.as_uri()
 
 
 def publish_attempts(state: State, run_dir: str, report_dir: str | None = None) -> None:
@@ -113,8 +123,7 @@ def publish_report(report_dir: str, run_dir: str) -> None:
         report_url(report_dir),
         link_text=f"HTML report of {run_name(run_dir)}",
         key=f"remedy-{run_name(run_dir)}-report",
-        description="Every attempt with its curves, findings and gradient norms (a file on "
-        "the machine that ran the flow)",
+        description="Every attempt with its curves, findings and gradient norms",
     )
 
 

@@ -129,7 +129,8 @@ def served(prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
     }
     log = (folder / "serve.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "remedy", "serve", "--remediate-config", str(defaults)],
+        [sys.executable, "-m", "remedy", "serve", "--remediate-config", str(defaults)]
+        + ["--reports-port", "0"],  # the report server on any free port
         cwd=REPO,
         env=env,
         stdout=log,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import StateType
 from prefect.deployments import run_deployment
+from prefect.settings import PREFECT_API_URL
 from prefect.states import Cancelling
 
 from jobs.local import LocalBackend
@@ -70,6 +73,33 @@ def test_cancelling_a_deployment_run_stops_its_job(served: Served, tmp_path: Pat
     job = load_state(run_dir / "state.json").history.latest_job_name
     backend = LocalBackend(run_dir)
     wait_for(lambda: backend.describe(job)["TrainingJobStatus"] == "Stopped", timeout=60)
+
+
+@pytest.mark.slow
+def test_a_served_run_links_its_report_on_the_report_server(served: Served) -> None:
+    # No run_dir: the run goes under the runs directory that `remedy serve` serves.
+    flow_run = run_deployment(
+        "remediate/remediate",
+        parameters={"state": spec("quick"), "settings": {"poll_interval_s": 0.3}},
+        timeout=180,
+    )
+    assert flow_run.state.type is StateType.COMPLETED, flow_run.state
+    response = httpx.post(
+        f"{PREFECT_API_URL.value()}/artifacts/filter",
+        json={"artifacts": {"key": {"any_": [f"remedy-{flow_run.name}-report"]}}}
+        | {"sort": "CREATED_DESC", "limit": 1, "offset": 0},
+    )
+    response.raise_for_status()
+    [artifact] = response.json()
+    url = re.fullmatch(r"\[HTML report of .+\]\((.+)\)", artifact["data"]).group(1)
+    assert url.startswith("http://127.0.0.1:")
+    assert url.endswith(f"/{flow_run.name}/report/index.html")
+    page = httpx.get(url, timeout=30)
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    assert (served.runs_dir / flow_run.name / "report" / "index.html").read_text() == page.text
+    # only reports: the run's state, tensors and checkpoints are not served
+    for private in ("state.json", "transitions.jsonl", "report/../state.json"):
+        assert httpx.get(url.replace("report/index.html", private)).status_code == 404
 
 
 def test_the_overnight_search_is_scheduled_at_one(served: Served) -> None:
