@@ -229,6 +229,8 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
         "status",
         "why",
     ]
+    if any(row.get("flow_run") for row in rows):  # candidates ran as deployment runs
+        columns.append("flow_run")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")

@@ -198,6 +198,9 @@ def test_two_workers_share_the_candidates_of_a_search(
         assert row["attempts"] == 1 and row["accuracy"] is not None
         assert row["flow_run"] == f"tiny-c{row['candidate']}"
     assert json.loads((search_dir / "leaderboard.json").read_text()) == rows
+    markdown = (search_dir / "leaderboard.md").read_text()
+    assert markdown.splitlines()[0].endswith("| flow_run |")
+    assert all(f"| tiny-c{n} |" in markdown for n in range(1, 5))
     (table,) = post(
         prefect_api_url,
         "artifacts/filter",
