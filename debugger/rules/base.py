@@ -157,22 +157,40 @@ class Rule:
         return True
 
 
-class Windows:
-    """Means of consecutive windows of `size` values (a loss per saved step), per mode."""
+class LossWindowRule(Rule):
+    """Base of the rules over the mean loss of consecutive windows of `num_steps` saved
+    steps, kept per mode (`mode`: only that mode's losses). A subclass says what a window's
+    mean means in `window_ended`."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._values: dict[ModeKeys, list[float]] = {}
+    num_steps: int = 10
+    mode: str | None = None
 
-    def add(self, mode: ModeKeys, value: float) -> float | None:
-        """The window's mean when `value` fills it (the next window starts empty), else None."""
-        values = self._values.setdefault(mode, [])
-        values.append(value)
-        if len(values) < self.size:
-            return None
-        mean = sum(values) / len(values)
-        values.clear()
-        return mean
+    def validate(self) -> None:
+        if self.num_steps < 1:
+            raise ValueError(f"{self.name}: parameter 'num_steps' must be >= 1")
+        if self.mode is not None:
+            self.mode = ModeKeys.parse(self.mode).value
+
+    def setup(self) -> None:
+        self._window: dict[ModeKeys, list[float]] = {}
+
+    def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
+        if self.mode is not None and mode.value != self.mode:
+            return False
+        loss = self.loss_at(step, mode)
+        if loss is None:
+            return False
+        window = self._window.setdefault(mode, [])
+        window.append(loss[1])
+        if len(window) < self.num_steps:
+            return False
+        mean = sum(window) / len(window)
+        window.clear()  # the next window starts empty
+        return self.window_ended(step, mode, loss[0], mean)
+
+    def window_ended(self, step: int, mode: ModeKeys, loss: str, mean: float) -> bool:
+        """True when a window's `mean` of the tensor `loss`, ending at `step`, fires."""
+        raise NotImplementedError
 
 
 def check_regex(rule: str, key: str, pattern: str | None) -> None:
