@@ -6,10 +6,11 @@
   finding, rewritten after every transition;
 - events remedy.issues_found, remedy.retraining, remedy.completed and remedy.gave_up on the
   resource remedy.run.<run>, so Prefect automations can notify or trigger on them;
-- at the run's end, a link artifact (key remedy-<run>-report) to its HTML report, a file://
-  URL on the machine that ran the flow, which the attempts artifact mentions too.
+- at the run's end, a link artifact (key remedy-<run>-report) to its HTML report, which
+  the attempts artifact mentions too: on the report server of `remedy serve` when it serves
+  the run, else a file:// URL on the machine that ran the flow.
 Everything published goes through redact(): no role ARN, URL or token reaches the UI; the
-report's file:// URL is ours, added after redaction.
+report's URL is ours, added after redaction.
 """
 
 from __future__ import annotations

@@ -25,6 +25,49 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 
 
+def healthy(api_url: str) -> bool:
+    try:
+        return httpx.get(f"{api_url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_remedy_server(home: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`remedy server OPTIONS` on a free port with PREFECT_HOME=home (its log: server.log
+    there), once it answers; (the process, its API URL). No database setting is inherited:
+    without --database-url it uses its default, SQLite in PREFECT_HOME."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_UI_API_URL": url,  # where the UI's browser calls
+    }
+    for name in ("PREFECT_API_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL"):
+        env.pop(name, None)
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / "server.log").open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "remedy", "server", "--port", str(port), *options],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 300  # 20 s on an idle 2-core machine; far more when busy
+    while not healthy(url):
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise RuntimeError(
+                f"remedy server did not start (exit {server.poll()}): "
+                f"{(home / 'server.log').read_text()[-3000:]}"
+            )
+        time.sleep(0.5)
+    return server, url
+
+
 @pytest.fixture(scope="session")
 def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PREFECT_HOME of the session's server (its log is here)."""
@@ -50,41 +93,7 @@ def prefect_api_url(prefect_home: Path, postgres: Postgres) -> Iterator[str]:
     """
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    home = prefect_home
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",  # where the UI's browser calls
-    }
-    for name in ("PREFECT_API_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL"):
-        env.pop(name, None)
-    log = (home / "server.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "remedy", "server", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--database-url", postgres.url],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 300  # 20 s on an idle 2-core machine; far more when busy
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            log.flush()
-            raise RuntimeError(
-                f"prefect server did not start (exit {server.poll()}): "
-                f"{(home / 'server.log').read_text()[-3000:]}"
-            )
-        time.sleep(0.5)
+    server, url = start_remedy_server(prefect_home, "--database-url", postgres.url)
     try:
         with temporary_settings(updates={PREFECT_API_URL: url}):
             yield url

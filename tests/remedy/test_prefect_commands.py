@@ -1,18 +1,15 @@
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from remedy.errors import UsageError
 from remedy.prefect_commands import search_parameters
-from tests.conftest import REPO
+from tests.conftest import healthy, start_remedy_server
 
 
 def test_search_config_is_validated_before_serving(tmp_path: Path) -> None:
@@ -42,33 +39,13 @@ assert probe() == 1
 @pytest.mark.slow
 def test_remedy_server_keeps_its_state_in_sqlite_by_default(tmp_path: Path) -> None:
     """`remedy server` with no --database-url: PREFECT_HOME/prefect.db; SIGTERM stops it."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/api"
     home = tmp_path / "prefect-home"
-    database_settings = ("PREFECT_API_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL")
-    env = {k: v for k, v in os.environ.items() if k not in database_settings}
-    env["PREFECT_HOME"] = str(home)
-    with (tmp_path / "server.log").open("w") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "remedy", "server", "--port", str(port)],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    server, url = start_remedy_server(home)
     try:
-        deadline = time.monotonic() + 240  # ~20 s on an idle 2-core machine
-        while not healthy(url):
-            assert server.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "server.log"
-            ).read_text()[-3000:]
-            time.sleep(0.5)
         flow_run = subprocess.run(
             [sys.executable, "-c", PROBE_FLOW],
             cwd=tmp_path,
-            env={**env, "PREFECT_API_URL": url},
+            env={**os.environ, "PREFECT_API_URL": url, "PREFECT_HOME": str(tmp_path / "client")},
             capture_output=True,
             text=True,
             timeout=180,
@@ -87,13 +64,6 @@ def test_remedy_server_keeps_its_state_in_sqlite_by_default(tmp_path: Path) -> N
         if server.poll() is None:
             server.kill()
             server.wait()
-
-
-def healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_prefect_clients_default_queries_are_accepted(prefect_api_url: str) -> None:
