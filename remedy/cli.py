@@ -90,7 +90,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     from remedy.preflight import preflight
     from tasks.messages import attempt_table
     from tasks.notify import notifier
-    from tasks.persist import load_run, state_path
+    from tasks.persist import REPORT_DIR, load_run, state_path
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
@@ -113,7 +113,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     final = load_run(run_dir)
     print("\n" + attempt_table(final))
     print(f"\nended: {final.end_reason}")
-    report = run_dir / "report" / "index.html"
+    report = run_dir / REPORT_DIR / "index.html"
     if report.is_file():
         print(f"report: {report}")
     print("\nfinal state:\n" + payload_json(final), flush=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from state_schema import State, load_state, save_state
 
 RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
+REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (tasks/report.py)
 
 
 def runs_root() -> Path:

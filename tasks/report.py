@@ -29,8 +29,7 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from state_schema import Attempt, JobStatus, State, load_state  # noqa: E402
 from tasks.messages import fmt, redact  # noqa: E402
-
-REPORT_DIR = "report"
+from tasks.persist import REPORT_DIR  # noqa: E402
 
 
 class ReportError(ValueError):

@@ -18,6 +18,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from tasks.persist import REPORT_DIR
+
 REPORTS_URL_ENV = "REMEDY_REPORTS_URL"
 
 
@@ -26,7 +28,7 @@ class ReportHandler(SimpleHTTPRequestHandler):
 
     def send_head(self):  # type: ignore[no-untyped-def]  (the base class's signature)
         parts = [part for part in unquote(urlsplit(self.path).path).split("/") if part]
-        inside_a_report = "report" in parts[1:-1] and ".." not in parts
+        inside_a_report = REPORT_DIR in parts[1:-1] and ".." not in parts
         if not inside_a_report or not Path(self.translate_path(self.path)).is_file():
             self.send_error(404, "not a file of a run's report")
             return None
