@@ -1,5 +1,6 @@
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -75,3 +76,19 @@ def test_prefect_clients_default_queries_are_accepted(prefect_api_url: str) -> N
         assert isinstance(client.read_flow_runs(), list)
         assert isinstance(client.read_work_pools(), list)
         assert isinstance(client.read_artifacts(), list)
+
+
+def test_serve_refuses_a_report_port_that_is_taken(prefect_api_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        out = subprocess.run(
+            [sys.executable, "-m", "remedy", "serve", "--reports-port", port],
+            env={**os.environ, "PREFECT_API_URL": prefect_api_url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"--reports-port {port}: cannot listen on 127.0.0.1:{port}" in out.stderr
