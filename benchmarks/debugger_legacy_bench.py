@@ -24,9 +24,8 @@ sys.path.insert(0, str(ROOT))
 import smdebug  # noqa: E402
 import smdebug.pytorch as smd  # noqa: E402
 import torch  # noqa: E402
+from remedy.models.resnet import ResNetConfig, build_model  # noqa: E402
 from smdebug.trials import create_trial  # noqa: E402
-
-from models.resnet import ResNetConfig, build_model  # noqa: E402
 
 BATCH = 32
 WARMUP = 3

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/explosion_sweep.py [--width 8 --batch-size 32 ...]
 
-Each rung runs `python -m training.train` as its own process (torch import included), as
+Each rung runs `python -m remedy.training.train` as its own process (torch import included), as
 the demo does. Only this script looks at gradients: a global optimizer pre-step hook
 installed in the child process records the first step whose gradients hold NaN or inf and
 (unless --no-stop) creates the job's stop file at once, as an instant monitor would. The job
@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
+from remedy.training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
 
 # The attempts the seed policy makes from the demo start: halve the warmup while
 # warmup / 5 >= 1e-3, then add batch norm. (warmup_learning_rate, add_batch_norm)
@@ -55,8 +55,8 @@ def check(optimizer, args, kwargs):
             open(os.environ["REMEDY_STOP_FILE"], "w").close()
 
 register_optimizer_step_pre_hook(check)
-sys.argv = ["training.train"] + sys.argv[3:]
-runpy.run_module("training.train", run_name="__main__", alter_sys=True)
+sys.argv = ["remedy.training.train"] + sys.argv[3:]
+runpy.run_module("remedy.training.train", run_name="__main__", alter_sys=True)
 """
 
 

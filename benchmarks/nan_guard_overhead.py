@@ -34,10 +34,10 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from training.config import TrainConfig  # noqa: E402
-from training.data import make_synthetic  # noqa: E402
-from training.guard import NanGuard  # noqa: E402
-from training.train import build_model_and_optimizer, total_grad_norm  # noqa: E402
+from remedy.training.config import TrainConfig  # noqa: E402
+from remedy.training.data import make_synthetic  # noqa: E402
+from remedy.training.guard import NanGuard  # noqa: E402
+from remedy.training.train import build_model_and_optimizer, total_grad_norm  # noqa: E402
 
 TRAIN_SAMPLES = 5000
 

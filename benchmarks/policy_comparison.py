@@ -37,9 +37,9 @@ from remedy.cli import configure_prefect_environment  # noqa: E402
 
 configure_prefect_environment()
 
-from flows.remediate import RemediateSettings, remediate  # noqa: E402
-from state_schema import JobStatus, RuleSpec, RunSpec, State, exploding_tensor_rule  # noqa: E402
-from training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
+from remedy.flows.remediate import RemediateSettings, remediate  # noqa: E402
+from remedy.state_schema import JobStatus, RuleSpec, RunSpec, State, exploding_tensor_rule  # noqa: E402
+from remedy.training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
 
 SCENARIOS: dict[str, dict[str, object]] = {
     "early": DEMO_HYPERPARAMETERS,

@@ -35,9 +35,9 @@ from remedy.cli import configure_prefect_environment  # noqa: E402
 
 configure_prefect_environment()
 
-from flows.remediate import RemediateSettings, remediate  # noqa: E402
-from state_schema import Budgets, RunSpec, State  # noqa: E402
-from training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
+from remedy.flows.remediate import RemediateSettings, remediate  # noqa: E402
+from remedy.state_schema import Budgets, RunSpec, State  # noqa: E402
+from remedy.training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
 
 
 def seconds(iso: str) -> float:
@@ -87,7 +87,7 @@ def bare_start_to_first_step(spec: RunSpec, workdir: Path) -> float:
         [
             sys.executable,
             "-m",
-            "training.train",
+            "remedy.training.train",
             "--hyperparameters",
             str(hyper),
             "--output-dir",

@@ -6,9 +6,9 @@ built, so readers and the rule evaluator need numpy and safetensors only.
 
 from __future__ import annotations
 
-from debugger.collections import CollectionSpec, ReductionConfig
-from debugger.config import ConfigError, HookConfig, SaveConfig
-from debugger.exceptions import (
+from remedy.debugger.collections import CollectionSpec, ReductionConfig
+from remedy.debugger.config import ConfigError, HookConfig, SaveConfig
+from remedy.debugger.exceptions import (
     CorruptStepFile,
     DebuggerError,
     DebuggerWarning,
@@ -18,11 +18,11 @@ from debugger.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from debugger.hook import Hook
-from debugger.modes import ModeKeys
-from debugger.rules import RULES, Finding, Rule, get_rule, register_rule
-from debugger.status import RuleStatus, RuleStatusRecord, read_statuses
-from debugger.trial import TensorView, Trial, create_trial
+from remedy.debugger.hook import Hook
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules import RULES, Finding, Rule, get_rule, register_rule
+from remedy.debugger.status import RuleStatus, RuleStatusRecord, read_statuses
+from remedy.debugger.trial import TensorView, Trial, create_trial
 
 __all__ = [
     "RULES",

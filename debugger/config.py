@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from debugger.collections import CollectionSpec, ReductionConfig
+    from remedy.debugger.collections import CollectionSpec, ReductionConfig
 
 CONFIG_ENV_VAR = "REMEDY_DEBUGGER_CONFIG"
 DEFAULT_SAVE_INTERVAL = 100  # the documented default of the debugger we replace
@@ -202,7 +202,7 @@ class HookConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> HookConfig:
         if not isinstance(data, Mapping):
             raise ConfigError(f"config: must be a JSON object, got {type(data).__name__}")
-        from debugger.collections import SPEC_KEYS, CollectionSpec, ReductionConfig
+        from remedy.debugger.collections import SPEC_KEYS, CollectionSpec, ReductionConfig
 
         known = {"out_dir", "save_config", "collections", "reduction_config", "tensorboard_dir"}
         for key in data:

@@ -1,6 +1,6 @@
 """Rule evaluator: follows a store while the job runs and writes one status file per rule.
 
-    python -m debugger.evaluator --trial STORE --rules RULES.json --status-dir DIR \
+    python -m remedy.debugger.evaluator --trial STORE --rules RULES.json --status-dir DIR \
         [--stop-file PATH] [--notify-file PATH] [--poll-interval 0.5]
 
 Streaming: every poll refreshes the trial (new step files only) and invokes each rule still
@@ -32,19 +32,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from debugger import store
-from debugger.exceptions import DebuggerError
-from debugger.modes import STEP_MODES, ModeKeys
-from debugger.rule_config import (
+from remedy.debugger import store
+from remedy.debugger.exceptions import DebuggerError
+from remedy.debugger.modes import STEP_MODES, ModeKeys
+from remedy.debugger.rule_config import (
     NOTIFY,
     STOP_TRAINING,
     RuleConfig,
     RuleConfigError,
     load_rule_configs,
 )
-from debugger.rules import Rule, get_rule, load_rule_file
-from debugger.status import RuleStatus, RuleStatusRecord, write_status
-from debugger.trial import Trial, create_trial
+from remedy.debugger.rules import Rule, get_rule, load_rule_file
+from remedy.debugger.status import RuleStatus, RuleStatusRecord, write_status
+from remedy.debugger.trial import Trial, create_trial
 
 DEFAULT_POLL_INTERVAL = 0.5
 NOTIFY_FILE = "notifications.jsonl"
@@ -273,7 +273,8 @@ def _print_line(line: str) -> None:
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m debugger.evaluator", description=__doc__)
+    prog = "python -m remedy.debugger.evaluator"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--trial", required=True, help="store folder the job writes")
     parser.add_argument("--rules", required=True, help="RULES.json")
     parser.add_argument("--status-dir", required=True, help="where <name>.json statuses go")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from debugger.modes import ModeKeys
+from remedy.debugger.modes import ModeKeys
 
 
 class DebuggerError(Exception):

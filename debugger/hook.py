@@ -48,19 +48,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from debugger.collections import (
+from remedy.debugger.collections import (
     DEFAULT_ACTIVATION_TYPES,
     CollectionSpec,
     ReductionConfig,
     reduction_key,
 )
-from debugger.config import CONFIG_ENV_VAR, HookConfig, SaveConfig
-from debugger.exceptions import DebuggerWarning
-from debugger.modes import STEP_MODES, ModeKeys
-from debugger.s3 import is_s3
-from debugger.store import META_FILE, is_store
-from debugger.writer import DEFAULT_MAX_PENDING_STEPS, StepRecord, StoreWriter
+from remedy.debugger.config import CONFIG_ENV_VAR, HookConfig, SaveConfig
+from remedy.debugger.exceptions import DebuggerWarning
+from remedy.debugger.modes import STEP_MODES, ModeKeys
+from remedy.debugger.s3 import is_s3
+from remedy.debugger.store import META_FILE, is_store
+from remedy.debugger.writer import DEFAULT_MAX_PENDING_STEPS, StepRecord, StoreWriter
 
 if TYPE_CHECKING:
     import torch
@@ -114,12 +113,12 @@ class Hook:
         )
         exporter = None
         if self.config.tensorboard_dir is not None:
-            from debugger.tensorboard import TensorBoardExporter
+            from remedy.debugger.tensorboard import TensorBoardExporter
 
             exporter = TensorBoardExporter(self.config.tensorboard_dir)
         root, uploader = self.config.out_dir, None
         if is_s3(root):
-            from debugger.s3 import S3Uploader  # boto3 only for s3:// stores
+            from remedy.debugger.s3 import S3Uploader  # boto3 only for s3:// stores
 
             uploader = S3Uploader(root)
             if uploader.exists(META_FILE):

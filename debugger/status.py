@@ -19,8 +19,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from debugger import store
-from debugger.modes import ModeKeys
+from remedy.debugger import store
+from remedy.debugger.modes import ModeKeys
 
 
 class RuleStatus(StrEnum):

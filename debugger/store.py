@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from debugger.modes import ModeKeys
+from remedy.debugger.modes import ModeKeys
 
 FORMAT_NAME = "remedy-debugger"
 FORMAT_VERSION = 1

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import IO
 
 import numpy as np
-
-from debugger import tfevents
-from debugger.modes import ModeKeys
+from remedy.debugger import tfevents
+from remedy.debugger.modes import ModeKeys
 
 
 class TensorBoardExporter:

@@ -25,10 +25,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-
-from debugger import store
-from debugger.collections import NORMS, REDUCTIONS, reduction_key, split_key
-from debugger.exceptions import (
+from remedy.debugger import store
+from remedy.debugger.collections import NORMS, REDUCTIONS, reduction_key, split_key
+from remedy.debugger.exceptions import (
     CorruptStepFile,
     DebuggerWarning,
     StepNotYetAvailable,
@@ -37,8 +36,8 @@ from debugger.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from debugger.modes import STEP_MODES, ModeKeys
-from debugger.readers import StoreReader, open_reader
+from remedy.debugger.modes import STEP_MODES, ModeKeys
+from remedy.debugger.readers import StoreReader, open_reader
 
 
 def create_trial(path: str | os.PathLike[str], name: str | None = None) -> Trial:

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from debugger import store
-from debugger.collections import split_key
-from debugger.config import SaveConfig
-from debugger.modes import ModeKeys
+from remedy.debugger import store
+from remedy.debugger.collections import split_key
+from remedy.debugger.config import SaveConfig
+from remedy.debugger.modes import ModeKeys
 
 log = logging.getLogger(__name__)
 

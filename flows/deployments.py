@@ -13,9 +13,9 @@ from uuid import UUID
 
 from prefect import serve
 from prefect.schedules import Cron
-
-from flows.remediate import remediate
-from flows.search import search
+from prefect.types.entrypoint import EntrypointType
+from remedy.flows.remediate import remediate
+from remedy.flows.search import search
 
 REMEDIATE_DEPLOYMENT = "remediate"
 SEARCH_DEPLOYMENT = "overnight"
@@ -23,8 +23,9 @@ DEFAULT_SEARCH_CRON = "0 1 * * *"  # 01:00 every night
 # On a work pool (infra/prefect.yaml says the same): its own name, so that `remedy serve`,
 # which registers remediate/remediate, never replaces it.
 POOL_DEPLOYMENT = "workers"
-REMEDIATE_ENTRYPOINT = "flows/remediate.py:remediate"
-HOME_ENV = "REMEDY_HOME"  # the checkout on each worker's machine
+# By module, so a worker needs only the installed package (pip install), not a checkout.
+REMEDIATE_ENTRYPOINT = "remedy.flows.remediate:remediate"
+SEARCH_ENTRYPOINT = "remedy.flows.search:search"
 REMEDIATE_DESCRIPTION = (
     "Train, watch with the tensor debugger, repair and relaunch until a run completes "
     "cleanly. Fill in run_spec (the job's hyperparameters) and start."
@@ -38,21 +39,14 @@ def remediate_deployment(parameters: dict[str, Any] | None = None) -> Any:
         parameters=parameters or {},
         description=REMEDIATE_DESCRIPTION,
         tags=["remedy"],
+        entrypoint_type=EntrypointType.MODULE_PATH,
     )
-
-
-def pool_pull_steps(home: str | None = None) -> list[dict[str, Any]]:
-    """What a worker does before a run: change into the checkout (home, else $REMEDY_HOME,
-    resolved on the worker's machine when the run starts)."""
-    directory = home or "{{ $" + HOME_ENV + " }}"
-    return [{"prefect.deployments.steps.set_working_directory": {"directory": directory}}]
 
 
 def deploy_to_pool(
     pool: str,
     name: str = POOL_DEPLOYMENT,
     parameters: dict[str, Any] | None = None,
-    home: str | None = None,
 ) -> UUID:
     """Register remediate on a work pool; `prefect worker start --pool POOL` runs its runs.
 
@@ -76,7 +70,7 @@ def deploy_to_pool(
             name=name,
             work_pool_name=pool,
             entrypoint=REMEDIATE_ENTRYPOINT,
-            pull_steps=pool_pull_steps(home),
+            pull_steps=[],  # nothing to fetch: the flow is imported from the installed package
             parameters=parameters or {},
             parameter_openapi_schema=parameter_schema(remediate).model_dump(exclude_unset=True),
             description=REMEDIATE_DESCRIPTION,
@@ -98,6 +92,7 @@ def search_deployment(
         schedule=Cron(cron, timezone=timezone),
         parameters=parameters or {},
         tags=["remedy", "search"],
+        entrypoint_type=EntrypointType.MODULE_PATH,
     )
 
 

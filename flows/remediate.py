@@ -13,17 +13,16 @@ from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.states import Cancelled
 from pydantic import BaseModel, Field
-
-from jobs import backend_for
-from state_schema import JobStatus, NextAction, RuleStatus, State
-from tasks.messages import final_message, redact, retraining_message
-from tasks.monitor import monitor
-from tasks.notify import notify
-from tasks.persist import load_run, persist, runs_root, state_path
-from tasks.plan import plan
-from tasks.publish import publish_attempts, publish_event, publish_report
-from tasks.stop import stop_job
-from tasks.train import ensure_launched, train
+from remedy.jobs import backend_for
+from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
+from remedy.tasks.messages import final_message, redact, retraining_message
+from remedy.tasks.monitor import monitor
+from remedy.tasks.notify import notify
+from remedy.tasks.persist import load_run, persist, runs_root, state_path
+from remedy.tasks.plan import plan
+from remedy.tasks.publish import publish_attempts, publish_event, publish_report
+from remedy.tasks.stop import stop_job
+from remedy.tasks.train import ensure_launched, train
 
 RUNNING = (JobStatus.InProgress, JobStatus.Stopping)
 
@@ -56,7 +55,7 @@ def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:
 
 def write_report(run_dir: str) -> str | None:
     """The run's HTML report; a run never fails for want of its report."""
-    from tasks.report import report  # matplotlib: imported only when a run ends
+    from remedy.tasks.report import report  # matplotlib: imported only when a run ends
 
     outcome = report(run_dir, return_state=True)
     if outcome.is_completed():

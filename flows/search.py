@@ -25,12 +25,11 @@ from prefect.context import FlowRunContext
 from prefect.deployments import run_deployment
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
-
-from flows.remediate import RemediateSettings, default_run_dir, remediate
-from state_schema import Activation, Budgets, JobStatus, RunSpec, State, write_atomic
-from tasks.messages import redact
-from tasks.notify import notify
-from tasks.persist import load_run, state_path
+from remedy.flows.remediate import RemediateSettings, default_run_dir, remediate
+from remedy.state_schema import Activation, Budgets, JobStatus, RunSpec, State, write_atomic
+from remedy.tasks.messages import redact
+from remedy.tasks.notify import notify
+from remedy.tasks.persist import load_run, state_path
 
 
 class SearchSpace(BaseModel):

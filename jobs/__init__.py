@@ -1,6 +1,6 @@
 """Job backends behind one small interface: launch / describe / stop / logs."""
 
-from jobs.base import (
+from remedy.jobs.base import (
     JobBackend,
     JobDescription,
     JobNotFound,
@@ -21,7 +21,7 @@ __all__ = [
 def backend_for(spec_backend: str, run_dir: str) -> JobBackend:
     """The backend named by run_spec.backend, keeping its jobs under run_dir."""
     if spec_backend == "local":
-        from jobs.local import LocalBackend
+        from remedy.jobs.local import LocalBackend
 
         return LocalBackend(run_dir)
     raise ValueError(f"run_spec.backend: unknown backend {spec_backend!r}; known: local")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypedDict
 
-from state_schema import RunSpec
+from remedy.state_schema import RunSpec
 
 
 class RuleEvaluationStatus(TypedDict, total=False):

@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from remedy.errors import UsageError
-from state_schema import (
+from remedy.state_schema import (
     Finding,
     JobStatus,
     NextAction,
@@ -38,7 +38,7 @@ from state_schema import (
     payload_json,
     save_state,
 )
-from state_schema.io import describe_validation_error, schema_text
+from remedy.state_schema.io import describe_validation_error, schema_text
 
 EXIT_OK, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -86,11 +86,11 @@ def last_attempt_completed(state: State) -> bool:
 
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
-    from flows.remediate import RemediateSettings, remediate
+    from remedy.flows.remediate import RemediateSettings, remediate
     from remedy.preflight import preflight
-    from tasks.messages import attempt_table
-    from tasks.notify import notifier
-    from tasks.persist import REPORT_DIR, load_run, state_path
+    from remedy.tasks.messages import attempt_table
+    from remedy.tasks.notify import notifier
+    from remedy.tasks.persist import REPORT_DIR, load_run, state_path
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
@@ -123,8 +123,8 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
 
 
 def stop_after_interrupt(run_dir: Path) -> None:
-    from jobs import backend_for
-    from tasks.persist import load_run, state_path
+    from remedy.jobs import backend_for
+    from remedy.tasks.persist import load_run, state_path
 
     if not state_path(run_dir).exists():
         return
@@ -137,7 +137,7 @@ def stop_after_interrupt(run_dir: Path) -> None:
 
 
 def demo_state() -> State:
-    from training.demo import DEMO_HYPERPARAMETERS
+    from remedy.training.demo import DEMO_HYPERPARAMETERS
 
     return State(run_spec=RunSpec(**DEMO_HYPERPARAMETERS))
 
@@ -176,7 +176,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tasks.messages import attempt_table
+    from remedy.tasks.messages import attempt_table
 
     state = load_state(Path(args.run_dir) / "state.json")
     print(attempt_table(state))
@@ -188,7 +188,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from jobs import backend_for
+    from remedy.jobs import backend_for
 
     state = load_state(Path(args.run_dir) / "state.json")
     job = args.job or state.history.latest_job_name
@@ -210,7 +210,7 @@ def with_policy_config(state: State, path: str) -> State:
 
 
 def check_policy(name: str) -> None:
-    from strategies import get_policy
+    from remedy.strategies import get_policy
 
     try:
         get_policy(name)
@@ -219,7 +219,7 @@ def check_policy(name: str) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from strategies import plan_next
+    from remedy.strategies import plan_next
 
     state = load_state(args.state)
     check_policy(state.policy)

@@ -27,7 +27,7 @@ EXIT_OK, EXIT_ISSUES = 0, 1
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    from debugger import RULES
+    from remedy.debugger import RULES
 
     rules = {name: _describe_rule(cls) for name, cls in sorted(RULES.items())}
     if args.json:
@@ -56,8 +56,8 @@ def _describe_rule(cls: Any) -> dict[str, Any]:
 
 
 def cmd_trial(args: argparse.Namespace) -> int:
-    from debugger import DebuggerError, ModeKeys
-    from debugger.modes import STEP_MODES
+    from remedy.debugger import DebuggerError, ModeKeys
+    from remedy.debugger.modes import STEP_MODES
 
     trial = _open_trial(args.path)
     try:
@@ -102,9 +102,9 @@ def cmd_trial(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from debugger import RuleStatus
-    from debugger.evaluator import RuleEvaluator
-    from debugger.rule_config import RuleConfig, RuleConfigError
+    from remedy.debugger import RuleStatus
+    from remedy.debugger.evaluator import RuleEvaluator
+    from remedy.debugger.rule_config import RuleConfig, RuleConfigError
 
     trial = _open_trial(args.path)
     params = _parse_params(args.param or [], args.rule)
@@ -141,7 +141,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _open_trial(path: str) -> Any:
-    from debugger import DebuggerError, create_trial
+    from remedy.debugger import DebuggerError, create_trial
 
     if not path.startswith("s3://") and not Path(path).is_dir():
         raise UsageError(f"{path}: no such store folder")
@@ -174,7 +174,7 @@ def _parse_params(items: list[str], rules: list[str]) -> dict[str, dict[str, Any
 
 def _custom_rules(rule_file: str | None, rules: list[str]) -> set[str]:
     """The --rule names defined in --rule-file (the others are built-ins)."""
-    from debugger.rules import load_rule_file
+    from remedy.debugger.rules import load_rule_file
 
     if rule_file is None:
         return set()

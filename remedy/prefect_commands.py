@@ -27,7 +27,7 @@ def require_api(doing: str) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     require_api("serve against")
-    from flows.deployments import serve_deployments
+    from remedy.flows.deployments import serve_deployments
 
     parameters = search_parameters(args.search_config)
     try:
@@ -45,8 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def serve_reports(host: str, port: int) -> None:
     """The runs' HTML reports over HTTP, for the report links of the runs served here."""
-    from tasks.persist import runs_root
-    from tasks.report_server import REPORTS_URL_ENV, reports_url, start_report_server
+    from remedy.tasks.persist import runs_root
+    from remedy.tasks.report_server import REPORTS_URL_ENV, reports_url, start_report_server
 
     runs = runs_root()
     runs.mkdir(parents=True, exist_ok=True)
@@ -64,16 +64,16 @@ def serve_reports(host: str, port: int) -> None:
 def cmd_deploy(args: argparse.Namespace) -> int:
     """Register remediate on a work pool; workers on any machine run its flow runs."""
     require_api("deploy to")
-    from flows.deployments import deploy_to_pool
+    from remedy.flows.deployments import deploy_to_pool
 
     defaults = remediate_parameters(args.remediate_config)
     try:
-        deployment_id = deploy_to_pool(args.pool, args.name, defaults, args.home)
+        deployment_id = deploy_to_pool(args.pool, args.name, defaults)
     except ValueError as error:
         raise UsageError(str(error)) from None
     print(
         f"remedy: deployment remediate/{args.name} ({deployment_id}) on work pool "
-        f"{args.pool!r}; on every machine that trains: REMEDY_HOME=<checkout> "
+        f"{args.pool!r}; on every machine that trains (remedy installed): "
         f"prefect worker start --pool {args.pool} --type process",
         flush=True,
     )
@@ -84,7 +84,7 @@ def remediate_parameters(path: str | None) -> dict[str, Any]:
     """The remediate form's defaults from a run_spec or state payload file."""
     if path is None:
         return {}
-    from state_schema import PayloadError, load_state
+    from remedy.state_schema import PayloadError, load_state
 
     try:
         state = load_state(path)
@@ -99,9 +99,9 @@ def search_parameters(path: str | None) -> dict[str, Any]:
         return {}
     from pydantic import ValidationError
 
-    from flows.search import SearchSettings, SearchSpace
-    from state_schema import RunSpec
-    from state_schema.io import describe_validation_error, read_json
+    from remedy.flows.search import SearchSettings, SearchSpace
+    from remedy.state_schema import RunSpec
+    from remedy.state_schema.io import describe_validation_error, read_json
 
     document = read_json(path)
     models = {"space": SearchSpace, "base_spec": RunSpec, "settings": SearchSettings}
@@ -172,10 +172,6 @@ def register(commands: Any) -> None:
     deploy.add_argument("--pool", default="remedy", help="process work pool (default remedy)")
     deploy.add_argument(
         "--name", default="workers", help="deployment name (default workers: remediate/workers)"
-    )
-    deploy.add_argument(
-        "--home",
-        help="the checkout on the workers' machines (default: each worker's $REMEDY_HOME)",
     )
     deploy.add_argument(
         "--remediate-config",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from state_schema import RunSpec
+from remedy.state_schema import RunSpec
 
 
 class PreflightError(ValueError):
@@ -22,7 +22,7 @@ def preflight(spec: RunSpec) -> None:
     if not found:
         raise PreflightError(f"run_spec.entry_point: no module named {spec.entry_point!r}")
     if spec.dataset == "cifar10" and spec.data_path:
-        from training.data import CifarFormatError, check_cifar10_folder
+        from remedy.training.data import CifarFormatError, check_cifar10_folder
 
         try:
             check_cifar10_folder(spec.data_path)

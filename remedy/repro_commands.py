@@ -20,8 +20,8 @@ EXIT_REPRODUCED, EXIT_NOT_REPRODUCED = 0, 1
 def cmd_repro(args: argparse.Namespace) -> int:
     import torch
 
-    from training.bundle import BundleError
-    from training.replay import debug, replay
+    from remedy.training.bundle import BundleError
+    from remedy.training.replay import debug, replay
 
     torch.set_num_threads(1)  # a replay is one step: threads only add nondeterminism and waits
     try:

@@ -1,6 +1,6 @@
 """Pydantic models of the state payload; stands alone (no other package of ours)."""
 
-from state_schema.io import (
+from remedy.state_schema.io import (
     PayloadError,
     load_state,
     payload_json,
@@ -9,7 +9,7 @@ from state_schema.io import (
     state_from_document,
     write_atomic,
 )
-from state_schema.models import (
+from remedy.state_schema.models import (
     Activation,
     Attempt,
     Budgets,

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-
-from state_schema.models import Payload, RunSpec, State
+from remedy.state_schema.models import Payload, RunSpec, State
 
 SCHEMA_PATH = Path(__file__).with_name("state.schema.json")
 
@@ -90,6 +89,6 @@ def schema_text() -> str:
 
 
 def write_schema_file() -> Path:
-    """Regenerate state.schema.json (python -m state_schema)."""
+    """Regenerate state.schema.json (python -m remedy.state_schema)."""
     SCHEMA_PATH.write_text(schema_text())
     return SCHEMA_PATH

@@ -84,6 +84,10 @@ def exploding_tensor_rule() -> RuleSpec:
     )
 
 
+BUILTIN_ENTRY_POINT = "remedy.training.train"
+LEGACY_ENTRY_POINTS = {"training.train": BUILTIN_ENTRY_POINT}
+
+
 class RunSpec(Strict):
     """The job's parameters: hyperparameters the strategies change plus backend fields."""
 
@@ -108,7 +112,7 @@ class RunSpec(Strict):
     # --- ours ----------------------------------------------------------------------
     backend: Literal["local"] = Field("local", description="Where jobs run.")
     entry_point: str = Field(
-        "training.train", description="Python module run as the training job (python -m)."
+        BUILTIN_ENTRY_POINT, description="Python module run as the training job (python -m)."
     )
     depth: int = Field(20, ge=8, description="ResNet depth, 6n+2 (20, 32, 44, 56, ...).")
     width: int = Field(16, gt=0, description="Filters of the first stack (then x2, x4).")
@@ -171,6 +175,12 @@ class RunSpec(Strict):
         description="Hyperparameters the entry point honours; null: all of RunSpec's. "
         "Strategies changing others are skipped by the policy.",
     )
+
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_point_of_earlier_releases(cls, entry_point: str) -> str:
+        # Releases before the remedy namespace named the built-in job "training.train".
+        return LEGACY_ENTRY_POINTS.get(entry_point, entry_point)
 
     @field_validator("depth")
     @classmethod

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from state_schema.models import Attempt, NextAction, RunSpec, State
+from remedy.state_schema.models import Attempt, NextAction, RunSpec, State
 
 JOB_TIME_FORMAT = "%Y-%b-%d-%Hh-%Mm-%S"
 

@@ -1,6 +1,6 @@
 """Remediation strategies (one small class per file) and the policies that order them."""
 
-from strategies import (  # noqa: F401  (importing a strategy module registers it)
+from remedy.strategies import (  # noqa: F401  (importing a strategy module registers it)
     add_batch_norm,
     add_dropout,
     add_weight_decay,
@@ -16,10 +16,10 @@ from strategies import (  # noqa: F401  (importing a strategy module registers i
     raise_lr,
     swap_activation,
 )
-from strategies.base import STRATEGIES, Strategy, get_strategy, register_strategy
-from strategies.plan import plan_next
-from strategies.policies import POLICIES, Policy, get_policy, register_policy
-from strategies.warm_start import Checkpoint, pick_checkpoint
+from remedy.strategies.base import STRATEGIES, Strategy, get_strategy, register_strategy
+from remedy.strategies.plan import plan_next
+from remedy.strategies.policies import POLICIES, Policy, get_policy, register_policy
+from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 
 __all__ = [
     "Checkpoint",

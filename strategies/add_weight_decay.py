@@ -1,5 +1,5 @@
-from state_schema import RunSpec
-from strategies.base import Strategy, register_strategy
+from remedy.state_schema import RunSpec
+from remedy.strategies.base import Strategy, register_strategy
 
 START = 1e-4
 CEILING = 5e-3

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from state_schema import RunSpec, State
+from remedy.state_schema import RunSpec, State
 
 STRATEGIES: dict[str, type[Strategy]] = {}
 

@@ -1,5 +1,5 @@
-from state_schema import RunSpec
-from strategies.base import Strategy, register_strategy
+from remedy.state_schema import RunSpec
+from remedy.strategies.base import Strategy, register_strategy
 
 ORDER = ("he_normal", "lecun_normal", "xavier_uniform", "orthogonal")
 

@@ -6,8 +6,8 @@ Adaptive optimizers get a learning rate of at most 1e-3 (their usual scale): Ada
 
 from typing import ClassVar
 
-from state_schema import RunSpec
-from strategies.base import Strategy, register_strategy
+from remedy.state_schema import RunSpec
+from remedy.strategies.base import Strategy, register_strategy
 
 ADAPTIVE_LR = 1e-3
 

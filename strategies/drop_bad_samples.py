@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from state_schema import Finding, RunSpec
-from strategies.base import Strategy, register_strategy
+from remedy.state_schema import Finding, RunSpec
+from remedy.strategies.base import Strategy, register_strategy
 
 
 @register_strategy

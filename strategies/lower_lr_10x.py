@@ -1,5 +1,5 @@
-from state_schema import RunSpec
-from strategies.base import Strategy, register_strategy
+from remedy.state_schema import RunSpec
+from remedy.strategies.base import Strategy, register_strategy
 
 FLOOR = 1e-5  # below this a run does not learn in any budget we would give it
 

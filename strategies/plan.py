@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from state_schema import Finding, NextAction, PlannedChange, State
-from state_schema.transitions import end, spec_changes
-from strategies.policies import get_policy
-from strategies.warm_start import Checkpoint, pick_checkpoint
+from remedy.state_schema import Finding, NextAction, PlannedChange, State
+from remedy.state_schema.transitions import end, spec_changes
+from remedy.strategies.policies import get_policy
+from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 
 
 def plan_next(

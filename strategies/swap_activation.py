@@ -6,8 +6,8 @@ that would differ in a single word.
 
 from typing import ClassVar
 
-from state_schema import Activation, RunSpec
-from strategies.base import Strategy, register_strategy
+from remedy.state_schema import Activation, RunSpec
+from remedy.strategies.base import Strategy, register_strategy
 
 
 class SwapActivation(Strategy):

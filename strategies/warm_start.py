@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from state_schema import Finding
+from remedy.state_schema import Finding
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jobs.local.backend import LocalBackend
-from state_schema import State
-from strategies import Checkpoint
-from training.checkpoint import META_FILE
+from remedy.jobs.local.backend import LocalBackend
+from remedy.state_schema import State
+from remedy.strategies import Checkpoint
+from remedy.training.checkpoint import META_FILE
 
 
 def read_checkpoint(path: Path) -> Checkpoint | None:

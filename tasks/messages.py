@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from state_schema import Attempt, State
+from remedy.state_schema import Attempt, State
 
 _PATTERNS = [
     (re.compile(r"arn:aws[a-z-]*:[a-z0-9-]*:[a-z0-9-]*:\d{12}:[^\s\"',]+"), "arn:***"),

@@ -16,9 +16,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.orchestration import get_client
 from prefect.context import TaskRunContext
 from prefect.states import StateType
-
-from jobs import JobDescription, backend_for, is_infrastructure_failure
-from state_schema import (
+from remedy.jobs import JobDescription, backend_for, is_infrastructure_failure
+from remedy.state_schema import (
     DataProblem,
     Finding,
     JobStatus,
@@ -27,9 +26,9 @@ from state_schema import (
     RuleStatus,
     State,
 )
-from state_schema.transitions import end, update_current_attempt
-from tasks.logs import task_logger
-from tasks.publish import publish_progress
+from remedy.state_schema.transitions import end, update_current_attempt
+from remedy.tasks.logs import task_logger
+from remedy.tasks.publish import publish_progress
 
 FINAL_RULE_STATUSES = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
 CANCEL_CHECK_EVERY_S = 2.0

@@ -7,7 +7,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from state_schema import State, load_state, save_state
+from remedy.state_schema import State, load_state, save_state
 
 RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
 REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (tasks/report.py)

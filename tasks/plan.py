@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-
-from state_schema import NextAction, State
-from strategies import plan_next
-from tasks.checkpoints import available_checkpoints
-from tasks.logs import task_logger
+from remedy.state_schema import NextAction, State
+from remedy.strategies import plan_next
+from remedy.tasks.checkpoints import available_checkpoints
+from remedy.tasks.logs import task_logger
 
 
 @task(cache_policy=NO_CACHE)

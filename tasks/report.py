@@ -26,10 +26,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from prefect import task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
-
-from state_schema import Attempt, JobStatus, State, load_state  # noqa: E402
-from tasks.messages import fmt, redact  # noqa: E402
-from tasks.persist import REPORT_DIR  # noqa: E402
+from remedy.state_schema import Attempt, JobStatus, State, load_state  # noqa: E402
+from remedy.tasks.messages import fmt, redact  # noqa: E402
+from remedy.tasks.persist import REPORT_DIR  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -73,7 +72,7 @@ def read_curve(run_dir: Path, attempt: Attempt) -> Curve:
 
 def layer_grad_norms(run_dir: Path, attempt: Attempt) -> dict[str, dict[int, float]]:
     """Tensor name -> {step: L2 norm (inf when non-finite)} from the job's tensor store."""
-    from debugger import create_trial
+    from remedy.debugger import create_trial
 
     tensors = job_dir(run_dir, attempt) / "tensors"
     if not tensors.is_dir():

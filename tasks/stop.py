@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-
-from jobs import backend_for
-from state_schema import JobStatus, State
-from state_schema.transitions import update_current_attempt
-from tasks.logs import task_logger
-from tasks.monitor import record_duration_and_curve
+from remedy.jobs import backend_for
+from remedy.state_schema import JobStatus, State
+from remedy.state_schema.transitions import update_current_attempt
+from remedy.tasks.logs import task_logger
+from remedy.tasks.monitor import record_duration_and_curve
 
 
 @task(cache_policy=NO_CACHE)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-
-from jobs import backend_for
-from state_schema import NextAction, State
-from state_schema.transitions import begin_attempt, end, new_job_name, retraining_budget_spent
-from tasks.logs import task_logger
-from tasks.persist import persist
+from remedy.jobs import backend_for
+from remedy.state_schema import NextAction, State
+from remedy.state_schema.transitions import (
+    begin_attempt,
+    end,
+    new_job_name,
+    retraining_budget_spent,
+)
+from remedy.tasks.logs import task_logger
+from remedy.tasks.persist import persist
 
 
 @task(cache_policy=NO_CACHE)

@@ -1,1 +1,3 @@
-"""The training job (python -m training.train) and its parts. Imports models and debugger only."""
+"""The training job (python -m remedy.training.train) and its parts.
+
+Imports models, debugger and state_schema only."""

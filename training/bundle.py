@@ -31,10 +31,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from remedy.training.checkpoint import load_verified, save_checkpoint, sha256_file
 from safetensors.torch import save_file
 from torch import nn
-
-from training.checkpoint import load_verified, save_checkpoint, sha256_file
 
 FORMAT = "remedy-repro-bundle-v1"
 META_FILE = "bundle.json"

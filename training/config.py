@@ -27,7 +27,7 @@ class TrainConfig:
     add_batch_norm: int = 0  # 1: BatchNorm2d before each residual addition
     num_epochs: int = 5
     debugger_save_interval: int = 100  # used by the backend's debugger config, not here
-    entry_point: str = "training.train"  # what the backend runs; recorded only
+    entry_point: str = "remedy.training.train"  # what the backend runs; recorded only
     depth: int = 20
     width: int = 16
     activation: str = "elu"

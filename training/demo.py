@@ -5,7 +5,7 @@ SGD momentum 0.9, warmup and learning rate 0.1, the seed's schedule and 5 epochs
 smaller: width 8 (stacks of 8/16/32 filters instead of 16/32/64), batch 64 instead of 128, and
 5000 synthetic training images (1000 test). The dynamics are real: nothing injects NaN.
 
-Measured with benchmarks/explosion_sweep.py (each attempt a fresh `python -m training.train`
+Measured with benchmarks/explosion_sweep.py (each attempt a fresh `python -m remedy.training.train`
 process; torch's default 2 threads; 2-core machine shared with other work, load ~1.8).
 Steps count updates from 1 (the debugger's hook counts from 0: step n here is hook step n-1).
 
@@ -48,7 +48,7 @@ DEMO_HYPERPARAMETERS: dict[str, Any] = {
     "add_batch_norm": 0,
     "num_epochs": 5,
     "debugger_save_interval": 5,  # explosions happen by update 5: catch them at hook step 5
-    "entry_point": "training.train",
+    "entry_point": "remedy.training.train",
     "depth": 20,
     "width": 8,
     "activation": "elu",

@@ -30,16 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from remedy.debugger import store
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.status import RuleStatus, RuleStatusRecord, status_path
+from remedy.training.bundle import write_bundle
+from remedy.training.config import TrainConfig
+from remedy.training.data import DataSplit
+from remedy.training.replay import find_bad_records, replay
 from safetensors.torch import load_file, save_file
 from torch import nn
-
-from debugger import store
-from debugger.modes import ModeKeys
-from debugger.status import RuleStatus, RuleStatusRecord, status_path
-from training.bundle import write_bundle
-from training.config import TrainConfig
-from training.data import DataSplit
-from training.replay import find_bad_records, replay
 
 RULE_NAME = "NonFiniteGradient"
 MAX_SKIPPED_BATCHES = 20  # "skip" gives up after this many: the run is not training any more

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from remedy.training.bundle import Bundle, BundleError, read_bundle
+from remedy.training.checkpoint import CheckpointError, load_checkpoint
+from remedy.training.config import ConfigError, parse_config
 from torch import nn
-
-from training.bundle import Bundle, BundleError, read_bundle
-from training.checkpoint import CheckpointError, load_checkpoint
-from training.config import ConfigError, parse_config
 
 
 @dataclass
@@ -168,7 +167,7 @@ def _watch(model: nn.Module, result: ReplayResult) -> Iterator[None]:
 
 def rebuild(bundle: Bundle) -> tuple[nn.Module, torch.optim.Optimizer]:
     """The job's model and optimizer, holding the state from before the failing step."""
-    from training.train import build_model_and_optimizer  # the job's own construction
+    from remedy.training.train import build_model_and_optimizer  # the job's own construction
 
     try:
         config = parse_config(bundle.meta["hyperparameters"])

@@ -1,4 +1,4 @@
-"""The training job: python -m training.train --hyperparameters FILE --output-dir DIR
+"""The training job: python -m remedy.training.train --hyperparameters FILE --output-dir DIR
 
 Trains the configurable ResNet with SGD + momentum on CIFAR-10 or synthetic images and
 writes into DIR (JSON written to a temporary file, then renamed into place):
@@ -35,17 +35,16 @@ from types import FrameType
 from typing import Any
 
 import torch
+from remedy.debugger import Hook, ModeKeys
+from remedy.models import ResNetConfig, build_model
+from remedy.training.checkpoint import save_checkpoint
+from remedy.training.config import TrainConfig, load_config
+from remedy.training.data import DataSplit, load_cifar10, make_synthetic
+from remedy.training.guard import NanGuard
+from remedy.training.optimizers import build_optimizer
+from remedy.training.schedule import learning_rate_for_epoch
+from remedy.training.warm_start import restore
 from torch import nn
-
-from debugger import Hook, ModeKeys
-from models import ResNetConfig, build_model
-from training.checkpoint import save_checkpoint
-from training.config import TrainConfig, load_config
-from training.data import DataSplit, load_cifar10, make_synthetic
-from training.guard import NanGuard
-from training.optimizers import build_optimizer
-from training.schedule import learning_rate_for_epoch
-from training.warm_start import restore
 
 LOG_EVERY = 10  # steps between progress lines on stdout
 EVAL_BATCH_SIZE = 500

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from remedy.training.checkpoint import META_FILE, CheckpointError, load_checkpoint
 from torch import nn
-
-from training.checkpoint import META_FILE, CheckpointError, load_checkpoint
 
 
 @dataclass

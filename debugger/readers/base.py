@@ -6,9 +6,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
-
-from debugger.modes import ModeKeys
-from debugger.store import StepHeader
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.store import StepHeader
 
 
 class StoreReader(ABC):

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from debugger import store, tfevents
-from debugger.exceptions import CorruptStepFile
-from debugger.modes import STEP_MODES, ModeKeys
-from debugger.readers.base import StoreReader
+from remedy.debugger import store, tfevents
+from remedy.debugger.exceptions import CorruptStepFile
+from remedy.debugger.modes import STEP_MODES, ModeKeys
+from remedy.debugger.readers.base import StoreReader
 
 INDEX_DIR = "index"
 END_MARKER = "training_job_end.ts"

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from debugger import store
-from debugger.exceptions import CorruptStepFile
-from debugger.modes import ModeKeys
-from debugger.readers.base import StoreReader
+from remedy.debugger import store
+from remedy.debugger.exceptions import CorruptStepFile
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.readers.base import StoreReader
 
 OPEN_FILES = 64  # step files kept open: reading one tensor across steps reopens none
 _FIRST_READ = 65_536  # one read usually brings the whole header

@@ -12,12 +12,11 @@ import json
 from typing import Any
 
 import numpy as np
-
-from debugger import store
-from debugger.exceptions import CorruptStepFile
-from debugger.modes import ModeKeys
-from debugger.readers.base import StoreReader
-from debugger.s3 import client, is_missing, parse_uri
+from remedy.debugger import store
+from remedy.debugger.exceptions import CorruptStepFile
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.readers.base import StoreReader
+from remedy.debugger.s3 import client, is_missing, parse_uri
 
 _FIRST_GET = 65_536  # one ranged GET usually brings the whole header
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from debugger.rules.base import Finding, Rule
-from debugger.rules.registry import RULES, get_rule, load_rule_file, register_rule
+from remedy.debugger.rules.base import Finding, Rule
+from remedy.debugger.rules.registry import RULES, get_rule, load_rule_file, register_rule
 
 _INFRASTRUCTURE = {"base", "registry"}
 

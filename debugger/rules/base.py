@@ -29,11 +29,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-
-from debugger.modes import ModeKeys
+from remedy.debugger.modes import ModeKeys
 
 if TYPE_CHECKING:
-    from debugger.trial import Trial
+    from remedy.debugger.trial import Trial
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
-
-from debugger.modes import ModeKeys
-from debugger.rules.base import Rule, check_regex
-from debugger.rules.registry import register_rule
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules.base import Rule, check_regex
+from remedy.debugger.rules.registry import register_rule
 
 
 def class_ids(value: np.ndarray) -> np.ndarray:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-
-from debugger.modes import ModeKeys
-from debugger.rules.base import Rule, check_regex
-from debugger.rules.class_imbalance import class_ids
-from debugger.rules.registry import register_rule
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules.base import Rule, check_regex
+from remedy.debugger.rules.class_imbalance import class_ids
+from remedy.debugger.rules.registry import register_rule
 
 
 @register_rule

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TypeVar
 
-from debugger.rules.base import Rule
+from remedy.debugger.rules.base import Rule
 
 R = TypeVar("R", bound=type[Rule])
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-
-from debugger.exceptions import DebuggerError
-from debugger.modes import ModeKeys
-from debugger.rules.base import Rule, check_regex
-from debugger.rules.registry import register_rule
+from remedy.debugger.exceptions import DebuggerError
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules.base import Rule, check_regex
+from remedy.debugger.rules.registry import register_rule
 
 
 @register_rule
@@ -29,7 +28,7 @@ class SimilarAcrossRuns(Rule):
         check_regex(self.name, "tensor_regex", self.tensor_regex)
 
     def setup(self) -> None:
-        from debugger.trial import create_trial
+        from remedy.debugger.trial import create_trial
 
         self._others = [create_trial(path) for path in self.other_trials]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from debugger.modes import ModeKeys
-from debugger.rules.base import Rule, check_regex
-from debugger.rules.registry import register_rule
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules.base import Rule, check_regex
+from remedy.debugger.rules.registry import register_rule
 
 
 @register_rule

@@ -1,3 +1,3 @@
-from jobs.local.backend import LocalBackend
+from remedy.jobs.local.backend import LocalBackend
 
 __all__ = ["LocalBackend"]

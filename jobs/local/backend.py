@@ -12,9 +12,9 @@ from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.base import JobDescription, JobNotFound, RuleEvaluationStatus
-from jobs.local.layout import JobPaths, read_json, read_json_written_by_job
-from state_schema import RunSpec, write_atomic
+from remedy.jobs.base import JobDescription, JobNotFound, RuleEvaluationStatus
+from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
+from remedy.state_schema import RunSpec, write_atomic
 
 FINAL_STATUSES = ("Completed", "Failed", "Stopped")
 START_TIMEOUT_S = 60.0  # a job whose supervisor has not reported by then never started
@@ -77,7 +77,7 @@ class LocalBackend:
         with paths.supervisor_log.open("ab") as log:
             # Not waited for here: describe() reaps it (pid_alive), stop() signals its group.
             child = subprocess.Popen(
-                [sys.executable, "-m", "jobs.local.supervisor", str(paths.root)],
+                [sys.executable, "-m", "remedy.jobs.local.supervisor", str(paths.root)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 """Runs one local job: the training process and the rule evaluator beside it.
 
-    python -m jobs.local.supervisor JOB_DIR
+    python -m remedy.jobs.local.supervisor JOB_DIR
 
 It is started detached by the local backend, so a job outlives a crashed flow and a
 resumed flow can keep monitoring it. It is the only writer of status.json: the job's
@@ -20,8 +20,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from jobs.local.layout import JobPaths, read_json, read_json_written_by_job
-from state_schema import write_atomic
+from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
+from remedy.state_schema import write_atomic
 
 EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
 EVALUATOR_KILL_S = 30.0
@@ -69,7 +69,7 @@ class Supervisor:
         return env
 
     def start_trainer(self) -> subprocess.Popen[bytes]:
-        entry_point = self.record.get("entry_point", "training.train")
+        entry_point = self.record["entry_point"]
         command = [
             sys.executable,
             "-m",
@@ -89,7 +89,7 @@ class Supervisor:
         command = [
             sys.executable,
             "-m",
-            "debugger.evaluator",
+            "remedy.debugger.evaluator",
             "--trial",
             str(self.paths.tensors),
             "--rules",
@@ -175,7 +175,7 @@ def last_error_line(paths: JobPaths) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m jobs.local.supervisor JOB_DIR", file=sys.stderr)
+        print("usage: python -m remedy.jobs.local.supervisor JOB_DIR", file=sys.stderr)
         return 2
     job_dir = Path(args[0])
     if not (job_dir / "job.json").exists():

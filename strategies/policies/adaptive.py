@@ -13,10 +13,10 @@ spent. A user's policy_config replaces the order for the findings it names.
 
 from __future__ import annotations
 
-from state_schema import Finding, PolicyStep, State
-from strategies.base import Strategy
-from strategies.policies.base import Policy, register_policy
-from strategies.policies.ladder import Walk, cheap_first, walk
+from remedy.state_schema import Finding, PolicyStep, State
+from remedy.strategies.base import Strategy
+from remedy.strategies.policies.base import Policy, register_policy
+from remedy.strategies.policies.ladder import Walk, cheap_first, walk
 
 
 def rungs(*names: str | tuple[str, int]) -> list[PolicyStep]:

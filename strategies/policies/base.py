@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import ClassVar
 
-from state_schema import Finding, State
-from strategies.base import Strategy
-from strategies.warm_start import Checkpoint
+from remedy.state_schema import Finding, State
+from remedy.strategies.base import Strategy
+from remedy.strategies.warm_start import Checkpoint
 
 POLICIES: dict[str, type[Policy]] = {}
 

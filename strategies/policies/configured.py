@@ -13,10 +13,10 @@ loaded. Relaunches warm-start when the chosen strategy keeps the weights.
 
 from __future__ import annotations
 
-from state_schema import Finding, State
-from strategies.base import Strategy
-from strategies.policies.base import Policy, register_policy
-from strategies.policies.ladder import Walk, walk
+from remedy.state_schema import Finding, State
+from remedy.strategies.base import Strategy
+from remedy.strategies.policies.base import Policy, register_policy
+from remedy.strategies.policies.ladder import Walk, walk
 
 ANY = "*"
 

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from state_schema import Finding, PolicyStep, State
-from strategies.base import STRATEGIES, Strategy
+from remedy.state_schema import Finding, PolicyStep, State
+from remedy.strategies.base import STRATEGIES, Strategy
 
 
 def times_used(state: State) -> Counter[str]:

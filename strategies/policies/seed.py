@@ -1,9 +1,9 @@
-from state_schema import Finding, State
-from strategies.add_batch_norm import AddBatchNorm
-from strategies.base import Strategy
-from strategies.lower_lr import LowerLR
-from strategies.lower_warmup_lr import LowerWarmupLR
-from strategies.policies.base import Policy, register_policy
+from remedy.state_schema import Finding, State
+from remedy.strategies.add_batch_norm import AddBatchNorm
+from remedy.strategies.base import Strategy
+from remedy.strategies.lower_lr import LowerLR
+from remedy.strategies.lower_warmup_lr import LowerWarmupLR
+from remedy.strategies.policies.base import Policy, register_policy
 
 
 @register_policy

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from remedy.jobs.local import LocalBackend
+from remedy.state_schema import JobStatus, Payload, RunSpec, load_state
 
-from jobs.local import LocalBackend
-from state_schema import JobStatus, Payload, RunSpec, load_state
 from tests.flows.specs import tiny_spec
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 

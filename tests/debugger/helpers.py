@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from debugger import Hook, ModeKeys, SaveConfig, store
-from debugger.store import StepHeader
+from remedy.debugger import Hook, ModeKeys, SaveConfig, store
+from remedy.debugger.store import StepHeader
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,7 +144,7 @@ def start_evaluator(
     cmd = [
         sys.executable,
         "-m",
-        "debugger.evaluator",
+        "remedy.debugger.evaluator",
         "--trial",
         str(store_dir),
         "--rules",

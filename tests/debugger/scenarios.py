@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from debugger import Hook, SaveConfig
-from debugger.collections import CollectionSpec
+from remedy.debugger import Hook, SaveConfig
+from remedy.debugger.collections import CollectionSpec
 
 EVERY_STEP = SaveConfig(save_interval=1)
 ALL = ("losses", "gradients", "weights", "biases", "activations", "inputs", "metrics")

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from debugger import (
+from remedy.debugger import (
     Hook,
     ModeKeys,
     ReductionConfig,
@@ -20,8 +19,9 @@ from debugger import (
     TensorUnavailableForStep,
     create_trial,
 )
-from debugger.collections import CollectionSpec
-from debugger.config import CONFIG_ENV_VAR
+from remedy.debugger.collections import CollectionSpec
+from remedy.debugger.config import CONFIG_ENV_VAR
+
 from tests.debugger import scenarios as sc
 
 EVERY = SaveConfig(save_interval=1)

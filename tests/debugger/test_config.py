@@ -3,9 +3,8 @@ import re
 from pathlib import Path
 
 import pytest
-
-from debugger import ConfigError, Hook, HookConfig, SaveConfig
-from debugger.config import CONFIG_ENV_VAR
+from remedy.debugger import ConfigError, Hook, HookConfig, SaveConfig
+from remedy.debugger.config import CONFIG_ENV_VAR
 
 
 def selected(config: SaveConfig, upto: int = 30) -> list[int]:

@@ -6,15 +6,16 @@ import json
 import textwrap
 from pathlib import Path
 
-from debugger import RULES, RuleStatus, create_trial, read_statuses
-from debugger.evaluator import RuleEvaluator
-from debugger.rule_config import RuleConfig, RuleConfigError, parse_rule_configs
-from debugger.rules import load_rule_file
+from remedy.debugger import RULES, RuleStatus, create_trial, read_statuses
+from remedy.debugger.evaluator import RuleEvaluator
+from remedy.debugger.rule_config import RuleConfig, RuleConfigError, parse_rule_configs
+from remedy.debugger.rules import load_rule_file
+
 from tests.debugger import scenarios as sc
 from tests.debugger.helpers import start_evaluator
 
 CUSTOM = '''
-from debugger import ModeKeys, Rule
+from remedy.debugger import ModeKeys, Rule
 
 
 class LossAbove(Rule):

@@ -11,9 +11,16 @@ import boto3
 import numpy as np
 import pytest
 import torch
+from remedy.debugger import (
+    DebuggerWarning,
+    Hook,
+    RuleStatus,
+    SaveConfig,
+    create_trial,
+    read_statuses,
+)
+from remedy.debugger.readers.s3 import S3StoreReader
 
-from debugger import DebuggerWarning, Hook, RuleStatus, SaveConfig, create_trial, read_statuses
-from debugger.readers.s3 import S3StoreReader
 from tests.debugger import scenarios as sc
 from tests.debugger.helpers import EXPLODING_LR, first_nonfinite, start_evaluator, train
 
@@ -110,7 +117,7 @@ def test_one_tensor_is_fetched_without_the_rest_of_the_step(s3: str) -> None:
         return response
 
     reader._client.get_object = recording_get  # type: ignore[method-assign]
-    from debugger.trial import Trial
+    from remedy.debugger.trial import Trial
 
     trial = Trial(reader)
     np.testing.assert_array_equal(trial.tensor("small").value(0), [1.5, 2.5])

@@ -3,8 +3,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from debugger import (
+from remedy.debugger import (
     DebuggerWarning,
     ModeKeys,
     SaveConfig,
@@ -16,8 +15,9 @@ from debugger import (
     create_trial,
     store,
 )
-from debugger.readers import LocalStoreReader
-from debugger.trial import Trial
+from remedy.debugger.readers import LocalStoreReader
+from remedy.debugger.trial import Trial
+
 from tests.debugger.helpers import every_step_hook, new_store, train, write_step
 
 

@@ -1,6 +1,6 @@
 """Tiny real training specs for flow tests (seconds, not minutes, on 2 cores)."""
 
-from state_schema import RunSpec
+from remedy.state_schema import RunSpec
 
 
 def tiny_spec(**fields: object) -> RunSpec:

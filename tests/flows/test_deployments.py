@@ -14,9 +14,9 @@ from prefect.client.schemas.objects import StateType
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL
 from prefect.states import Cancelling
+from remedy.jobs.local import LocalBackend
+from remedy.state_schema import JobStatus, load_state
 
-from jobs.local import LocalBackend
-from state_schema import JobStatus, load_state
 from tests.conftest import Served
 
 

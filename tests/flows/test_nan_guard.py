@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.remediate import RemediateSettings, remediate
-from state_schema import Finding, JobStatus, NextAction, RunSpec, State, load_state
-from strategies import POLICIES, Policy, Strategy, get_policy, register_policy
-from strategies.drop_bad_samples import DropBadSamples
-from tasks.messages import final_message
+from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.state_schema import Finding, JobStatus, NextAction, RunSpec, State, load_state
+from remedy.strategies import POLICIES, Policy, Strategy, get_policy, register_policy
+from remedy.strategies.drop_bad_samples import DropBadSamples
+from remedy.tasks.messages import final_message
+from remedy.training.bundle import read_bundle
+from remedy.training.replay import replay
+
 from tests.training.test_guard import BAD_SAMPLE, corrupt_cifar
-from training.bundle import read_bundle
-from training.replay import replay
 
 POLICY = "test-drop-bad-samples-first"
 

@@ -10,10 +10,9 @@ from uuid import UUID
 import httpx
 from prefect.client.orchestration import get_client
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
-
-from flows.remediate import RemediateSettings, remediate
-from state_schema import RunSpec, State
-from tasks.publish import run_name
+from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.state_schema import RunSpec, State
+from remedy.tasks.publish import run_name
 
 ROLE = "arn:aws:iam::123456789012:role/secret-role"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from remedy.debugger import create_trial
+from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.jobs.local import LocalBackend
+from remedy.state_schema import Budgets, JobStatus, NextAction, RunSpec, State, load_state
 
-from debugger import create_trial
-from flows.remediate import RemediateSettings, remediate
-from jobs.local import LocalBackend
-from state_schema import Budgets, JobStatus, NextAction, RunSpec, State, load_state
 from tests.flows.specs import tiny_spec
 
 FAST = RemediateSettings(poll_interval_s=0.5)

@@ -21,15 +21,14 @@ from uuid import uuid4
 
 import httpx
 import pytest
-
-from flows.deployments import (
+from remedy.flows.deployments import (
     POOL_DEPLOYMENT,
     REMEDIATE_ENTRYPOINT,
+    SEARCH_ENTRYPOINT,
     deploy_to_pool,
-    pool_pull_steps,
 )
-from flows.remediate import RemediateSettings
-from flows.search import (
+from remedy.flows.remediate import RemediateSettings
+from remedy.flows.search import (
     SearchSettings,
     SearchSpace,
     candidate_dir,
@@ -37,8 +36,9 @@ from flows.search import (
     leaderboard_row,
     search,
 )
-from jobs.local import LocalBackend
-from state_schema import Budgets, load_state
+from remedy.jobs.local import LocalBackend
+from remedy.state_schema import Budgets, load_state
+
 from tests.conftest import REPO
 from tests.flows.specs import tiny_spec
 
@@ -77,7 +77,6 @@ def env(prefect_api_url: str, tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
         "PREFECT_API_URL": prefect_api_url,
-        "REMEDY_HOME": str(REPO),  # the checkout the deployment's pull step changes into
         "REMEDY_RUNS_DIR": str(tmp_path / "runs"),
         "REMEDY_TORCH_THREADS": "1",
         "PREFECT_WORKER_QUERY_SECONDS": "1",  # poll often: the test waits on the workers
@@ -228,7 +227,7 @@ def test_prefect_yaml_describes_what_remedy_deploy_registers(
         [PREFECT, "--no-prompt", "deploy", "--prefect-file", "infra/prefect.yaml"]
         + ["--name", theirs, "--pool", work_pool],
         cwd=REPO,
-        env={k: v for k, v in env.items() if k != "REMEDY_HOME"},  # else it is filled in now
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
@@ -245,7 +244,8 @@ def test_prefect_yaml_describes_what_remedy_deploy_registers(
     fields = ("entrypoint", "pull_steps", "work_pool_name", "tags", "enforce_parameter_schema")
     registered, described = read(mine), read(theirs)
     assert {f: registered[f] for f in fields} == {f: described[f] for f in fields}
-    assert registered["pull_steps"] == pool_pull_steps()  # $REMEDY_HOME, on the worker
+    assert registered["entrypoint"] == REMEDIATE_ENTRYPOINT  # a module: no checkout needed
+    assert not registered["pull_steps"]
     assert registered["parameter_openapi_schema"] == described["parameter_openapi_schema"]
     yaml_file = (REPO / "infra" / "prefect.yaml").read_text()
     assert f"name: {POOL_DEPLOYMENT}" in yaml_file and REMEDIATE_ENTRYPOINT in yaml_file
@@ -260,7 +260,7 @@ def test_infra_deploys_the_overnight_search_on_its_schedule(
         [PREFECT, "--no-prompt", "deploy", "--prefect-file", "infra/overnight.yaml"]
         + ["--name", name, "--pool", work_pool],
         cwd=REPO,
-        env={k: v for k, v in env.items() if k != "REMEDY_HOME"},
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
@@ -270,8 +270,8 @@ def test_infra_deploys_the_overnight_search_on_its_schedule(
     response = httpx.get(f"{prefect_api_url}/deployments/name/search/{name}")
     response.raise_for_status()
     deployment = response.json()
-    assert deployment["entrypoint"] == "flows/search.py:search"
-    assert deployment["pull_steps"] == pool_pull_steps()
+    assert deployment["entrypoint"] == SEARCH_ENTRYPOINT
+    assert not deployment["pull_steps"]
     [schedule] = deployment["schedules"]
     assert schedule["active"]
     assert schedule["schedule"]["cron"] == "0 1 * * *"

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from remedy.flows.remediate import RemediateSettings
+from remedy.flows.search import SearchSettings, SearchSpace, search
+from remedy.state_schema import Budgets
 
-from flows.remediate import RemediateSettings
-from flows.search import SearchSettings, SearchSpace, search
-from state_schema import Budgets
 from tests.flows.specs import tiny_spec
 
 

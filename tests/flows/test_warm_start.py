@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.state_schema import JobStatus, State
 
-from flows.remediate import RemediateSettings, remediate
-from state_schema import JobStatus, State
 from tests.flows.specs import tiny_spec
 
 

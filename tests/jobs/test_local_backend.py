@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from jobs import JobNotFound, is_infrastructure_failure
-from jobs.local import LocalBackend
-from state_schema import RunSpec
+from remedy.jobs import JobNotFound, is_infrastructure_failure
+from remedy.jobs.local import LocalBackend
+from remedy.state_schema import RunSpec
 
 FINAL = ("Completed", "Failed", "Stopped")
 

@@ -2,8 +2,7 @@ import json
 import re
 
 import pytest
-
-from state_schema import (
+from remedy.state_schema import (
     JobStatus,
     NextAction,
     Payload,
@@ -14,7 +13,8 @@ from state_schema import (
     save_state,
     state_from_document,
 )
-from state_schema.io import SCHEMA_PATH, schema_text
+from remedy.state_schema.io import SCHEMA_PATH, schema_text
+
 from tests.conftest import SHARED_REFERENCE
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 
@@ -115,5 +115,5 @@ def test_hyperparameters_carry_no_backend_secrets() -> None:
 
 def test_schema_file_is_up_to_date() -> None:
     assert SCHEMA_PATH.read_text() == schema_text(), (
-        "state_schema/state.schema.json is stale: run `python -m state_schema`"
+        "state_schema/state.schema.json is stale: run `python -m remedy.state_schema`"
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from state_schema import RunSpec, State
-from strategies import STRATEGIES, get_strategy
+from remedy.state_schema import RunSpec, State
+from remedy.strategies import STRATEGIES, get_strategy
 
 ISSUE_STRATEGIES = {  # the issue's list, by registry name
     "lower_warmup_lr", "lower_lr", "lower_lr_10x", "raise_lr", "add_batch_norm", "use_elu",

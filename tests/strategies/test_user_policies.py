@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from state_schema import Finding, NextAction, State
-from state_schema.transitions import begin_attempt
-from strategies import Policy, get_policy, get_strategy, plan_next, register_policy
+from remedy.state_schema import Finding, NextAction, State
+from remedy.state_schema.transitions import begin_attempt
+from remedy.strategies import Policy, get_policy, get_strategy, plan_next, register_policy
 
 FIRED = [Finding(rule="ExplodingTensor", step=5)]
 CONFIG = {

@@ -1,12 +1,13 @@
-from state_schema import Finding, JobStatus, Payload, PlannedChange
-from state_schema.transitions import begin_attempt, update_current_attempt
-from tasks.messages import (
+from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange
+from remedy.state_schema.transitions import begin_attempt, update_current_attempt
+from remedy.tasks.messages import (
     attempt_table,
     final_message,
     public_state_json,
     redact,
     retraining_message,
 )
+
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 
 ROLE = "arn:aws:iam::111111111111:role/lambda-sagemaker-train"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from state_schema import JobStatus, NextAction, RuleStatus, State
-from state_schema.transitions import begin_attempt
-from tasks.monitor import decide, observe
+from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
+from remedy.state_schema.transitions import begin_attempt
+from remedy.tasks.monitor import decide, observe
 
 
 def describe(job: str, *rules: tuple[str, str], **extra: Any) -> dict[str, Any]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from state_schema import DataProblem, Finding, JobStatus, RunSpec, State
-from state_schema.transitions import begin_attempt, update_current_attempt
-from strategies import get_policy
-from strategies.drop_bad_samples import DropBadSamples
-from tasks.monitor import decide, observe
+from remedy.state_schema import DataProblem, Finding, JobStatus, RunSpec, State
+from remedy.state_schema.transitions import begin_attempt, update_current_attempt
+from remedy.strategies import get_policy
+from remedy.strategies.drop_bad_samples import DropBadSamples
+from remedy.tasks.monitor import decide, observe
 
 
 def guard_description(job: str, suspects: list[int], **extra: Any) -> dict[str, Any]:

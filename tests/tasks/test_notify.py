@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-from tasks.notify import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier, notify
+from remedy.tasks.notify import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier, notify
 
 
 class Receiver(BaseHTTPRequestHandler):

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from tasks.persist import RUNS_DIR_ENV
-from tasks.publish import report_url
-from tasks.report_server import REPORTS_URL_ENV, reports_url, start_report_server
+from remedy.tasks.persist import RUNS_DIR_ENV
+from remedy.tasks.publish import report_url
+from remedy.tasks.report_server import REPORTS_URL_ENV, reports_url, start_report_server
 
 
 @pytest.fixture

@@ -3,10 +3,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from remedy.models import ResNet, ResNetConfig, build_model
+from remedy.training.checkpoint import (
+    CheckpointError,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from torch import nn
-
-from models import ResNet, ResNetConfig, build_model
-from training.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
 
 
 def trained_pair(lr: float = 0.1) -> tuple[ResNet, torch.optim.SGD]:

@@ -2,9 +2,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from training.config import ConfigError, TrainConfig, load_config, parse_config
-from training.demo import DEMO_HYPERPARAMETERS
+from remedy.training.config import ConfigError, TrainConfig, load_config, parse_config
+from remedy.training.demo import DEMO_HYPERPARAMETERS
 
 BACKEND_KEYS = {
     "base_job_name", "warmup_learning_rate", "learning_rate", "add_batch_norm", "num_epochs",

@@ -8,10 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
-from models import ResNetConfig, build_model
-from training.data import (
+from remedy.models import ResNetConfig, build_model
+from remedy.training.data import (
     CifarFormatError,
     load_cifar10,
     make_synthetic,
@@ -20,6 +18,7 @@ from training.data import (
     write_cifar_batch,
     write_tiny_cifar10,
 )
+from torch import nn
 
 
 def test_tiny_cifar_folder_is_in_the_genuine_python_format(tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from remedy.training.bundle import BundleError, read_bundle
+from remedy.training.data import read_cifar_batch, write_cifar_batch, write_tiny_cifar10
+from remedy.training.guard import batch_of_step
+from remedy.training.replay import debug, replay
 from safetensors.torch import load_file
 
 from tests.training.test_train import REPO, TINY, read_metrics, run_job, strict_json
-from training.bundle import BundleError, read_bundle
-from training.data import read_cifar_batch, write_cifar_batch, write_tiny_cifar10
-from training.guard import batch_of_step
-from training.replay import debug, replay
 
 BAD_SAMPLE = 23  # data_batch_2 holds samples 20..39: record 3 of that file
 CORRUPT = TINY | {"num_epochs": 2, "dataset": "cifar10", "checkpoint_every_epochs": 1}
@@ -203,7 +203,7 @@ def test_debug_stops_at_the_localised_module(
     corrupt_job: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stops: list[str] = []
-    monkeypatch.setattr("training.replay.pdb.set_trace", lambda: stops.append("pdb"))
+    monkeypatch.setattr("remedy.training.replay.pdb.set_trace", lambda: stops.append("pdb"))
     path = rule_status(corrupt_job)["bundle"]
     debug(path, replay(path))
     assert stops == ["pdb"]

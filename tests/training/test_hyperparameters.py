@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import remedy.training.train as train_module
 import torch
+from remedy.models import ResNetConfig, build_model
+from remedy.training.checkpoint import CheckpointError
+from remedy.training.config import ConfigError, parse_config
+from remedy.training.train import train
 from safetensors.torch import load_file
-
-import training.train as train_module
-from models import ResNetConfig, build_model
-from training.checkpoint import CheckpointError
-from training.config import ConfigError, parse_config
-from training.train import train
 
 TINY: dict[str, Any] = {
     "depth": 8, "width": 2, "batch_size": 16, "train_samples": 32, "test_samples": 16,

@@ -1,6 +1,5 @@
 import pytest
-
-from training.schedule import learning_rate_for_epoch
+from remedy.training.schedule import learning_rate_for_epoch
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The entry point as the backend runs it: a real `python -m training.train` process."""
+"""The entry point as the backend runs it: a real `python -m remedy.training.train` process."""
 
 import json
 import os
@@ -11,10 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from models import ResNetConfig, build_model
-from training.checkpoint import load_checkpoint
-from training.data import write_tiny_cifar10
+from remedy.models import ResNetConfig, build_model
+from remedy.training.checkpoint import load_checkpoint
+from remedy.training.data import write_tiny_cifar10
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {
@@ -42,7 +41,7 @@ def job_env(output: Path, **extra: str) -> dict[str, str]:
 def command(tmp_path: Path, hyperparameters: dict[str, Any]) -> list[str]:
     path = tmp_path / "hyperparameters.json"
     path.write_text(json.dumps(hyperparameters))
-    return [sys.executable, "-m", "training.train", "--hyperparameters", str(path),
+    return [sys.executable, "-m", "remedy.training.train", "--hyperparameters", str(path),
             "--output-dir", str(tmp_path / "out")]  # fmt: skip
 
 
@@ -182,7 +181,7 @@ def test_a_bad_hyperparameter_fails_naming_it(tmp_path: Path) -> None:
 
 
 def test_the_debugger_hook_captures_the_job_when_configured(tmp_path: Path) -> None:
-    from debugger import create_trial
+    from remedy.debugger import create_trial
 
     store = tmp_path / "tensors"
     debugger_config = tmp_path / "debugger.json"

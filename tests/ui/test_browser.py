@@ -11,8 +11,8 @@ from uuid import UUID
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import FlowRun, StateType
+from remedy.state_schema import JobStatus, load_state
 
-from state_schema import JobStatus, load_state
 from tests.conftest import Served
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

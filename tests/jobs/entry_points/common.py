@@ -1,4 +1,4 @@
-"""Tiny real entry points for backend tests: same command line as training.train."""
+"""Tiny real entry points for backend tests: same command line as remedy.training.train."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trains "forever" but honours a stop request between steps, like training.train."""
+"""Trains "forever" but honours a stop request between steps, like remedy.training.train."""
 
 import json
 import time
