@@ -170,8 +170,9 @@ def test_full_queue_blocks_the_producer_until_the_writer_catches_up(tmp_path: Pa
 
 def test_reader_side_imports_no_torch() -> None:
     code = (
-        "import sys, debugger, debugger.evaluator, debugger.trial, debugger.rules\n"
-        "from debugger import Hook, create_trial\n"
+        "import sys, remedy.debugger, remedy.debugger.evaluator, remedy.debugger.trial\n"
+        "import remedy.debugger.rules\n"
+        "from remedy.debugger import Hook, create_trial\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "print('ok')\n"
     )

@@ -79,7 +79,7 @@ def test_check_with_a_custom_rule_file(
 ) -> None:
     rule_file = tmp_path / "rules.py"
     rule_file.write_text(
-        "from debugger import Rule\n\n"
+        "from remedy.debugger import Rule\n\n"
         "class EvalSeen(Rule):\n"
         "    name = 'EvalSeen'\n\n"
         "    def invoke_at_step(self, step, mode):\n"

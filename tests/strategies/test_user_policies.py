@@ -80,7 +80,7 @@ def test_a_registered_python_policy_is_used_by_name() -> None:
 
 def test_a_python_policy_by_import_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "my_policies.py").write_text(
-        "from strategies import Policy, get_strategy\n"
+        "from remedy.strategies import Policy, get_strategy\n"
         "class LrOnly(Policy):\n"
         "    name = 'lr_only'\n"
         "    def choose(self, state, findings):\n"
