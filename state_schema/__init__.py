@@ -1,5 +1,6 @@
 """Pydantic models of the state payload; stands alone (no other package of ours)."""
 
+from remedy.state_schema.checkpoints import CHECKPOINT_META_FILE, Checkpoint
 from remedy.state_schema.io import (
     PayloadError,
     load_state,
@@ -29,6 +30,8 @@ from remedy.state_schema.models import (
 )
 
 __all__ = [
+    "CHECKPOINT_META_FILE",
+    "Checkpoint",
     "Activation",
     "Attempt",
     "Budgets",

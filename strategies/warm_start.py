@@ -7,16 +7,8 @@ and passes them in; nothing here touches the filesystem.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from remedy.state_schema import Finding
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    path: str
-    epoch: int  # epochs completed when it was taken: the relaunch's first epoch
-    step: int  # updates done when it was taken (counted across warm starts)
+from remedy.state_schema import Checkpoint, Finding
 
 
 def last_clean_step(
