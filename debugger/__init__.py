@@ -7,8 +7,9 @@ built, so readers and the rule evaluator need numpy and safetensors only.
 from __future__ import annotations
 
 from remedy.debugger.collections import CollectionSpec, ReductionConfig
-from remedy.debugger.config import ConfigError, HookConfig, SaveConfig
+from remedy.debugger.config import HookConfig, SaveConfig
 from remedy.debugger.exceptions import (
+    ConfigError,
     CorruptStepFile,
     DebuggerError,
     DebuggerWarning,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from remedy.debugger.config import ConfigError
+from remedy.debugger.exceptions import ConfigError
 
 REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod")
 NORMS = ("l1", "l2")

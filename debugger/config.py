@@ -22,18 +22,14 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from remedy.debugger.collections import CollectionSpec, ReductionConfig
+from remedy.debugger.collections import SPEC_KEYS, CollectionSpec, ReductionConfig
+from remedy.debugger.exceptions import ConfigError  # also importable from here, as before
 
 CONFIG_ENV_VAR = "REMEDY_DEBUGGER_CONFIG"
 DEFAULT_SAVE_INTERVAL = 100  # the documented default of the debugger we replace
 DEFAULT_COLLECTIONS: tuple[str, ...] = ("losses",)
-
-
-class ConfigError(ValueError):
-    """A config value is invalid; the message starts with the key path, e.g. `save_config.x`."""
 
 
 @dataclass(frozen=True)
@@ -202,8 +198,6 @@ class HookConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> HookConfig:
         if not isinstance(data, Mapping):
             raise ConfigError(f"config: must be a JSON object, got {type(data).__name__}")
-        from remedy.debugger.collections import SPEC_KEYS, CollectionSpec, ReductionConfig
-
         known = {"out_dir", "save_config", "collections", "reduction_config", "tensorboard_dir"}
         for key in data:
             if key not in known:

@@ -1,8 +1,12 @@
-"""Errors raised by the trial (analysis API) and the store."""
+"""Errors raised by the debugger: configuration, the trial (analysis API) and the store."""
 
 from __future__ import annotations
 
 from remedy.debugger.modes import ModeKeys
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message starts with the key path, e.g. `save_config.x`."""
 
 
 class DebuggerError(Exception):
