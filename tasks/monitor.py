@@ -27,8 +27,8 @@ from remedy.state_schema import (
     State,
 )
 from remedy.state_schema.transitions import end, update_current_attempt
-from remedy.tasks.logs import task_logger
-from remedy.tasks.publish import publish_progress
+from remedy.records.logs import task_logger
+from remedy.records.publish import publish_progress
 
 FINAL_RULE_STATUSES = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
 CANCEL_CHECK_EVERY_S = 2.0

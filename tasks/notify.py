@@ -15,7 +15,7 @@ from pathlib import Path
 import apprise
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from remedy.tasks.logs import task_logger
+from remedy.records.logs import task_logger
 
 NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
 NOTIFY_SECRET_ENV = "REMEDY_NOTIFY_SECRET"

@@ -7,7 +7,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy.state_schema import NextAction, State
 from remedy.strategies import plan_next
 from remedy.tasks.checkpoints import available_checkpoints
-from remedy.tasks.logs import task_logger
+from remedy.records.logs import task_logger
 
 
 @task(cache_policy=NO_CACHE)

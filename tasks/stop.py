@@ -7,7 +7,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_for
 from remedy.state_schema import JobStatus, State
 from remedy.state_schema.transitions import update_current_attempt
-from remedy.tasks.logs import task_logger
+from remedy.records.logs import task_logger
 from remedy.tasks.monitor import record_duration_and_curve
 
 

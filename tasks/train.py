@@ -12,8 +12,8 @@ from remedy.state_schema.transitions import (
     new_job_name,
     retraining_budget_spent,
 )
-from remedy.tasks.logs import task_logger
-from remedy.tasks.persist import persist
+from remedy.records.logs import task_logger
+from remedy.records.run_folder import persist
 
 
 @task(cache_policy=NO_CACHE)

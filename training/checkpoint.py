@@ -4,6 +4,8 @@ A checkpoint is a folder checkpoints/epoch-NNNN/ holding model.safetensors,
 optimizer.safetensors and checkpoint.json (epoch, step, optimizer param groups and the
 SHA-256 of both tensor files). The folder is written under a temporary name and renamed into
 place, so a reader sees a whole checkpoint or none; the hashes catch truncation or tampering.
+The sidecar's name is part of the training contract (remedy.state_schema.CHECKPOINT_META_FILE)
+so that the flow reads a checkpoint's epoch and step without importing torch.
 """
 
 import hashlib
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from remedy.state_schema import CHECKPOINT_META_FILE
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
@@ -22,7 +25,6 @@ from torch import nn
 FORMAT = "remedy-checkpoint-v1"
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
-META_FILE = "checkpoint.json"
 
 
 class CheckpointError(ValueError):
@@ -92,7 +94,7 @@ def save_checkpoint(
         "optimizer_scalars": optimizer_scalars,
         "sha256": {name: sha256_file(tmp / name) for name in (MODEL_FILE, OPTIMIZER_FILE)},
     }
-    (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    (tmp / CHECKPOINT_META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
 
     if final.exists():
         shutil.rmtree(final)  # rewriting the same epoch (a rerun): the newer one wins
@@ -102,16 +104,16 @@ def save_checkpoint(
 
 def _read_meta(path: Path) -> dict[str, Any]:
     try:
-        meta = json.loads((path / META_FILE).read_text())
+        meta = json.loads((path / CHECKPOINT_META_FILE).read_text())
     except FileNotFoundError:
-        raise CheckpointError(f"{path}: no {META_FILE}; not a checkpoint") from None
+        raise CheckpointError(f"{path}: no {CHECKPOINT_META_FILE}; not a checkpoint") from None
     except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path / META_FILE}: unreadable ({exc})") from exc
+        raise CheckpointError(f"{path / CHECKPOINT_META_FILE}: unreadable ({exc})") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path / META_FILE}: not a {FORMAT} sidecar")
+        raise CheckpointError(f"{path / CHECKPOINT_META_FILE}: not a {FORMAT} sidecar")
     for key in ("epoch", "step", "param_groups", "sha256"):
         if key not in meta:
-            raise CheckpointError(f"{path / META_FILE}: missing {key!r}")
+            raise CheckpointError(f"{path / CHECKPOINT_META_FILE}: missing {key!r}")
     return meta
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from remedy.training.checkpoint import META_FILE, CheckpointError, load_checkpoint
+from remedy.state_schema import CHECKPOINT_META_FILE
+from remedy.training.checkpoint import CheckpointError, load_checkpoint
 from torch import nn
 
 
@@ -35,9 +36,9 @@ def restore(
     """
     path = Path(path)
     try:
-        saved_kind = json.loads((path / META_FILE).read_text()).get("optimizer")
+        saved_kind = json.loads((path / CHECKPOINT_META_FILE).read_text()).get("optimizer")
     except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path / META_FILE}: unreadable ({exc})") from exc
+        raise CheckpointError(f"{path / CHECKPOINT_META_FILE}: unreadable ({exc})") from exc
     same_kind = saved_kind == type(optimizer).__name__
     info = load_checkpoint(path, model, optimizer if same_kind else None)
     for group in optimizer.param_groups:

@@ -18,7 +18,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from remedy.tasks.persist import REPORT_DIR
+from remedy.records.run_folder import REPORT_DIR
 
 REPORTS_URL_ENV = "REMEDY_REPORTS_URL"
 

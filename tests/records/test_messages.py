@@ -1,6 +1,6 @@
 from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
-from remedy.tasks.messages import (
+from remedy.records.messages import (
     attempt_table,
     final_message,
     public_state_json,

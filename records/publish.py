@@ -31,9 +31,9 @@ from prefect.artifacts import (
 from prefect.context import FlowRunContext, TaskRunContext
 from prefect.events import emit_event
 from remedy.state_schema import State
-from remedy.tasks.messages import ATTEMPT_HEADER, attempt_row, redact
-from remedy.tasks.persist import runs_root
-from remedy.tasks.report_server import REPORTS_URL_ENV
+from remedy.records.messages import ATTEMPT_HEADER, attempt_row, redact
+from remedy.records.run_folder import runs_root
+from remedy.records.report_server import REPORTS_URL_ENV
 
 EVENTS = ("issues_found", "retraining", "completed", "gave_up")
 _progress_artifacts: dict[UUID, UUID] = {}  # flow run -> its progress artifact

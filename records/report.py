@@ -1,0 +1,316 @@
+"""The report of a run directory as an experiment: every attempt, its curve, its findings.
+
+    build_report(run_dir)  -> RUN_DIR/report/index.html (self-contained, plots as base64 PNG)
+                              RUN_DIR/report/summary.md
+    run_figures(run_dir)   -> the numbers `remedy compare` puts side by side
+
+Curves come from each job's metrics.jsonl; per-layer gradient norms from each job's tensor
+store (the debugger's "gradients" collection, saved every debugger_save_interval steps).
+Everything shown passes through records.messages.redact: no role ARN or bucket appears.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on a server
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from remedy.state_schema import Attempt, JobStatus, State, load_state  # noqa: E402
+from remedy.records.messages import fmt, redact  # noqa: E402
+from remedy.records.run_folder import REPORT_DIR  # noqa: E402
+
+
+class ReportError(ValueError):
+    pass
+
+
+# ----------------------------------------------------------------------------------------
+# reading a run
+
+
+@dataclass
+class Curve:
+    steps: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)  # NaN where the job logged null
+    epoch_steps: list[int] = field(default_factory=list)
+    test_accuracy: list[float] = field(default_factory=list)
+
+
+def job_dir(run_dir: Path, attempt: Attempt) -> Path:
+    return run_dir / "jobs" / attempt.job_name
+
+
+def read_curve(run_dir: Path, attempt: Attempt) -> Curve:
+    path = run_dir / (attempt.curve or f"jobs/{attempt.job_name}/metrics.jsonl")
+    curve = Curve()
+    if not path.is_file():
+        return curve
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line being written when the job was killed
+        if record.get("type") == "step":
+            curve.steps.append(int(record["step"]))
+            curve.loss.append(math.nan if record.get("loss") is None else record["loss"])
+        elif record.get("type") == "epoch" and record.get("test_accuracy") is not None:
+            curve.epoch_steps.append(int(record["step"]))
+            curve.test_accuracy.append(float(record["test_accuracy"]))
+    return curve
+
+
+def layer_grad_norms(run_dir: Path, attempt: Attempt) -> dict[str, dict[int, float]]:
+    """Tensor name -> {step: L2 norm (inf when non-finite)} from the job's tensor store."""
+    from remedy.debugger import create_trial
+
+    tensors = job_dir(run_dir, attempt) / "tensors"
+    if not tensors.is_dir():
+        return {}
+    try:
+        trial = create_trial(tensors)
+        names = trial.collection_order("gradients") or trial.tensor_names(regex="gradient/")
+        norms: dict[str, dict[int, float]] = {}
+        for name in names:
+            for step, value in trial.tensor(name).values().items():
+                data = np.asarray(value, dtype=np.float64)
+                norm = float(np.linalg.norm(data)) if np.isfinite(data).all() else math.inf
+                norms.setdefault(name, {})[step] = norm
+        return norms
+    except Exception:  # noqa: BLE001  (a store cut short by a kill: report without it)
+        return {}
+
+
+@dataclass
+class RunFigures:
+    run_dir: str
+    policy: str
+    attempts: int
+    clean: bool
+    total_steps: int
+    final_steps: int
+    final_accuracy: float | None
+    duration_s: float | None
+    end_reason: str
+
+    @property
+    def overhead(self) -> float | None:
+        return self.total_steps / self.final_steps if self.final_steps else None
+
+
+def load_run_state(run_dir: str | Path) -> State:
+    path = Path(run_dir) / "state.json"
+    if not path.is_file():
+        raise ReportError(f"{run_dir}: no state.json here (not a run directory)")
+    return load_state(path)
+
+
+def run_figures(run_dir: str | Path) -> RunFigures:
+    state = load_run_state(run_dir)
+    attempts = state.history.attempts
+    last = attempts[-1] if attempts else None
+    durations = [a.duration_s for a in attempts if a.duration_s is not None]
+    return RunFigures(
+        run_dir=str(run_dir),
+        policy=state.policy,
+        attempts=len(attempts),
+        clean=bool(last and last.outcome is JobStatus.Completed and not last.findings),
+        total_steps=sum(a.steps_run for a in attempts),
+        final_steps=last.steps_run if last else 0,
+        final_accuracy=last.final_accuracy if last else None,
+        duration_s=sum(durations) if durations else None,
+        end_reason=redact(state.end_reason or "running"),
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# plots
+
+
+def png(figure: plt.Figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def label(number: int, attempt: Attempt) -> str:
+    return f"#{number} {attempt.strategy or 'initial'}"
+
+
+def plot_losses(run_dir: Path, attempts: list[Attempt]) -> str:
+    figure, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(12, 4))
+    for number, attempt in enumerate(attempts, start=1):
+        curve = read_curve(run_dir, attempt)
+        if curve.steps:
+            (line,) = loss_ax.plot(curve.steps, curve.loss, label=label(number, attempt))
+            bad = [s for s, v in zip(curve.steps, curve.loss, strict=True) if not math.isfinite(v)]
+            if bad:  # where the loss stopped being a number
+                loss_ax.axvline(bad[0], color=line.get_color(), linestyle=":", linewidth=1)
+        if curve.epoch_steps:
+            acc_ax.plot(
+                curve.epoch_steps, curve.test_accuracy, marker="o", label=label(number, attempt)
+            )
+    loss_ax.set(title="training loss per attempt", xlabel="step", ylabel="loss", yscale="log")
+    acc_ax.set(title="test accuracy per epoch", xlabel="step", ylabel="accuracy", ylim=(0, 1))
+    for ax in (loss_ax, acc_ax):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    return png(figure)
+
+
+def plot_grad_norms(attempt_label: str, norms: dict[str, dict[int, float]]) -> str:
+    figure, ax = plt.subplots(figsize=(12, 4))
+    colours = plt.cm.viridis(np.linspace(0, 1, max(len(norms), 1)))
+    for colour, by_step in zip(colours, norms.values(), strict=False):
+        steps = sorted(by_step)
+        values = [by_step[s] for s in steps]
+        finite = [(s, v) for s, v in zip(steps, values, strict=True) if math.isfinite(v)]
+        if finite:
+            ax.plot(*zip(*finite, strict=True), color=colour, linewidth=0.8)
+        broken = [s for s, v in zip(steps, values, strict=True) if not math.isfinite(v)]
+        if broken:
+            ax.scatter(broken, [ax.get_ylim()[1]] * len(broken), color="red", marker="x")
+    first, last = next(iter(norms)), list(norms)[-1]
+    ax.set(
+        title=f"{attempt_label}: gradient L2 norm per layer ({first} dark .. {last} light; "
+        "x = non-finite)",
+        xlabel="step (debugger hook)",
+        ylabel="L2 norm",
+        yscale="log",
+    )
+    return png(figure)
+
+
+def plot_timeline(attempts: list[Attempt]) -> str:
+    """Attempts as bars over the steps consumed in the run, with what ended each."""
+    figure, ax = plt.subplots(figsize=(12, 0.6 * len(attempts) + 1.2))
+    start = 0
+    for number, attempt in enumerate(attempts, start=1):
+        width = max(attempt.steps_run, 1)
+        done = attempt.outcome is JobStatus.Completed and not attempt.findings
+        ax.barh(number, width, left=start, color="tab:green" if done else "tab:red")
+        finding = attempt.findings[0] if attempt.findings else None
+        ended = f"{finding.rule} @ {finding.step}" if finding else (attempt.outcome or "running")
+        ax.text(
+            start + width, number, f"  {label(number, attempt)} -> {ended}", va="center", fontsize=8
+        )
+        start += attempt.steps_run
+    ax.set(
+        title="timeline: steps consumed per attempt (green: clean), strategy -> what ended it",
+        xlabel="training steps consumed in the run",
+        ylabel="attempt",
+    )
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(start, 1) * 1.6)
+    return png(figure)
+
+
+# ----------------------------------------------------------------------------------------
+# tables and documents
+
+
+def attempt_rows(attempts: list[Attempt]) -> list[list[str]]:
+    rows = []
+    for number, a in enumerate(attempts, start=1):
+        found = "; ".join(
+            f"{f.rule} @ step {f.step} on {f.tensor}" if f.step is not None else f.rule
+            for f in a.findings
+        )
+        changes = ", ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in a.changes.items())
+        rows.append(
+            [
+                str(number),
+                a.strategy or "initial",
+                a.strategy_reason or "",
+                changes,
+                found or "-",
+                str(a.steps_run),
+                fmt(a.duration_s, 3),
+                fmt(a.final_loss),
+                fmt(a.final_accuracy, 3),
+                a.outcome.value if a.outcome else "running",
+            ]
+        )
+    return [[redact(cell) for cell in row] for row in rows]
+
+
+HEADER = ["#", "strategy", "why", "spec diff", "findings", "steps", "s", "loss", "acc", "outcome"]
+
+
+def summary_lines(figures: RunFigures) -> list[str]:
+    overhead = f"{figures.overhead:.2f}x" if figures.overhead else "-"
+    return [
+        f"- policy: `{figures.policy}`; attempts: {figures.attempts}; "
+        f"clean completed run: {'yes' if figures.clean else 'no'}",
+        f"- training steps: {figures.total_steps} in all, {figures.final_steps} in the final "
+        f"run (total / final = {overhead})",
+        f"- final test accuracy: {fmt(figures.final_accuracy, 3)}; "
+        f"job time: {fmt(figures.duration_s, 4)} s",
+        f"- ended: {figures.end_reason}",
+    ]
+
+
+def markdown(state: State, figures: RunFigures) -> str:
+    escape = lambda cell: cell.replace("|", "\\|")  # noqa: E731
+    lines = [f"# remedy run {Path(figures.run_dir).name}", "", *summary_lines(figures), ""]
+    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += [
+        "| " + " | ".join(escape(c) for c in row) + " |"
+        for row in attempt_rows(state.history.attempts)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def html_document(state: State, figures: RunFigures, images: list[tuple[str, str]]) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(h)}</th>" for h in HEADER)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+        for row in attempt_rows(state.history.attempts)
+    )
+    summary = "".join(f"<li>{e(line[2:])}</li>" for line in summary_lines(figures))
+    plots = "".join(
+        f'<h2>{e(title)}</h2><img alt="{e(title)}" src="data:image/png;base64,{data}">'
+        for title, data in images
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>remedy report {e(Path(figures.run_dir).name)}</title><style>"
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:90%}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}img{max-width:100%}"
+        "</style></head><body>"
+        f"<h1>remedy run {e(Path(figures.run_dir).name)}</h1><ul>{summary}</ul>"
+        f"<h2>attempts</h2><table><tr>{head}</tr>{body}</table>{plots}</body></html>\n"
+    )
+
+
+def build_report(run_dir: str | Path) -> Path:
+    """Write RUN_DIR/report/index.html and summary.md; return the report folder."""
+    run_dir = Path(run_dir)
+    state = load_run_state(run_dir)
+    figures = run_figures(run_dir)
+    attempts = state.history.attempts
+    images: list[tuple[str, str]] = []
+    if attempts:
+        images.append(("loss and accuracy per attempt", plot_losses(run_dir, attempts)))
+        images.append(("timeline of findings and strategies", plot_timeline(attempts)))
+        for number, attempt in enumerate(attempts, start=1):
+            norms = layer_grad_norms(run_dir, attempt)
+            if norms:
+                name = label(number, attempt)
+                images.append((f"gradient norm per layer, {name}", plot_grad_norms(name, norms)))
+    out = run_dir / REPORT_DIR
+    out.mkdir(exist_ok=True)
+    (out / "index.html").write_text(html_document(state, figures, images))
+    (out / "summary.md").write_text(markdown(state, figures))
+    return out
+
