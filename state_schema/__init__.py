@@ -1,8 +1,17 @@
-"""Pydantic models of the state payload; stands alone (no other package of ours)."""
+"""Pydantic models of the state payload and of the training contract (the hyperparameters a
+job receives); stands alone (no other package of ours)."""
 
 from remedy.state_schema.checkpoints import CHECKPOINT_META_FILE, Checkpoint
+from remedy.state_schema.hyperparameters import (
+    SYNTHETIC_TEST_SAMPLES,
+    SYNTHETIC_TRAIN_SAMPLES,
+    Activation,
+    Hyperparameters,
+)
 from remedy.state_schema.io import (
     PayloadError,
+    hyperparameters_from_document,
+    load_hyperparameters,
     load_state,
     payload_json,
     payload_schema,
@@ -11,7 +20,6 @@ from remedy.state_schema.io import (
     write_atomic,
 )
 from remedy.state_schema.models import (
-    Activation,
     Attempt,
     Budgets,
     DataProblem,
@@ -31,24 +39,29 @@ from remedy.state_schema.models import (
 
 __all__ = [
     "CHECKPOINT_META_FILE",
-    "Checkpoint",
+    "SYNTHETIC_TEST_SAMPLES",
+    "SYNTHETIC_TRAIN_SAMPLES",
     "Activation",
     "Attempt",
     "Budgets",
+    "Checkpoint",
     "DataProblem",
     "Finding",
     "History",
+    "Hyperparameters",
     "JobStatus",
     "NextAction",
     "Payload",
+    "PayloadError",
     "PlannedChange",
     "PolicyStep",
-    "PayloadError",
     "RuleSpec",
     "RuleStatus",
     "RunSpec",
     "State",
     "exploding_tensor_rule",
+    "hyperparameters_from_document",
+    "load_hyperparameters",
     "load_state",
     "payload_json",
     "payload_schema",

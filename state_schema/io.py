@@ -1,4 +1,4 @@
-"""Reading and writing payload files with errors that name the file and the field."""
+"""Reading and writing payload and hyperparameter files, with errors naming file and field."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from remedy.state_schema.hyperparameters import Hyperparameters
 from remedy.state_schema.models import Payload, RunSpec, State
 
 SCHEMA_PATH = Path(__file__).with_name("state.schema.json")
@@ -54,6 +55,21 @@ def read_json(path: str | Path) -> Any:
 
 def load_state(path: str | Path) -> State:
     return state_from_document(read_json(path), where=str(path))
+
+
+def hyperparameters_from_document(document: Any, where: str = "hyperparameters") -> Hyperparameters:
+    """The training contract from a JSON object, as the job receives it (values may be text)."""
+    if not isinstance(document, dict):
+        raise PayloadError(f"{where}: expected a JSON object, got {type(document).__name__}")
+    try:
+        return Hyperparameters.model_validate(document)
+    except ValidationError as error:
+        raise PayloadError(describe_validation_error(error, where)) from None
+
+
+def load_hyperparameters(path: str | Path) -> Hyperparameters:
+    """The job's hyperparameters file; PayloadError names the file and each bad field."""
+    return hyperparameters_from_document(read_json(path), where=str(path))
 
 
 def payload_json(state: State) -> str:

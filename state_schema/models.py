@@ -8,13 +8,14 @@ original state machine validates unchanged. Everything we add has a default.
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator
+from remedy.state_schema.base import Strict
+from remedy.state_schema.hyperparameters import Hyperparameters
 
 
 class NextAction(StrEnum):
@@ -49,20 +50,6 @@ class RuleStatus(StrEnum):
     ExplodingTensors = "ExplodingTensors"
 
 
-class Activation(StrEnum):
-    elu = "elu"
-    relu = "relu"
-    leaky_relu = "leaky_relu"
-    selu = "selu"
-    tanh = "tanh"
-
-
-class Strict(BaseModel):
-    """Unknown fields are errors: a typo in a hyperparameter must not pass silently."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
 class RuleSpec(Strict):
     """One debugger rule to evaluate beside the job (DebugRuleConfiguration)."""
 
@@ -88,19 +75,11 @@ BUILTIN_ENTRY_POINT = "remedy.training.train"
 LEGACY_ENTRY_POINTS = {"training.train": BUILTIN_ENTRY_POINT}
 
 
-class RunSpec(Strict):
-    """The job's parameters: hyperparameters the strategies change plus backend fields."""
+class RunSpec(Hyperparameters):
+    """A run's parameters: the training contract (Hyperparameters, what the job receives)
+    plus what only the backends, the rule evaluator and the policy read."""
 
     # --- fields of the original run_spec -------------------------------------------
-    base_job_name: str = Field(
-        "complex-resnet-model", description="Job names are this plus a launch timestamp."
-    )
-    warmup_learning_rate: float = Field(0.1, gt=0, description="Learning rate of epoch 0.")
-    learning_rate: float = Field(0.1, gt=0, description="Learning rate after the warmup epoch.")
-    add_batch_norm: Literal[0, 1] = Field(
-        0, description="1 adds batch norm before each residual addition."
-    )
-    num_epochs: int = Field(5, gt=0, description="Epochs to train.")
     debugger_save_interval: int = Field(
         100, gt=0, description="Gradients are saved every this many steps."
     )
@@ -114,66 +93,15 @@ class RunSpec(Strict):
     entry_point: str = Field(
         BUILTIN_ENTRY_POINT, description="Python module run as the training job (python -m)."
     )
-    depth: int = Field(20, ge=8, description="ResNet depth, 6n+2 (20, 32, 44, 56, ...).")
-    width: int = Field(16, gt=0, description="Filters of the first stack (then x2, x4).")
-    activation: Activation = Field(Activation.elu, description="Activation in every block.")
-    batch_size: int = Field(128, gt=0, description="Mini-batch size.")
-    momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum.")
-    weight_decay: float = Field(
-        2e-4, ge=0, description="SGD weight decay; 2e-4 equals the reference's Keras L2 of 1e-4."
-    )
-    dataset: Literal["synthetic", "cifar10"] = Field(
-        "synthetic", description="synthetic: built-in learnable images; cifar10: python batches."
-    )
-    data_path: str | None = Field(
-        None, description="Folder holding CIFAR-10's python batches (data_batch_1..5, test_batch)."
-    )
-    train_samples: int | None = Field(
-        None, gt=0, description="Use only this many training images (synthetic default 5000)."
-    )
-    test_samples: int | None = Field(
-        None, gt=0, description="Use only this many test images (synthetic default 1000)."
-    )
-    seed: int = Field(0, description="Seed for data order, initialisation and synthetic data.")
-    checkpoint_every_epochs: int = Field(
-        1, ge=0, description="Checkpoint every this many epochs; 0: never."
-    )
-    nan_guard: Literal["off", "stop", "skip"] = Field(
-        "stop",
-        description="Check loss and gradients before each update; on a non-finite value skip "
-        "it and: stop with a repro bundle (stop), count and go on (skip); off: no check.",
-    )
-    exclude_samples: list[int] = Field(
-        default_factory=list, description="Training sample ids left out (bad records)."
-    )
     rules: list[RuleSpec] = Field(
         default_factory=lambda: [exploding_tensor_rule()],
         description="Debugger rules evaluated beside the job.",
     )
-    # --- hyperparameters the remediation strategies change (defaults = the seed's) -----
-    optimizer: Literal["sgd", "momentum", "adam", "adamw"] = Field(
-        "momentum", description="sgd: plain SGD; momentum: SGD with `momentum`; adam; adamw."
-    )
-    init: Literal["he_normal", "lecun_normal", "xavier_uniform", "orthogonal"] = Field(
-        "he_normal", description="Initialisation of conv and dense weights."
-    )
-    grad_clip_norm: float | None = Field(
-        None, gt=0, description="Clip the total gradient norm to this; null: no clipping."
-    )
-    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout before the dense head.")
-    warmup_epochs: int = Field(
-        1, ge=0, description="Epochs trained at warmup_learning_rate (the seed: 1)."
-    )
-    # --- warm start: set by the planner when a strategy keeps the architecture ---------
-    init_checkpoint: str | None = Field(
-        None, description="Checkpoint folder to start from (model, and optimizer if it fits)."
-    )
-    start_epoch: int = Field(0, ge=0, description="First epoch to train (the checkpoint's).")
     # --- what a user's own entry point understands -----------------------------------
     hyperparameters_understood: list[str] | None = Field(
         None,
-        description="Hyperparameters the entry point honours; null: all of RunSpec's. "
-        "Strategies changing others are skipped by the policy.",
+        description="Hyperparameters the entry point honours; null: all of the training "
+        "contract's. Strategies changing others are skipped by the policy.",
     )
 
     @field_validator("entry_point")
@@ -181,36 +109,6 @@ class RunSpec(Strict):
     def _entry_point_of_earlier_releases(cls, entry_point: str) -> str:
         # Releases before the remedy namespace named the built-in job "training.train".
         return LEGACY_ENTRY_POINTS.get(entry_point, entry_point)
-
-    @field_validator("depth")
-    @classmethod
-    def _depth_is_6n_plus_2(cls, depth: int) -> int:
-        if (depth - 2) % 6:
-            raise ValueError(f"depth must be 6n+2 (20, 32, 44, ...), got {depth}")
-        return depth
-
-    @field_validator("base_job_name")
-    @classmethod
-    def _job_name_chars(cls, name: str) -> str:
-        # Job names become folder names and cloud job names (max 63, [a-zA-Z0-9-]).
-        if not re.fullmatch(r"[A-Za-z0-9](-*[A-Za-z0-9])*", name) or len(name) > 40:
-            raise ValueError(
-                f"base_job_name must be letters, digits and single dashes, at most 40 "
-                f"characters, got {name!r}"
-            )
-        return name
-
-    @model_validator(mode="after")
-    def _dataset_needs_path(self) -> RunSpec:
-        if self.dataset == "cifar10" and not self.data_path:
-            raise ValueError("data_path is required when dataset is 'cifar10'")
-        return self
-
-    def hyperparameters(self) -> dict[str, Any]:
-        """What the training entry point receives (no backend or secret fields)."""
-        backend_only = {"sm_role", "bucket", "region", "instance_type", "backend", "rules"}
-        backend_only.add("hyperparameters_understood")  # read by the policy, not the job
-        return self.model_dump(mode="json", exclude=backend_only)
 
 
 class DataProblem(Strict):
