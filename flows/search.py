@@ -12,24 +12,19 @@ in the search directory); candidates that could not be repaired are listed with 
 from __future__ import annotations
 
 import itertools
-import json
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.context import FlowRunContext
 from prefect.deployments import run_deployment
+from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
-from remedy.flows.remediate import RemediateSettings, default_run_dir, remediate
-from remedy.state_schema import Activation, Budgets, JobStatus, RunSpec, State, write_atomic
-from remedy.tasks.messages import redact
-from remedy.tasks.notify import notify
-from remedy.tasks.persist import load_run, state_path
+from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.state_schema import Activation, Budgets, RunSpec, State
+from remedy.tasks.leaderboard import open_search, publish_leaderboard
 
 
 class SearchSpace(BaseModel):
@@ -151,89 +146,11 @@ def run_candidate(
     }
 
 
-def leaderboard_row(
-    number: int, run_dir: str, flow_run: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """One candidate from its run directory; flow_run: what run_candidate reported."""
-    flow_run = flow_run or {}
-    ran = f"flow run {flow_run.get('flow_run')} ended {flow_run.get('flow_run_state')}"
-    if flow_run.get("flow_run_message"):
-        ran += f": {flow_run['flow_run_message']}"
-    if not state_path(run_dir).exists():
-        why = "never started"
-        if flow_run.get("flow_run_state") == "COMPLETED":  # it ran, somewhere else
-            why = (
-                f"{run_dir} is not visible here: put the search directory on a filesystem "
-                "every worker shares"
-            )
-        elif flow_run:
-            why = ran
-        return {
-            "candidate": number,
-            "status": "never started",
-            "accuracy": None,
-            "why": redact(why),
-        }
-    state = load_run(run_dir)
-    spec = state.history.attempts[0].spec if state.history.attempts else state.run_spec
-    last = state.current_attempt
-    completed = last is not None and last.outcome is JobStatus.Completed
-    strategies = [a.strategy for a in state.history.attempts if a.strategy]
-    return {
-        "candidate": number,
-        "depth": spec.depth,
-        "activation": spec.activation.value,
-        "batch_norm": spec.add_batch_norm,
-        "width": spec.width,
-        "learning_rate": spec.learning_rate,
-        "warmup_learning_rate": spec.warmup_learning_rate,
-        "attempts": len(state.history.attempts),
-        "strategies": ", ".join(strategies) or "-",
-        "accuracy": last.final_accuracy if completed and last else None,
-        "steps_used": sum(a.steps_run for a in state.history.attempts),
-        "status": "repaired" if completed and strategies else "clean" if completed else "failed",
-        "why": "" if completed else redact(state.end_reason or (ran if flow_run else "unknown")),
-        **({"flow_run": flow_run["flow_run"]} if flow_run.get("flow_run") else {}),
-        "run_dir": run_dir,
-    }
-
-
 def flow_run_of(future: Any) -> dict[str, Any]:
     """What run_candidate reported, once it ended; {} if it failed before reporting."""
     future.wait()
     result = future.result(raise_on_failure=False)
     return result if isinstance(result, dict) else {}
-
-
-def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Completed candidates by accuracy, then fewer steps; the failed ones last."""
-    return sorted(
-        rows,
-        key=lambda r: (r["accuracy"] is None, -(r["accuracy"] or 0), r.get("steps_used", 0)),
-    )
-
-
-def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
-    columns = [
-        "candidate",
-        "depth",
-        "activation",
-        "batch_norm",
-        "width",
-        "learning_rate",
-        "attempts",
-        "strategies",
-        "accuracy",
-        "steps_used",
-        "status",
-        "why",
-    ]
-    if any(row.get("flow_run") for row in rows):  # candidates ran as deployment runs
-        columns.append("flow_run")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
-    return "\n".join(lines) + "\n"
 
 
 @flow(name="search", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)
@@ -244,9 +161,7 @@ def search(
     search_dir: str | None = None,
 ) -> list[dict[str, Any]]:
     logger = get_run_logger()
-    if search_dir is None:  # <REMEDY_RUNS_DIR or ./runs>/search-<time>-<flow run name>
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        search_dir = default_run_dir(f"search-{stamp}-{FlowRunContext.get().flow_run.name}")
+    search_dir = open_search(search_dir, flow_run.name)
     specs = space.candidates(base_spec)
     if settings.use_deployments and (warning := check_deployment(settings.deployment)):
         logger.warning(warning)
@@ -256,26 +171,8 @@ def search(
         while sum(not f.state.is_final() for f in futures.values()) >= settings.concurrency:
             time.sleep(0.5)  # a window of `concurrency` candidates
         futures[number] = run_candidate.submit(number, spec, search_dir, settings)
-    rows = rank(
-        [
-            leaderboard_row(number, candidate_dir(search_dir, number), flow_run_of(future))
-            for number, future in futures.items()
-        ]
-    )
-    write_atomic(Path(search_dir) / "leaderboard.json", json.dumps(rows, indent=2))
-    write_atomic(Path(search_dir) / "leaderboard.md", leaderboard_markdown(rows))
-    create_table_artifact(
-        [{k: v for k, v in row.items() if k != "run_dir"} for row in rows],
-        key="remedy-search-leaderboard",
-        description=f"Leaderboard of {search_dir}",
-    )
-    best = rows[0] if rows and rows[0]["accuracy"] is not None else None
-    summary = (
-        f"best: candidate {best['candidate']} ({best['activation']}, bn {best['batch_norm']}, "
-        f"depth {best['depth']}) accuracy {best['accuracy']:.3f}"
-        if best
-        else "no candidate completed"
-    )
-    notify("remedy: search finished", summary + "\n\n" + leaderboard_markdown(rows[:5]))
-    logger.info("search finished: %s", summary)
-    return rows
+    candidates = {
+        number: (candidate_dir(search_dir, number), flow_run_of(future))
+        for number, future in futures.items()
+    }
+    return publish_leaderboard(search_dir, candidates, settings.remediate.notify_config)

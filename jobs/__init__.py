@@ -1,27 +1,23 @@
-"""Job backends behind one small interface: launch / describe / stop / logs."""
+"""Job backends behind one typed interface (jobs/base.py), found by name (jobs/registry.py)."""
 
 from remedy.jobs.base import (
     JobBackend,
-    JobDescription,
     JobNotFound,
-    RuleEvaluationStatus,
+    JobSnapshot,
+    Progress,
+    RuleEvaluation,
     is_infrastructure_failure,
 )
+from remedy.jobs.registry import backend_for, known_backends, register_backend
 
 __all__ = [
-    "backend_for",
     "JobBackend",
-    "JobDescription",
     "JobNotFound",
-    "RuleEvaluationStatus",
+    "JobSnapshot",
+    "Progress",
+    "RuleEvaluation",
+    "backend_for",
     "is_infrastructure_failure",
+    "known_backends",
+    "register_backend",
 ]
-
-
-def backend_for(spec_backend: str, run_dir: str) -> JobBackend:
-    """The backend named by run_spec.backend, keeping its jobs under run_dir."""
-    if spec_backend == "local":
-        from remedy.jobs.local import LocalBackend
-
-        return LocalBackend(run_dir)
-    raise ValueError(f"run_spec.backend: unknown backend {spec_backend!r}; known: local")

@@ -1,43 +1,23 @@
-"""The small interface every job backend implements: launch / describe / stop / logs.
+"""The job boundary: what every backend does (launch / describe / stop / logs / artefacts)
+and the typed snapshot describe() returns, so the flow reads every backend the same way.
 
-describe() returns a dict shaped like the cloud service's DescribeTrainingJob response
-(TrainingJobName, TrainingJobStatus, FailureReason, DebugRuleEvaluationStatuses, ...), so
-the monitor reads every backend the same way.
+A backend owns its jobs' files: nothing outside it reads where a job keeps its metrics,
+checkpoints, tensors or logs; it asks the backend.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypedDict
+import json
+from abc import ABC, abstractmethod
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
 
-from remedy.state_schema import RunSpec
+from pydantic import BaseModel, ConfigDict, Field
+from remedy.debugger import Trial, create_trial
+from remedy.state_schema import CHECKPOINT_META_FILE, Checkpoint, JobStatus, RunSpec
 
-
-class RuleEvaluationStatus(TypedDict, total=False):
-    RuleConfigurationName: str
-    RuleEvaluationStatus: str
-    StatusDetails: str
-    LastModifiedTime: str
-    step: int | None
-    mode: str | None
-    tensor: str | None
-
-
-class JobDescription(TypedDict, total=False):
-    TrainingJobName: str
-    TrainingJobStatus: str
-    SecondaryStatus: str
-    FailureReason: str
-    CreationTime: str
-    TrainingStartTime: str
-    TrainingEndTime: str
-    DebugRuleEvaluationStatuses: list[RuleEvaluationStatus]
-    FinalMetricDataList: list[dict[str, Any]]
-    Progress: dict[str, Any]  # ours: latest step, epoch, loss of the running job
-
-
-class JobNotFound(LookupError):
-    pass
-
+FINAL_JOB_STATUSES = (JobStatus.Completed, JobStatus.Failed, JobStatus.Stopped)
 
 # Failure reasons start with the cloud service's error class. Only these are worth an
 # unchanged relaunch; an AlgorithmError (the training code raised) is not.
@@ -48,15 +28,121 @@ def is_infrastructure_failure(reason: str | None) -> bool:
     return bool(reason) and reason.startswith(INFRASTRUCTURE_FAILURES)
 
 
-class JobBackend(Protocol):
+class JobNotFound(LookupError):
+    pass
+
+
+class Snapshot(BaseModel):
+    # Backends pass on what their sources say; fields we do not model are dropped.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class RuleEvaluation(Snapshot):
+    """One rule's status: an entry of the cloud service's DebugRuleEvaluationStatuses, plus
+    where it fired and what the NaN guard adds to its own finding."""
+
+    name: str = Field(alias="RuleConfigurationName")
+    status: str = Field(alias="RuleEvaluationStatus", description="A rule status word.")
+    details: str = Field("", alias="StatusDetails")
+    step: int | None = None
+    mode: str | None = None
+    tensor: str | None = None
+    bundle: str | None = Field(None, description="NaN guard: repro bundle folder.")
+    localisation: str | None = Field(None, description="NaN guard: first non-finite module.")
+    suspect_samples: list[int] = Field(default_factory=list)
+    suspect_shards: list[str] = Field(default_factory=list)
+    data_problem: dict[str, Any] | None = None
+
+
+class Progress(Snapshot):
+    """The running job's latest step, as its progress file (or metrics) reports it."""
+
+    step: int = 0
+    start_step: int = Field(0, description="Steps already done at launch (warm start).")
+    total_steps: int | None = None
+    epoch: int | None = None
+    loss: float | None = Field(None, description="Latest training loss; None: non-finite.")
+
+    @property
+    def steps_run(self) -> int:
+        return max(self.step - self.start_step, 0)
+
+
+class JobSnapshot(Snapshot):
+    """What describe() returns: the job's status, its rules' statuses and its progress."""
+
+    name: str
+    status: JobStatus
+    failure_reason: str | None = None
+    created: datetime | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    rules: list[RuleEvaluation] = Field(default_factory=list)
+    progress: Progress | None = None
+    final_metrics: dict[str, float] = Field(
+        default_factory=dict, description="'train:loss', 'test:loss', 'test:accuracy', ..."
+    )
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_JOB_STATUSES
+
+
+class JobBackend(ABC):
+    """One place jobs run. Subclasses set `name` and register with @register_backend."""
+
+    name: ClassVar[str]
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)  # the run's folder: a backend may keep its jobs there
+
+    @abstractmethod
     def launch(self, job_name: str, spec: RunSpec) -> None:
         """Start the job; launching a name that exists already does nothing."""
 
+    @abstractmethod
     def exists(self, job_name: str) -> bool: ...
 
-    def describe(self, job_name: str) -> JobDescription: ...
+    @abstractmethod
+    def describe(self, job_name: str) -> JobSnapshot:
+        """Raises JobNotFound for a job this backend never launched."""
 
+    @abstractmethod
     def stop(self, job_name: str) -> None:
         """Ask the job to stop, wait for it to end (graceful, then forced)."""
 
+    @abstractmethod
     def logs(self, job_name: str, tail: int = 50) -> str: ...
+
+    @abstractmethod
+    def metrics(self, job_name: str) -> list[dict[str, Any]]:
+        """The job's metric records in order ({"type": "step"|"epoch", "step": ..., ...})."""
+
+    @abstractmethod
+    def metrics_location(self, job_name: str) -> str:
+        """Where the job's metrics live (a path relative to the run folder, or a URI)."""
+
+    @abstractmethod
+    def checkpoints(self, job_name: str) -> list[Checkpoint]:
+        """Checkpoints the job wrote, oldest first, each usable as a warm start."""
+
+    @abstractmethod
+    def tensor_store(self, job_name: str) -> str | None:
+        """The job's tensor store (a folder or s3:// URI for create_trial), None if none."""
+
+    def trial(self, job_name: str) -> Trial | None:
+        """The debugger's view of the job's tensor store; None when it saved none."""
+        store = self.tensor_store(job_name)
+        return None if store is None else create_trial(store)
+
+
+def read_checkpoint(folder: Path) -> Checkpoint | None:
+    """A checkpoint folder from its JSON sidecar (no tensor is loaded, torch not needed);
+    None when it is half-written or not a checkpoint."""
+    try:
+        meta = json.loads((folder / CHECKPOINT_META_FILE).read_text())
+        return Checkpoint(
+            path=str(folder.resolve()), epoch=int(meta["epoch"]), step=int(meta["step"])
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from remedy.records.verdict import run_is_clean
 from remedy.state_schema import Attempt, State
 
 _PATTERNS = [
@@ -115,12 +116,7 @@ def retraining_message(state: State) -> tuple[str, str]:
 
 def final_message(state: State) -> tuple[str, str]:
     attempt = state.current_attempt
-    completed = (
-        attempt is not None
-        and attempt.outcome is not None
-        and (attempt.outcome.value == "Completed")
-    )
-    verb = "completed" if completed else "gave up"
+    verb = "completed" if run_is_clean(state) else "gave up"
     title = f"remedy: {state.run_spec.base_job_name} {verb}"
     body = [
         f"Run {verb}: {state.end_reason or ''}".rstrip(),

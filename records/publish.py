@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 from uuid import UUID
 
@@ -30,10 +29,11 @@ from prefect.artifacts import (
 )
 from prefect.context import FlowRunContext, TaskRunContext
 from prefect.events import emit_event
-from remedy.state_schema import State
+from remedy.jobs import JobSnapshot
 from remedy.records.messages import ATTEMPT_HEADER, attempt_row, redact
-from remedy.records.run_folder import runs_root
 from remedy.records.report_server import REPORTS_URL_ENV
+from remedy.records.run_folder import runs_root
+from remedy.state_schema import State
 
 EVENTS = ("issues_found", "retraining", "completed", "gave_up")
 _progress_artifacts: dict[UUID, UUID] = {}  # flow run -> its progress artifact
@@ -56,14 +56,14 @@ def _flow_run_id() -> UUID | None:
     return flow.flow_run.id if flow and flow.flow_run else None
 
 
-def publish_progress(state: State, job: dict[str, Any], line: str) -> None:
-    """Create or update this flow run's progress artifact from a job description."""
+def publish_progress(state: State, job: JobSnapshot, line: str) -> None:
+    """Create or update this flow run's progress artifact from a job snapshot."""
     flow_run_id = _flow_run_id()
     if flow_run_id is None:
         return
-    progress = job.get("Progress") or {}
-    total = progress.get("total_steps") or 0
-    percent = min(100.0, 100.0 * progress.get("step", 0) / total) if total else 0.0
+    progress = job.progress
+    total = progress.total_steps if progress else None
+    percent = min(100.0, 100.0 * progress.step / total) if progress and total else 0.0
     description = redact(line)
     artifact = _progress_artifacts.get(flow_run_id)
     if artifact is None:

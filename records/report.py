@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +23,11 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on a server
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from remedy.state_schema import Attempt, JobStatus, State, load_state  # noqa: E402
+from remedy.jobs import backend_for  # noqa: E402
 from remedy.records.messages import fmt, redact  # noqa: E402
-from remedy.records.run_folder import REPORT_DIR  # noqa: E402
+from remedy.records.run_folder import REPORT_DIR, state_path  # noqa: E402
+from remedy.records.verdict import attempt_is_clean, run_is_clean  # noqa: E402
+from remedy.state_schema import Attempt, State, load_state  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -45,20 +46,9 @@ class Curve:
     test_accuracy: list[float] = field(default_factory=list)
 
 
-def job_dir(run_dir: Path, attempt: Attempt) -> Path:
-    return run_dir / "jobs" / attempt.job_name
-
-
 def read_curve(run_dir: Path, attempt: Attempt) -> Curve:
-    path = run_dir / (attempt.curve or f"jobs/{attempt.job_name}/metrics.jsonl")
     curve = Curve()
-    if not path.is_file():
-        return curve
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line being written when the job was killed
+    for record in backend_for(attempt.spec.backend, run_dir).metrics(attempt.job_name):
         if record.get("type") == "step":
             curve.steps.append(int(record["step"]))
             curve.loss.append(math.nan if record.get("loss") is None else record["loss"])
@@ -70,13 +60,10 @@ def read_curve(run_dir: Path, attempt: Attempt) -> Curve:
 
 def layer_grad_norms(run_dir: Path, attempt: Attempt) -> dict[str, dict[int, float]]:
     """Tensor name -> {step: L2 norm (inf when non-finite)} from the job's tensor store."""
-    from remedy.debugger import create_trial
-
-    tensors = job_dir(run_dir, attempt) / "tensors"
-    if not tensors.is_dir():
-        return {}
     try:
-        trial = create_trial(tensors)
+        trial = backend_for(attempt.spec.backend, run_dir).trial(attempt.job_name)
+        if trial is None:
+            return {}
         names = trial.collection_order("gradients") or trial.tensor_names(regex="gradient/")
         norms: dict[str, dict[int, float]] = {}
         for name in names:
@@ -107,7 +94,7 @@ class RunFigures:
 
 
 def load_run_state(run_dir: str | Path) -> State:
-    path = Path(run_dir) / "state.json"
+    path = state_path(run_dir)
     if not path.is_file():
         raise ReportError(f"{run_dir}: no state.json here (not a run directory)")
     return load_state(path)
@@ -122,7 +109,7 @@ def run_figures(run_dir: str | Path) -> RunFigures:
         run_dir=str(run_dir),
         policy=state.policy,
         attempts=len(attempts),
-        clean=bool(last and last.outcome is JobStatus.Completed and not last.findings),
+        clean=run_is_clean(state),
         total_steps=sum(a.steps_run for a in attempts),
         final_steps=last.steps_run if last else 0,
         final_accuracy=last.final_accuracy if last else None,
@@ -196,7 +183,7 @@ def plot_timeline(attempts: list[Attempt]) -> str:
     start = 0
     for number, attempt in enumerate(attempts, start=1):
         width = max(attempt.steps_run, 1)
-        done = attempt.outcome is JobStatus.Completed and not attempt.findings
+        done = attempt_is_clean(attempt)
         ax.barh(number, width, left=start, color="tab:green" if done else "tab:red")
         finding = attempt.findings[0] if attempt.findings else None
         ended = f"{finding.rule} @ {finding.step}" if finding else (attempt.outcome or "running")
@@ -313,4 +300,3 @@ def build_report(run_dir: str | Path) -> Path:
     (out / "index.html").write_text(html_document(state, figures, images))
     (out / "summary.md").write_text(markdown(state, figures))
     return out
-

@@ -10,12 +10,17 @@ from pathlib import Path
 from remedy.state_schema import State, load_state, save_state
 
 RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
-REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (tasks/report.py)
+REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (records/report.py)
 
 
 def runs_root() -> Path:
     """Where runs started without a run directory go: $REMEDY_RUNS_DIR, else ./runs."""
     return Path(os.environ.get(RUNS_DIR_ENV, "runs"))
+
+
+def default_run_dir(flow_run_name: str) -> str:
+    """<REMEDY_RUNS_DIR or ./runs>/<flow run name>, for runs started from the UI."""
+    return str(runs_root() / flow_run_name)
 
 
 def state_path(run_dir: str | Path) -> Path:

@@ -28,7 +28,6 @@ from pydantic import ValidationError
 from remedy.errors import UsageError
 from remedy.state_schema import (
     Finding,
-    JobStatus,
     NextAction,
     PayloadError,
     RuleStatus,
@@ -60,13 +59,17 @@ def configure_prefect_environment() -> None:
 
 
 def default_run_dir(state: State) -> Path:
+    from remedy.records.run_folder import runs_root
+
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{state.run_spec.base_job_name}-{stamp}"
+    return runs_root() / f"{state.run_spec.base_job_name}-{stamp}"
 
 
 def new_run_dir(path: str | None, state: State) -> Path:
+    from remedy.records.run_folder import state_path
+
     run_dir = Path(path) if path else default_run_dir(state)
-    if (run_dir / "state.json").exists():
+    if state_path(run_dir).exists():
         raise UsageError(
             f"{run_dir}: already holds a run (state.json); use `remedy resume {run_dir}` "
             "or choose another --run-dir"
@@ -79,18 +82,14 @@ def check_state_out(path: str | None) -> None:
         raise UsageError(f"--state-out {path}: folder {Path(path).parent} does not exist")
 
 
-def last_attempt_completed(state: State) -> bool:
-    attempt = state.current_attempt
-    return attempt is not None and attempt.outcome is JobStatus.Completed
-
-
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
     from remedy.flows.remediate import RemediateSettings, remediate
     from remedy.preflight import preflight
-    from remedy.tasks.messages import attempt_table
-    from remedy.tasks.notify import notifier
-    from remedy.tasks.persist import REPORT_DIR, load_run, state_path
+    from remedy.records.messages import attempt_table
+    from remedy.records.notifications import notifier
+    from remedy.records.run_folder import REPORT_DIR, load_run, state_path
+    from remedy.records.verdict import run_is_clean
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
@@ -119,12 +118,12 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     print("\nfinal state:\n" + payload_json(final), flush=True)
     if args.state_out:
         save_state(args.state_out, final)
-    return EXIT_OK if last_attempt_completed(final) else EXIT_NOT_COMPLETED
+    return EXIT_OK if run_is_clean(final) else EXIT_NOT_COMPLETED
 
 
 def stop_after_interrupt(run_dir: Path) -> None:
     from remedy.jobs import backend_for
-    from remedy.tasks.persist import load_run, state_path
+    from remedy.records.run_folder import load_run, state_path
 
     if not state_path(run_dir).exists():
         return
@@ -160,8 +159,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from remedy.records.run_folder import state_path
+    from remedy.records.verdict import run_is_clean
+
     run_dir = Path(args.run_dir)
-    path = run_dir / "state.json"
+    path = state_path(run_dir)
     if not path.exists():
         raise UsageError(f"{run_dir}: no state.json here (not a run directory)")
     state = load_state(path)
@@ -171,14 +173,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
         print(payload_json(state))
         if args.state_out:
             save_state(args.state_out, state)
-        return EXIT_OK if last_attempt_completed(state) else EXIT_NOT_COMPLETED
+        return EXIT_OK if run_is_clean(state) else EXIT_NOT_COMPLETED
     return run_flow(state, run_dir, args)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from remedy.tasks.messages import attempt_table
+    from remedy.records.messages import attempt_table
+    from remedy.records.run_folder import load_run
 
-    state = load_state(Path(args.run_dir) / "state.json")
+    state = load_run(args.run_dir)
     print(attempt_table(state))
     print(
         f"\nnext_action: {state.next_action.value}; job {state.history.latest_job_name}: "
@@ -189,8 +192,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from remedy.jobs import backend_for
+    from remedy.records.run_folder import load_run
 
-    state = load_state(Path(args.run_dir) / "state.json")
+    state = load_run(args.run_dir)
     job = args.job or state.history.latest_job_name
     if job is None:
         raise UsageError(f"{args.run_dir}: no job has been launched yet")

@@ -45,8 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def serve_reports(host: str, port: int) -> None:
     """The runs' HTML reports over HTTP, for the report links of the runs served here."""
-    from remedy.tasks.persist import runs_root
-    from remedy.tasks.report_server import REPORTS_URL_ENV, reports_url, start_report_server
+    from remedy.records.report_server import REPORTS_URL_ENV, reports_url, start_report_server
+    from remedy.records.run_folder import runs_root
 
     runs = runs_root()
     runs.mkdir(parents=True, exist_ok=True)

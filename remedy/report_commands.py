@@ -25,7 +25,7 @@ ROWS = [
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from remedy.tasks.report import ReportError, build_report
+    from remedy.records.report import ReportError, build_report
 
     try:
         out = build_report(args.run_dir)
@@ -55,7 +55,7 @@ def markdown_table(rows: list[list[str]]) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from remedy.tasks.report import ReportError, run_figures
+    from remedy.records.report import ReportError, run_figures
 
     try:
         figures = [run_figures(run_dir) for run_dir in args.run_dirs]

@@ -1,79 +1,38 @@
-"""notify: send a message through apprise (Slack, email, webhooks, ...).
-
-Targets come from REMEDY_NOTIFY_URLS (space or comma separated apprise URLs), a Prefect
-Secret block named by REMEDY_NOTIFY_SECRET (same format), and/or an apprise configuration
-file. They are secrets: never logged, never put in parameters that
-show in the UI. A failing target is logged and never fails the flow.
-"""
+"""notify: tell people (apprise), the Prefect UI and its automations what happened to a run."""
 
 from __future__ import annotations
 
-import os
-import re
-from pathlib import Path
-
-import apprise
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from remedy.records.logs import task_logger
-
-NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
-NOTIFY_SECRET_ENV = "REMEDY_NOTIFY_SECRET"
-
-
-def configured_urls() -> list[tuple[str, str]]:
-    """(where it came from, URL) for every target in the environment or the Secret block."""
-    found = [
-        (f"{NOTIFY_URLS_ENV} entry {i}", url)
-        for i, url in enumerate(split_urls(os.environ.get(NOTIFY_URLS_ENV, "")), start=1)
-    ]
-    block = os.environ.get(NOTIFY_SECRET_ENV)
-    if block:
-        from prefect.blocks.system import Secret
-
-        try:
-            value = str(Secret.load(block).get())
-        except ValueError as error:
-            raise ValueError(f"{NOTIFY_SECRET_ENV}: Secret block {block!r}: {error}") from None
-        found += [
-            (f"Secret block {block!r} entry {i}", url)
-            for i, url in enumerate(split_urls(value), start=1)
-        ]
-    return found
-
-
-def split_urls(text: str) -> list[str]:
-    return [url for url in re.split(r"[\s,]+", text) if url]
-
-
-def notifier(config_path: str | None = None) -> apprise.Apprise | None:
-    """An Apprise object with every configured target, or None when there is none."""
-    targets = apprise.Apprise()
-    for where, url in configured_urls():
-        if not targets.add(url):
-            # Name the position, not the URL: the URL holds the secret.
-            raise ValueError(f"{where} is not a URL apprise understands")
-    if config_path:
-        if not Path(config_path).is_file():
-            raise ValueError(f"notification config {config_path}: no such file")
-        config = apprise.AppriseConfig()
-        config.add(config_path)
-        targets.add(config)
-    return targets if len(targets) or config_path else None
+from remedy.records.messages import final_message, retraining_message
+from remedy.records.notifications import send
+from remedy.records.publish import publish_attempts, publish_event, publish_report
+from remedy.records.verdict import run_is_clean
+from remedy.state_schema import State
 
 
 @task(cache_policy=NO_CACHE)
 def notify(title: str, body: str, config_path: str | None = None) -> bool:
     """Send one message; returns whether every target accepted it."""
-    logger = task_logger()
-    try:
-        targets = notifier(config_path)
-        if targets is None:
-            return False
-        delivered = bool(targets.notify(title=title, body=body))
-    except Exception as error:  # a notification must never fail the flow
-        logger.warning("notification failed: %s", type(error).__name__)
-        return False
-    if not delivered:
-        logger.warning("a notification target did not accept %r", title)
-    return delivered
+    return send(title, body, config_path)
+
+
+@task(cache_policy=NO_CACHE)
+def announce(state: State, run_dir: str, event: str, notify_config: str | None = None) -> None:
+    """An event of the run (issues_found, retraining) for automations; people hear of
+    retraining."""
+    publish_event(event, state, run_dir)
+    if event == "retraining":
+        send(*retraining_message(state), config_path=notify_config)
+
+
+@task(cache_policy=NO_CACHE)
+def announce_end(
+    state: State, run_dir: str, report_dir: str | None, notify_config: str | None = None
+) -> None:
+    """The run ended: completed (clean) or gave_up, its attempts and report, the message."""
+    publish_event("completed" if run_is_clean(state) else "gave_up", state, run_dir)
+    publish_attempts(state, run_dir, report_dir)
+    if report_dir is not None:
+        publish_report(report_dir, run_dir)
+    send(*final_message(state), config_path=notify_config)

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from remedy.state_schema import NextAction, State
-from remedy.strategies import plan_next
-from remedy.tasks.checkpoints import available_checkpoints
+from remedy.jobs import backend_for
+from remedy.jobs.base import read_checkpoint
 from remedy.records.logs import task_logger
+from remedy.state_schema import Checkpoint, NextAction, State
+from remedy.strategies import plan_next
+
+
+def available_checkpoints(state: State, run_dir: str) -> list[Checkpoint]:
+    """What a stopped attempt can offer a warm start: its own checkpoints and the one it
+    began from."""
+    attempt = state.current_attempt
+    if attempt is None:
+        return []
+    found = backend_for(attempt.spec.backend, run_dir).checkpoints(attempt.job_name)
+    started_from = attempt.spec.init_checkpoint
+    if started_from and (checkpoint := read_checkpoint(Path(started_from))):
+        found.append(checkpoint)
+    return found
 
 
 @task(cache_policy=NO_CACHE)

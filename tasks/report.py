@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-
+from remedy.records.logs import task_logger
+from remedy.records.messages import redact
 from remedy.records.report import build_report
 
 
 @task(cache_policy=NO_CACHE)
-def report(run_dir: str) -> str:
-    return str(build_report(run_dir))
+def report(run_dir: str) -> str | None:
+    """The report folder, or None: a run never fails for want of its report."""
+    try:
+        return str(build_report(run_dir))
+    except Exception as error:
+        task_logger().warning("no report: %s", redact(f"{type(error).__name__}: {error}"))
+        return None

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_for
-from remedy.state_schema import JobStatus, State
-from remedy.state_schema.transitions import update_current_attempt
 from remedy.records.logs import task_logger
-from remedy.tasks.monitor import record_duration_and_curve
+from remedy.records.observe import record_end, record_progress
+from remedy.records.run_folder import default_run_dir, load_run, state_path
+from remedy.state_schema import State
 
 
 @task(cache_policy=NO_CACHE)
@@ -18,16 +20,21 @@ def stop_job(state: State, run_dir: str) -> State:
         return state
     backend = backend_for(state.run_spec.backend, run_dir)
     backend.stop(job_name)
-    description = backend.describe(job_name)
-    status = JobStatus(description["TrainingJobStatus"])
-    progress = description.get("Progress", {})
-    task_logger().info("job %s is %s", job_name, status.value)
-    state = update_current_attempt(
-        state,
-        outcome=status,
-        # steps this job ran: a warm-started job's count begins at its checkpoint's step
-        steps_run=max(int(progress.get("step", 0)) - int(progress.get("start_step", 0)), 0),
-        ended_at=description.get("TrainingEndTime"),
+    snapshot = backend.describe(job_name)
+    task_logger().info("job %s is %s", job_name, snapshot.status.value)
+    state = record_end(
+        record_progress(state, snapshot), snapshot, backend.metrics_location(job_name)
     )
-    state = record_duration_and_curve(state)
-    return state.model_copy(update={"job_status": status})
+    return state.model_copy(update={"job_status": snapshot.status})
+
+
+def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:
+    """on_cancellation hook of the remediate flow (Prefect calls it with these keyword
+    names): a cancelled flow must not leave its detached job running. For deployment runs
+    it runs in the runner."""
+    run_dir = (flow_run.parameters or {}).get("run_dir") or default_run_dir(flow_run.name)
+    if not state_path(run_dir).exists():
+        return
+    payload = load_run(run_dir)
+    if payload.history.latest_job_name:
+        backend_for(payload.run_spec.backend, run_dir).stop(payload.history.latest_job_name)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_for
+from remedy.records.logs import task_logger
+from remedy.records.run_folder import persist
 from remedy.state_schema import NextAction, State
 from remedy.state_schema.transitions import (
     begin_attempt,
@@ -12,8 +14,6 @@ from remedy.state_schema.transitions import (
     new_job_name,
     retraining_budget_spent,
 )
-from remedy.records.logs import task_logger
-from remedy.records.run_folder import persist
 
 
 @task(cache_policy=NO_CACHE)

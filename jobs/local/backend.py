@@ -11,12 +11,20 @@ import time
 from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from remedy.jobs.base import JobDescription, JobNotFound, RuleEvaluationStatus
+from remedy.jobs.base import (
+    JobBackend,
+    JobNotFound,
+    JobSnapshot,
+    Progress,
+    RuleEvaluation,
+    read_checkpoint,
+)
 from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
-from remedy.state_schema import RunSpec, write_atomic
+from remedy.jobs.registry import register_backend
+from remedy.state_schema import Checkpoint, JobStatus, RunSpec, write_atomic
 
-FINAL_STATUSES = ("Completed", "Failed", "Stopped")
 START_TIMEOUT_S = 60.0  # a job whose supervisor has not reported by then never started
 
 
@@ -48,9 +56,12 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-class LocalBackend:
+@register_backend
+class LocalBackend(JobBackend):
+    name = "local"
+
     def __init__(self, run_dir: str | Path, stop_grace_s: float = 30.0) -> None:
-        self.run_dir = Path(run_dir)
+        super().__init__(run_dir)
         self.stop_grace_s = stop_grace_s
 
     def paths(self, job_name: str) -> JobPaths:
@@ -95,46 +106,44 @@ class LocalBackend:
         pid = self._supervisor_pid(paths)
         return pid is not None and pid_alive(pid)
 
-    def describe(self, job_name: str) -> JobDescription:
+    def describe(self, job_name: str) -> JobSnapshot:
         paths = self.paths(job_name)
         record = read_json(paths.job)
         if record is None:
             raise JobNotFound(f"no job named {job_name!r} in {self.run_dir}")
-        status = read_json(paths.status) or {}
-        description: JobDescription = {
-            "TrainingJobName": job_name,
-            "TrainingJobStatus": status.get("TrainingJobStatus", "InProgress"),
-            "SecondaryStatus": status.get("SecondaryStatus", "Starting"),
-            "CreationTime": record["created"],
-        }
-        for key in ("FailureReason", "TrainingStartTime", "TrainingEndTime"):
-            if key in status:
-                description[key] = status[key]  # type: ignore[literal-required]
-        if description["TrainingJobStatus"] not in FINAL_STATUSES:
+        status = read_json(paths.status) or {}  # written by the supervisor alone
+        job_status = JobStatus(status.get("TrainingJobStatus", "InProgress"))
+        failure_reason = status.get("FailureReason")
+        if job_status not in (JobStatus.Completed, JobStatus.Failed, JobStatus.Stopped):
             lost = self._lost_reason(paths, record, bool(status))
             stopping = paths.stop_request.exists()
             if lost and stopping:
-                description["TrainingJobStatus"] = "Stopped"  # ended by our own kill
+                job_status = JobStatus.Stopped  # ended by our own kill
             elif lost:
-                description.update(TrainingJobStatus="Failed", FailureReason=lost)
+                job_status, failure_reason = JobStatus.Failed, lost
             elif stopping:
-                description["TrainingJobStatus"] = "Stopping"
-        description["DebugRuleEvaluationStatuses"] = self.rule_statuses(paths)
+                job_status = JobStatus.Stopping
         progress = read_json_written_by_job(paths.progress)
-        if progress:
-            description["Progress"] = progress
-        result = read_json_written_by_job(paths.result)
-        if result:
-            description["FinalMetricDataList"] = [
-                {"MetricName": name, "Value": result[key]}
+        result = read_json_written_by_job(paths.result) or {}
+        return JobSnapshot(
+            name=job_name,
+            status=job_status,
+            failure_reason=failure_reason,
+            created=record["created"],
+            started=status.get("TrainingStartTime"),
+            ended=status.get("TrainingEndTime"),
+            rules=self.rule_statuses(paths),
+            progress=Progress.model_validate(progress) if progress else None,
+            final_metrics={
+                name: result[key]
                 for name, key in (
                     ("train:loss", "final_train_loss"),
                     ("test:loss", "final_loss"),
                     ("test:accuracy", "final_accuracy"),
                 )
                 if result.get(key) is not None
-            ]
-        return description
+            },
+        )
 
     def _lost_reason(self, paths: JobPaths, record: dict, reported: bool) -> str | None:
         """Why a job that is not final can never finish, or None while it may."""
@@ -147,15 +156,15 @@ class LocalBackend:
             return "InternalServerError: the job's supervisor never started"
         return None
 
-    def rule_statuses(self, paths: JobPaths) -> list[RuleEvaluationStatus]:
+    def rule_statuses(self, paths: JobPaths) -> list[RuleEvaluation]:
         if not paths.rule_status.is_dir():
             return []
         found = (read_json(p) for p in sorted(paths.rule_status.glob("*.json")))
-        return [status for status in found if status]
+        return [RuleEvaluation.model_validate(status) for status in found if status]
 
     def stop(self, job_name: str) -> None:
         paths = self.paths(job_name)
-        if self.describe(job_name)["TrainingJobStatus"] in FINAL_STATUSES:
+        if self.describe(job_name).is_final:
             return
         if not paths.stop_request.exists():
             request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
@@ -186,7 +195,7 @@ class LocalBackend:
     def _wait_final(self, job_name: str, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.describe(job_name)["TrainingJobStatus"] in FINAL_STATUSES:
+            if self.describe(job_name).is_final:
                 return True
             time.sleep(0.1)
         return False
@@ -197,3 +206,26 @@ class LocalBackend:
             return ""
         with path.open(errors="replace") as handle:
             return "".join(deque(handle, maxlen=tail))
+
+    def metrics(self, job_name: str) -> list[dict[str, Any]]:
+        path = self.paths(job_name).metrics
+        if not path.is_file():
+            return []
+        records = []
+        for line in path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # the line the job is writing right now
+        return records
+
+    def metrics_location(self, job_name: str) -> str:
+        return self.paths(job_name).metrics.relative_to(self.run_dir).as_posix()
+
+    def checkpoints(self, job_name: str) -> list[Checkpoint]:
+        folder = self.paths(job_name).checkpoints
+        return [c for p in sorted(folder.glob("epoch-*")) if (c := read_checkpoint(p))]
+
+    def tensor_store(self, job_name: str) -> str | None:
+        tensors = self.paths(job_name).tensors
+        return str(tensors) if tensors.is_dir() else None

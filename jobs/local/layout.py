@@ -33,6 +33,10 @@ class JobPaths:
         return self.root / "tensors"
 
     @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
     def rule_status(self) -> Path:
         return self.root / "rule_status"
 

@@ -62,6 +62,7 @@ class Supervisor:
         env = dict(os.environ)
         env["REMEDY_STOP_FILE"] = str(self.paths.stop_request)
         env["REMEDY_DEBUGGER_CONFIG"] = str(self.paths.debugger_config)
+        env["REMEDY_RULE_STATUS_DIR"] = str(self.paths.rule_status)  # the NaN guard's finding
         env.setdefault("PYTHONUNBUFFERED", "1")
         # Leave a core to the rule evaluator and the flow: torch threads that compete for
         # every core slow a step down by up to 10x on a small machine.

@@ -181,7 +181,7 @@ def test_resume_after_a_crashed_flow_adopts_the_running_job(
     flow.send_signal(signal.SIGKILL)  # the flow process dies; the detached job does not
     flow.wait()
     job = load_state(run_dir / "state.json").history.latest_job_name
-    assert LocalBackend(run_dir).describe(job)["TrainingJobStatus"] == "InProgress"
+    assert LocalBackend(run_dir).describe(job).status == "InProgress"
 
     resumed = start_remedy(
         "resume", str(run_dir), "--poll-interval", "0.3", api_url=prefect_api_url
@@ -228,7 +228,7 @@ def test_cancelling_the_flow_run_stops_the_job(prefect_api_url: str, tmp_path: P
     final = load_state(run_dir / "state.json")
     assert (final.end_reason or "").startswith("cancelled"), output
     job = final.history.latest_job_name
-    assert LocalBackend(run_dir).describe(job)["TrainingJobStatus"] == "Stopped"
+    assert LocalBackend(run_dir).describe(job).status == "Stopped"
     assert flow.returncode == 1
 
 

@@ -72,7 +72,7 @@ def test_cancelling_a_deployment_run_stops_its_job(served: Served, tmp_path: Pat
         wait_for(lambda: client.read_flow_run(flow_run.id).state.type is StateType.CANCELLED)
     job = load_state(run_dir / "state.json").history.latest_job_name
     backend = LocalBackend(run_dir)
-    wait_for(lambda: backend.describe(job)["TrainingJobStatus"] == "Stopped", timeout=60)
+    wait_for(lambda: backend.describe(job).status == "Stopped", timeout=60)
 
 
 @pytest.mark.slow

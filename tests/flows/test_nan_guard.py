@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.records.messages import final_message
 from remedy.state_schema import Finding, JobStatus, NextAction, RunSpec, State, load_state
 from remedy.strategies import POLICIES, Policy, Strategy, get_policy, register_policy
 from remedy.strategies.drop_bad_samples import DropBadSamples
-from remedy.tasks.messages import final_message
 from remedy.training.bundle import read_bundle
 from remedy.training.replay import replay
 

@@ -11,8 +11,8 @@ import httpx
 from prefect.client.orchestration import get_client
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.records.publish import run_name
 from remedy.state_schema import RunSpec, State
-from remedy.tasks.publish import run_name
 
 ROLE = "arn:aws:iam::123456789012:role/secret-role"
 

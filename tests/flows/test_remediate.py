@@ -89,5 +89,5 @@ def test_monitor_transition_budget_stops_the_job(prefect_api_url: str, tmp_path:
     )
     assert "max_monitor_transitions (1) exceeded" in (final.end_reason or "")
     job = final.history.latest_job_name
-    assert LocalBackend(tmp_path).describe(job)["TrainingJobStatus"] == "Stopped"
+    assert LocalBackend(tmp_path).describe(job).status == "Stopped"
     assert final.history.attempts[0].outcome is JobStatus.Stopped

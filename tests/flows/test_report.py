@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from remedy.debugger import create_trial
 from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.records.report import build_report, layer_grad_norms, read_curve, run_figures
 from remedy.state_schema import State, load_state, save_state
-from remedy.tasks.report import build_report, layer_grad_norms, read_curve, run_figures
 
 from remedy.cli import main
 from tests.flows.specs import tiny_spec

@@ -33,10 +33,10 @@ from remedy.flows.search import (
     SearchSpace,
     candidate_dir,
     check_deployment,
-    leaderboard_row,
     search,
 )
 from remedy.jobs.local import LocalBackend
+from remedy.records.leaderboard import leaderboard_row
 from remedy.state_schema import Budgets, load_state
 
 from tests.conftest import REPO

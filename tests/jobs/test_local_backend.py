@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from remedy.jobs import JobNotFound, is_infrastructure_failure
+from remedy.jobs import JobNotFound, JobSnapshot, is_infrastructure_failure
 from remedy.jobs.local import LocalBackend
-from remedy.state_schema import RunSpec
+from remedy.state_schema import JobStatus, RunSpec
 
 FINAL = ("Completed", "Failed", "Stopped")
 
@@ -19,12 +19,12 @@ def spec(entry: str, **fields: object) -> RunSpec:
     return RunSpec(entry_point=f"tests.jobs.entry_points.{entry}", rules=[], **fields)
 
 
-def wait_final(backend: LocalBackend, name: str, timeout: float = 60.0) -> dict:
+def wait_final(backend: LocalBackend, name: str, timeout: float = 60.0) -> JobSnapshot:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         description = backend.describe(name)
-        if description["TrainingJobStatus"] in FINAL:
-            return dict(description)
+        if description.is_final:
+            return description
         time.sleep(0.1)
     raise AssertionError(f"{name} not final after {timeout}s: {backend.describe(name)}")
 
@@ -51,10 +51,9 @@ def backend(tmp_path: Path) -> LocalBackend:
 def test_completed_job_reports_metrics_and_logs(backend: LocalBackend) -> None:
     backend.launch("quick", spec("quick", learning_rate=0.05))
     description = wait_final(backend, "quick")
-    assert description["TrainingJobStatus"] == "Completed"
-    assert "FailureReason" not in description
-    metrics = {m["MetricName"]: m["Value"] for m in description["FinalMetricDataList"]}
-    assert metrics["test:accuracy"] == 0.8
+    assert description.status is JobStatus.Completed
+    assert description.failure_reason is None
+    assert description.final_metrics["test:accuracy"] == 0.8
     assert "trained with lr 0.05" in backend.logs("quick")
 
 
@@ -70,8 +69,8 @@ def test_launch_is_idempotent_per_job_name(backend: LocalBackend) -> None:
 def test_exception_is_an_algorithm_error_naming_it(backend: LocalBackend) -> None:
     backend.launch("crash", spec("crashes"))
     description = wait_final(backend, "crash")
-    assert description["TrainingJobStatus"] == "Failed"
-    reason = description["FailureReason"]
+    assert description.status is JobStatus.Failed
+    reason = description.failure_reason
     assert reason.startswith("AlgorithmError") and "shapes do not match" in reason
     assert not is_infrastructure_failure(reason)
 
@@ -79,19 +78,19 @@ def test_exception_is_an_algorithm_error_naming_it(backend: LocalBackend) -> Non
 def test_killed_by_signal_is_an_infrastructure_failure(backend: LocalBackend) -> None:
     backend.launch("oom", spec("killed"))
     description = wait_final(backend, "oom")
-    assert description["TrainingJobStatus"] == "Failed"
-    assert "SIGKILL" in description["FailureReason"]
-    assert is_infrastructure_failure(description["FailureReason"])
+    assert description.status is JobStatus.Failed
+    assert "SIGKILL" in description.failure_reason
+    assert is_infrastructure_failure(description.failure_reason)
 
 
 def test_graceful_stop(backend: LocalBackend) -> None:
     backend.launch("long", spec("obedient"))
-    while "Progress" not in backend.describe("long"):
+    while backend.describe("long").progress is None:
         time.sleep(0.1)
     backend.stop("long")
     description = backend.describe("long")
-    assert description["TrainingJobStatus"] == "Stopped"
-    assert description["Progress"]["step"] >= 1
+    assert description.status is JobStatus.Stopped
+    assert description.progress.step >= 1
 
 
 def test_stop_escalates_to_kill(tmp_path: Path) -> None:
@@ -100,22 +99,22 @@ def test_stop_escalates_to_kill(tmp_path: Path) -> None:
     while launches(backend, "stubborn") == 0:
         time.sleep(0.1)
     backend.stop("stubborn")
-    assert backend.describe("stubborn")["TrainingJobStatus"] == "Stopped"
+    assert backend.describe("stubborn").status is JobStatus.Stopped
     training_pid = int((backend.paths("stubborn").root / "launches.txt").read_text())
     assert not running(training_pid)
 
 
 def test_vanished_supervisor_is_failed_not_a_hang(backend: LocalBackend) -> None:
     backend.launch("orphan", spec("obedient"))
-    while "Progress" not in backend.describe("orphan"):
+    while backend.describe("orphan").progress is None:
         time.sleep(0.1)
     pid = int(backend.paths("orphan").supervisor_pid.read_text())
     os.killpg(pid, signal.SIGKILL)  # host lost the whole job, no final status written
     deadline = time.monotonic() + 10
-    while backend.describe("orphan")["TrainingJobStatus"] != "Failed":
+    while backend.describe("orphan").status is not JobStatus.Failed:
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    reason = backend.describe("orphan")["FailureReason"]
+    reason = backend.describe("orphan").failure_reason
     assert "disappeared" in reason and is_infrastructure_failure(reason)
 
 

@@ -1,5 +1,3 @@
-from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange
-from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 from remedy.records.messages import (
     attempt_table,
     final_message,
@@ -7,6 +5,8 @@ from remedy.records.messages import (
     redact,
     retraining_message,
 )
+from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange
+from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 

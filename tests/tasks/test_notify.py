@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from remedy.tasks.notify import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier, notify
+from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier
+from remedy.tasks.notify import notify
 
 
 class Receiver(BaseHTTPRequestHandler):

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from remedy.jobs import JobSnapshot
+from remedy.records.observe import decide, observe
 from remedy.state_schema import DataProblem, Finding, JobStatus, RunSpec, State
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 from remedy.strategies import get_policy
 from remedy.strategies.drop_bad_samples import DropBadSamples
-from remedy.tasks.monitor import decide, observe
 
 
-def guard_description(job: str, suspects: list[int], **extra: Any) -> dict[str, Any]:
+def guard_description(job: str, suspects: list[int], **extra: Any) -> JobSnapshot:
     status = {
         "RuleConfigurationName": "NonFiniteGradient",
         "RuleEvaluationStatus": "IssuesFound",
@@ -24,17 +25,13 @@ def guard_description(job: str, suspects: list[int], **extra: Any) -> dict[str, 
         "suspect_shards": [f"data_batch_2:{i - 20}" for i in suspects],
         **extra,
     }
-    return {
-        "TrainingJobName": job,
-        "TrainingJobStatus": "Stopped",
-        "DebugRuleEvaluationStatuses": [status],
-    }
+    return JobSnapshot(name=job, status="Stopped", rules=[status])
 
 
 def after_failure(state: State, job: str, suspects: list[int]) -> State:
     state = begin_attempt(state, job)
     description = guard_description(job, suspects)
-    return decide(state, observe(description), description)
+    return decide(state, observe(description), description, f"jobs/{job}/metrics.jsonl")
 
 
 def test_the_bundle_and_localisation_reach_the_finding() -> None:

@@ -1,15 +1,16 @@
-"""The monitor's reading of a job description and its choice of the next action."""
+"""The monitor's reading of a job snapshot and its choice of the next action."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from remedy.jobs import JobSnapshot
+from remedy.records.observe import decide, observe
 from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
 from remedy.state_schema.transitions import begin_attempt
-from remedy.tasks.monitor import decide, observe
 
 
-def describe(job: str, *rules: tuple[str, str], **extra: Any) -> dict[str, Any]:
+def describe(job: str, *rules: tuple[str, str], **extra: Any) -> JobSnapshot:
     statuses = [
         {
             "RuleConfigurationName": name,
@@ -20,12 +21,11 @@ def describe(job: str, *rules: tuple[str, str], **extra: Any) -> dict[str, Any]:
         }
         for name, word in rules
     ]
-    return {
-        "TrainingJobName": "j",
-        "TrainingJobStatus": job,
-        "DebugRuleEvaluationStatuses": statuses,
-        **extra,
-    }
+    return JobSnapshot(name="j", status=job, rules=statuses, **extra)
+
+
+def decided(state: State, snapshot: JobSnapshot) -> State:
+    return decide(state, observe(snapshot), snapshot, "jobs/j/metrics.jsonl")
 
 
 def running_state() -> State:
@@ -44,7 +44,7 @@ def test_summaries_of_rule_statuses() -> None:
 
 
 def test_issues_found_asks_for_a_plan() -> None:
-    state = decide(running_state(), observe(d := describe("Stopping", ("A", "IssuesFound"))), d)
+    state = decided(running_state(), describe("Stopping", ("A", "IssuesFound")))
     assert state.next_action is NextAction.launch_new
     assert state.rule_status is RuleStatus.IssuesFound
     assert state.history.num_monitor_transitions == 1
@@ -53,14 +53,14 @@ def test_issues_found_asks_for_a_plan() -> None:
 
 def test_completed_only_once_rules_are_final() -> None:
     early = describe("Completed", ("A", "InProgress"))
-    assert decide(running_state(), observe(early), early).next_action is NextAction.monitor
+    assert decided(running_state(), early).next_action is NextAction.monitor
     done = describe(
         "Completed",
         ("A", "NoIssuesFound"),
-        FinalMetricDataList=[{"MetricName": "test:accuracy", "Value": 0.9}],
-        Progress={"step": 120},
+        final_metrics={"test:accuracy": 0.9},
+        progress={"step": 120},
     )
-    state = decide(running_state(), observe(done), done)
+    state = decided(running_state(), done)
     assert state.next_action is NextAction.end
     attempt = state.current_attempt
     assert attempt.outcome is JobStatus.Completed
@@ -68,12 +68,12 @@ def test_completed_only_once_rules_are_final() -> None:
 
 
 def test_failures_infrastructure_relaunches_algorithm_ends() -> None:
-    infra = describe("Failed", FailureReason="InternalServerError: killed by SIGKILL")
-    state = decide(running_state(), observe(infra), infra)
+    infra = describe("Failed", failure_reason="InternalServerError: killed by SIGKILL")
+    state = decided(running_state(), infra)
     assert state.next_action is NextAction.launch_new
     assert state.planned_change.strategy == "relaunch_unchanged"
-    algo = describe("Failed", FailureReason="AlgorithmError: exit code 1: ValueError")
-    state = decide(running_state(), observe(algo), algo)
+    algo = describe("Failed", failure_reason="AlgorithmError: exit code 1: ValueError")
+    state = decided(running_state(), algo)
     assert state.next_action is NextAction.end and "AlgorithmError" in state.end_reason
 
 
@@ -84,7 +84,7 @@ def test_transition_budget() -> None:
         }
     )
     running = describe("InProgress", ("A", "InProgress"))
-    state = decide(state, observe(running), running)
+    state = decided(state, running)
     assert state.next_action is NextAction.monitor
-    state = decide(state, observe(running), running)
+    state = decided(state, running)
     assert state.next_action is NextAction.end and "max_monitor_transitions" in state.end_reason

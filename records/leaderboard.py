@@ -1,0 +1,105 @@
+"""The leaderboard of a search: one row per candidate from its run folder, ranked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from remedy.records.messages import redact
+from remedy.records.run_folder import load_run, state_path
+from remedy.records.verdict import run_is_clean
+from remedy.state_schema import write_atomic
+
+
+def leaderboard_row(
+    number: int, run_dir: str, flow_run: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One candidate from its run directory; flow_run: what run_candidate reported."""
+    flow_run = flow_run or {}
+    ran = f"flow run {flow_run.get('flow_run')} ended {flow_run.get('flow_run_state')}"
+    if flow_run.get("flow_run_message"):
+        ran += f": {flow_run['flow_run_message']}"
+    if not state_path(run_dir).exists():
+        why = "never started"
+        if flow_run.get("flow_run_state") == "COMPLETED":  # it ran, somewhere else
+            why = (
+                f"{run_dir} is not visible here: put the search directory on a filesystem "
+                "every worker shares"
+            )
+        elif flow_run:
+            why = ran
+        return {
+            "candidate": number,
+            "status": "never started",
+            "accuracy": None,
+            "why": redact(why),
+        }
+    state = load_run(run_dir)
+    spec = state.history.attempts[0].spec if state.history.attempts else state.run_spec
+    last = state.current_attempt
+    completed = run_is_clean(state)
+    strategies = [a.strategy for a in state.history.attempts if a.strategy]
+    return {
+        "candidate": number,
+        "depth": spec.depth,
+        "activation": spec.activation.value,
+        "batch_norm": spec.add_batch_norm,
+        "width": spec.width,
+        "learning_rate": spec.learning_rate,
+        "warmup_learning_rate": spec.warmup_learning_rate,
+        "attempts": len(state.history.attempts),
+        "strategies": ", ".join(strategies) or "-",
+        "accuracy": last.final_accuracy if completed and last else None,
+        "steps_used": sum(a.steps_run for a in state.history.attempts),
+        "status": "repaired" if completed and strategies else "clean" if completed else "failed",
+        "why": "" if completed else redact(state.end_reason or (ran if flow_run else "unknown")),
+        **({"flow_run": flow_run["flow_run"]} if flow_run.get("flow_run") else {}),
+        "run_dir": run_dir,
+    }
+
+
+def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Completed candidates by accuracy, then fewer steps; the failed ones last."""
+    return sorted(
+        rows,
+        key=lambda r: (r["accuracy"] is None, -(r["accuracy"] or 0), r.get("steps_used", 0)),
+    )
+
+
+def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
+    columns = [
+        "candidate",
+        "depth",
+        "activation",
+        "batch_norm",
+        "width",
+        "learning_rate",
+        "attempts",
+        "strategies",
+        "accuracy",
+        "steps_used",
+        "status",
+        "why",
+    ]
+    if any(row.get("flow_run") for row in rows):  # candidates ran as deployment runs
+        columns.append("flow_run")
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_leaderboard(search_dir: str, rows: list[dict[str, Any]]) -> None:
+    write_atomic(Path(search_dir) / "leaderboard.json", json.dumps(rows, indent=2))
+    write_atomic(Path(search_dir) / "leaderboard.md", leaderboard_markdown(rows))
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    best = rows[0] if rows and rows[0]["accuracy"] is not None else None
+    if best is None:
+        return "no candidate completed"
+    return (
+        f"best: candidate {best['candidate']} ({best['activation']}, bn {best['batch_norm']}, "
+        f"depth {best['depth']}) accuracy {best['accuracy']:.3f}"
+    )

@@ -1,0 +1,77 @@
+"""Notifications through apprise (Slack, email, webhooks, ...).
+
+Targets come from REMEDY_NOTIFY_URLS (space or comma separated apprise URLs), a Prefect
+Secret block named by REMEDY_NOTIFY_SECRET (same format), and/or an apprise configuration
+file. They are secrets: never logged, never put in parameters that
+show in the UI. A failing target is logged and never fails the flow.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import apprise
+from remedy.records.logs import task_logger
+
+NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
+NOTIFY_SECRET_ENV = "REMEDY_NOTIFY_SECRET"
+
+
+def configured_urls() -> list[tuple[str, str]]:
+    """(where it came from, URL) for every target in the environment or the Secret block."""
+    found = [
+        (f"{NOTIFY_URLS_ENV} entry {i}", url)
+        for i, url in enumerate(split_urls(os.environ.get(NOTIFY_URLS_ENV, "")), start=1)
+    ]
+    block = os.environ.get(NOTIFY_SECRET_ENV)
+    if block:
+        from prefect.blocks.system import Secret
+
+        try:
+            value = str(Secret.load(block).get())
+        except ValueError as error:
+            raise ValueError(f"{NOTIFY_SECRET_ENV}: Secret block {block!r}: {error}") from None
+        found += [
+            (f"Secret block {block!r} entry {i}", url)
+            for i, url in enumerate(split_urls(value), start=1)
+        ]
+    return found
+
+
+def split_urls(text: str) -> list[str]:
+    return [url for url in re.split(r"[\s,]+", text) if url]
+
+
+def notifier(config_path: str | None = None) -> apprise.Apprise | None:
+    """An Apprise object with every configured target, or None when there is none."""
+    targets = apprise.Apprise()
+    for where, url in configured_urls():
+        if not targets.add(url):
+            # Name the position, not the URL: the URL holds the secret.
+            raise ValueError(f"{where} is not a URL apprise understands")
+    if config_path:
+        if not Path(config_path).is_file():
+            raise ValueError(f"notification config {config_path}: no such file")
+        config = apprise.AppriseConfig()
+        config.add(config_path)
+        targets.add(config)
+    return targets if len(targets) or config_path else None
+
+
+def send(title: str, body: str, config_path: str | None = None) -> bool:
+    """Send one message to every target; returns whether every target accepted it.
+    Never raises: a notification must never fail the flow."""
+    logger = task_logger()
+    try:
+        targets = notifier(config_path)
+        if targets is None:
+            return False
+        delivered = bool(targets.notify(title=title, body=body))
+    except Exception as error:
+        logger.warning("notification failed: %s", type(error).__name__)
+        return False
+    if not delivered:
+        logger.warning("a notification target did not accept %r", title)
+    return delivered

@@ -1,0 +1,188 @@
+"""What a job snapshot means for the run: the monitor's reading of it and its choice of the
+next action (the original workflow's Choice state after each monitor step)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from remedy.jobs import JobSnapshot, RuleEvaluation, is_infrastructure_failure
+from remedy.state_schema import (
+    DataProblem,
+    Finding,
+    JobStatus,
+    NextAction,
+    PlannedChange,
+    RuleStatus,
+    State,
+)
+from remedy.state_schema.transitions import end, update_current_attempt
+
+FINAL_RULE_STATUSES = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
+
+
+@dataclass(frozen=True)
+class Observation:
+    job_status: JobStatus
+    rule_status: RuleStatus
+    rules_final: bool
+    findings: list[Finding]
+    failure_reason: str | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.job_status.value, self.rule_status.value
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more will change for this job without the flow acting."""
+        if self.rule_status is RuleStatus.IssuesFound:
+            return True
+        final = self.job_status in (JobStatus.Completed, JobStatus.Failed, JobStatus.Stopped)
+        return final and self.rules_final
+
+
+def finding(rule: RuleEvaluation) -> Finding:
+    return Finding(
+        rule=rule.name,
+        status=RuleStatus.IssuesFound,
+        step=rule.step,
+        tensor=rule.tensor,
+        message=rule.details,
+        bundle=rule.bundle,
+        localisation=rule.localisation,
+        suspect_samples=rule.suspect_samples,
+        suspect_shards=rule.suspect_shards,
+        data_problem=DataProblem(**rule.data_problem) if rule.data_problem else None,
+    )
+
+
+def observe(snapshot: JobSnapshot) -> Observation:
+    words = [rule.status for rule in snapshot.rules]
+    findings = [finding(rule) for rule in snapshot.rules if rule.status == "IssuesFound"]
+    if findings:
+        summary = RuleStatus.IssuesFound
+    elif not words:
+        summary = RuleStatus.NotFound
+    elif "Error" in words:
+        summary = RuleStatus.Error
+    elif all(word == "NoIssuesFound" for word in words):
+        summary = RuleStatus.NoIssuesFound
+    elif all(word in RuleStatus.__members__ for word in words):
+        summary = RuleStatus.InProgress
+    else:
+        summary = RuleStatus.Unknown
+    return Observation(
+        job_status=snapshot.status,
+        rule_status=summary,
+        rules_final=all(word in FINAL_RULE_STATUSES for word in words),
+        findings=findings,
+        failure_reason=snapshot.failure_reason,
+    )
+
+
+def trace_data_problems(findings: list[Finding], state: State) -> list[Finding]:
+    """Suspect samples that failed in an earlier attempt too are bad records: a data problem."""
+    earlier: Counter[int] = Counter()
+    for attempt in state.history.attempts:
+        if attempt.job_name != state.history.latest_job_name:
+            earlier.update({i for f in attempt.findings for i in f.suspect_samples})
+    traced = []
+    for found in findings:
+        repeated = [i for i in found.suspect_samples if earlier[i]]
+        if repeated and found.data_problem is None:
+            shard = dict(zip(found.suspect_samples, found.suspect_shards, strict=False))
+            problem = DataProblem(
+                samples=repeated,
+                shards=[shard.get(i, "?") for i in repeated],
+                failures=1 + max(earlier[i] for i in repeated),
+            )
+            found = found.model_copy(update={"data_problem": problem})
+        traced.append(found)
+    return traced
+
+
+def record_progress(state: State, snapshot: JobSnapshot) -> State:
+    """Steps run and latest figures of the current attempt, from a snapshot of its job."""
+    progress = snapshot.progress
+    start_step = progress.start_step if progress else 0  # > 0 for a warm-started job
+    loss = snapshot.final_metrics.get("test:loss", progress.loss if progress else None)
+    return update_current_attempt(
+        state,
+        steps_run=progress.steps_run if progress else 0,
+        start_step=start_step,
+        final_loss=loss,
+        final_accuracy=snapshot.final_metrics.get("test:accuracy"),
+    )
+
+
+def record_end(state: State, snapshot: JobSnapshot, metrics_location: str) -> State:
+    """How the current attempt's job ended, its duration and where its metrics live."""
+    state = update_current_attempt(
+        state,
+        outcome=snapshot.status,
+        failure_reason=snapshot.failure_reason,
+        ended_at=snapshot.ended,
+        curve=metrics_location,
+    )
+    attempt = state.current_attempt
+    if attempt is not None and attempt.started_at and attempt.ended_at:
+        duration = (attempt.ended_at - attempt.started_at).total_seconds()
+        state = update_current_attempt(state, duration_s=duration)
+    return state
+
+
+def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_location: str) -> State:
+    """The original monitor's choice, on a fresh observation of the current job."""
+    seen = replace(seen, findings=trace_data_problems(seen.findings, state))
+    history = state.history.model_copy(
+        update={"num_monitor_transitions": state.history.num_monitor_transitions + 1}
+    )
+    state = state.model_copy(
+        update={
+            "history": history,
+            "job_status": seen.job_status,
+            "rule_status": seen.rule_status,
+            "findings": seen.findings,
+        }
+    )
+    state = update_current_attempt(record_progress(state, snapshot), findings=seen.findings)
+    if seen.settled:
+        state = record_end(state, snapshot, metrics_location)
+
+    budget = state.budgets.max_monitor_transitions
+    if history.num_monitor_transitions > budget:
+        return end(state, f"max_monitor_transitions ({budget}) exceeded")
+    if seen.rule_status is RuleStatus.IssuesFound:
+        return state.model_copy(update={"next_action": NextAction.launch_new})  # after plan
+    if not seen.settled:
+        return state.model_copy(update={"next_action": NextAction.monitor})
+    if seen.job_status is JobStatus.Completed:
+        return end(state, "completed: the job finished and no rule found an issue")
+    if seen.job_status is JobStatus.Failed and is_infrastructure_failure(seen.failure_reason):
+        relaunch = PlannedChange(
+            strategy="relaunch_unchanged",
+            reason=f"infrastructure failure: {seen.failure_reason}",
+        )
+        return state.model_copy(
+            update={"next_action": NextAction.launch_new, "planned_change": relaunch}
+        )
+    if seen.job_status is JobStatus.Failed:
+        return end(state, f"job failed: {seen.failure_reason}")
+    return end(state, "the job was stopped outside the flow")
+
+
+def progress_line(state: State, snapshot: JobSnapshot) -> str:
+    rules = ", ".join(f"{r.name}: {r.status}" for r in snapshot.rules)
+    progress = snapshot.progress
+    if progress:
+        loss = "non-finite" if progress.loss is None else f"{progress.loss:.4g}"
+        where = (
+            f"step {progress.step}/{progress.total_steps or '?'} epoch {progress.epoch} loss {loss}"
+        )
+    else:
+        where = "starting"
+    return (
+        f"attempt {state.history.num_retraining} | {snapshot.status.value} | "
+        f"{where} | {rules or 'rules: starting'}"
+    )
