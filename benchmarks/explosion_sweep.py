@@ -7,7 +7,7 @@ the demo does. Only this script looks at gradients: a global optimizer pre-step 
 installed in the child process records the first step whose gradients hold NaN or inf and
 (unless --no-stop) creates the job's stop file at once, as an instant monitor would. The job
 itself is unchanged. Prints per rung: first non-finite step/epoch, steps run, final test
-accuracy, wall and CPU seconds. Defaults are training.demo.DEMO_HYPERPARAMETERS.
+accuracy, wall and CPU seconds. Defaults are the demo's (remedy.training.demo.DEMO_RUN_SPEC).
 """
 
 import argparse
@@ -24,7 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remedy.training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
+from remedy.state_schema import Hyperparameters  # noqa: E402
+from remedy.training.demo import DEMO_RUN_SPEC  # noqa: E402
 
 # The attempts the seed policy makes from the demo start: halve the warmup while
 # warmup / 5 >= 1e-3, then add batch norm. (warmup_learning_rate, add_batch_norm)
@@ -117,10 +118,11 @@ def main() -> None:
     parser.add_argument("--rungs", type=int, default=None, help="only the first N rungs")
     args = parser.parse_args()
 
-    base = dict(DEMO_HYPERPARAMETERS)
+    base = DEMO_RUN_SPEC.hyperparameters()  # what the demo's jobs receive
     for key in ["width", "batch_size", "train_samples", "test_samples", "num_epochs", "seed"]:
         if getattr(args, key) is not None:
             base[key] = getattr(args, key)
+    Hyperparameters.model_validate(base)  # a bad option fails here, not in the first job
     print("base:", json.dumps(base))
     if args.threads is not None:
         os.environ["REMEDY_TORCH_THREADS"] = str(args.threads)

@@ -34,10 +34,10 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remedy.training.config import TrainConfig  # noqa: E402
+from remedy.state_schema import Hyperparameters  # noqa: E402
+from remedy.training.build import build_model_and_optimizer, total_grad_norm  # noqa: E402
 from remedy.training.data import make_synthetic  # noqa: E402
 from remedy.training.guard import NanGuard  # noqa: E402
-from remedy.training.train import build_model_and_optimizer, total_grad_norm  # noqa: E402
 
 TRAIN_SAMPLES = 5000
 
@@ -51,7 +51,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    config = TrainConfig(
+    config = Hyperparameters(
         depth=20, width=16, activation="elu", add_batch_norm=1, batch_size=args.batch_size,
         warmup_learning_rate=0.01, learning_rate=0.01,
     )  # fmt: skip

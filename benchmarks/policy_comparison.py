@@ -39,11 +39,11 @@ configure_prefect_environment()
 
 from remedy.flows.remediate import RemediateSettings, remediate  # noqa: E402
 from remedy.state_schema import JobStatus, RuleSpec, RunSpec, State, exploding_tensor_rule  # noqa: E402
-from remedy.training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
+from remedy.training.demo import DEMO_RUN_SPEC  # noqa: E402
 
 SCENARIOS: dict[str, dict[str, object]] = {
-    "early": DEMO_HYPERPARAMETERS,
-    "late": DEMO_HYPERPARAMETERS
+    "early": DEMO_RUN_SPEC.model_dump(),
+    "late": DEMO_RUN_SPEC.model_dump()
     | {
         "add_batch_norm": 1,
         "warmup_learning_rate": 0.003125,

@@ -37,7 +37,7 @@ configure_prefect_environment()
 
 from remedy.flows.remediate import RemediateSettings, remediate  # noqa: E402
 from remedy.state_schema import Budgets, RunSpec, State  # noqa: E402
-from remedy.training.demo import DEMO_HYPERPARAMETERS  # noqa: E402
+from remedy.training.demo import DEMO_RUN_SPEC  # noqa: E402
 
 
 def seconds(iso: str) -> float:
@@ -111,7 +111,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="remedy-bench-"))
     rows: dict[int, dict[str, float]] = {}
     for interval in args.save_intervals:
-        spec = RunSpec(**(DEMO_HYPERPARAMETERS | {"debugger_save_interval": interval}))
+        spec = RunSpec(**(DEMO_RUN_SPEC.model_dump() | {"debugger_save_interval": interval}))
         state = State(run_spec=spec, budgets=Budgets(max_num_retraining=2))
         run_dir = workdir / f"interval-{interval}"
         print(f"running two attempts with gradients saved every {interval} steps ...", flush=True)
@@ -119,7 +119,7 @@ def main() -> None:
             state=state, run_dir=str(run_dir), settings=RemediateSettings(poll_interval_s=2.0)
         )
         rows[interval] = measure(run_dir, final)
-    baseline = bare_start_to_first_step(RunSpec(**DEMO_HYPERPARAMETERS), workdir)
+    baseline = bare_start_to_first_step(DEMO_RUN_SPEC, workdir)
 
     print("\nremediation cycle on the demo scenario (monitor poll interval 2 s)")
     header = "".join(f"{f'save every {i}':>16}" for i in rows)

@@ -1,4 +1,4 @@
-"""The configuration `remedy demo` starts from: the seed scenario, small enough for 2 CPU cores.
+"""The run_spec `remedy demo` starts from: the seed scenario, small enough for 2 CPU cores.
 
 Everything that matters to the scenario is the seed's: ELU ResNet-20 without batch norm,
 SGD momentum 0.9, warmup and learning rate 0.1, the seed's schedule and 5 epochs. Made
@@ -41,36 +41,32 @@ accuracy 0.926-0.996).
 
 from typing import Any
 
-DEMO_HYPERPARAMETERS: dict[str, Any] = {
-    "base_job_name": "remedy-demo",
-    "warmup_learning_rate": 0.1,
-    "learning_rate": 0.1,
-    "add_batch_norm": 0,
-    "num_epochs": 5,
-    "debugger_save_interval": 5,  # explosions happen by update 5: catch them at hook step 5
-    "entry_point": "remedy.training.train",
-    "depth": 20,
-    "width": 8,
-    "activation": "elu",
-    "batch_size": 64,
-    "momentum": 0.9,
-    "weight_decay": 2e-4,
-    "dataset": "synthetic",
-    "data_path": None,
-    "train_samples": 5000,
-    "test_samples": 1000,
-    "seed": 0,
-    "checkpoint_every_epochs": 1,
-    # the seed's choices for what the adaptive strategies may change
-    "optimizer": "momentum",
-    "init": "he_normal",
-    "grad_clip_norm": None,
-    "dropout": 0.0,
-    "warmup_epochs": 1,
-    "init_checkpoint": None,
-    "start_epoch": 0,
+from remedy.state_schema import RunSpec
+
+DEMO_RUN_SPEC = RunSpec(
+    base_job_name="remedy-demo",
+    # the seed scenario: ELU ResNet-20 without batch norm, SGD momentum, its rates and epochs
+    depth=20,
+    activation="elu",
+    add_batch_norm=0,
+    optimizer="momentum",
+    momentum=0.9,
+    weight_decay=2e-4,
+    warmup_learning_rate=0.1,
+    learning_rate=0.1,
+    warmup_epochs=1,
+    num_epochs=5,
+    # made smaller, for 2 CPU cores
+    width=8,
+    batch_size=64,
+    dataset="synthetic",
+    train_samples=5000,
+    test_samples=1000,
+    debugger_save_interval=5,  # explosions happen by update 5: catch them at hook step 5
     # The demo shows the original path: the debugger's ExplodingTensor rule spots the NaN
     # gradients. With the NaN guard on, the job would catch them itself before the update.
-    "nan_guard": "off",
-    "exclude_samples": [],
-}
+    nan_guard="off",
+)
+
+# The run_spec fields the demo sets, for callers that build RunSpec(**DEMO_HYPERPARAMETERS).
+DEMO_HYPERPARAMETERS: dict[str, Any] = DEMO_RUN_SPEC.model_dump(mode="json", exclude_unset=True)

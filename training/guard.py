@@ -8,8 +8,9 @@ which the failing forward has already moved). When a step fails:
   - the update is skipped and the buffers restored: the model stays as it was, finite;
   - a repro bundle (training/bundle.py) is written under OUTPUT_DIR/repro/step-NNNNNN and
     replayed at once (training/replay.py) to name the first non-finite module and any bad
-    records; the finding is written as rule status OUTPUT_DIR/rule_status/NonFiniteGradient.json
-    in the rule evaluator's shape, plus bundle, localisation and suspect samples;
+    records; the finding is written as rule status NonFiniteGradient.json in the rule
+    evaluator's shape, plus bundle, localisation and suspect samples, into the folder
+    $REMEDY_RULE_STATUS_DIR names (set by the backend; OUTPUT_DIR/rule_status without it);
   - nan_guard "stop": the job stops (stop file + result "Stopped"), like a StopTraining action;
     nan_guard "skip": it goes on, counting bad batches, and stops after MAX_SKIPPED_BATCHES.
     Samples that are the bad records of two or more skipped batches are a data problem.
@@ -33,14 +34,16 @@ import torch
 from remedy.debugger import store
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.status import RuleStatus, RuleStatusRecord, status_path
+from remedy.state_schema import Hyperparameters
 from remedy.training.bundle import write_bundle
-from remedy.training.config import TrainConfig
 from remedy.training.data import DataSplit
 from remedy.training.replay import find_bad_records, replay
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 RULE_NAME = "NonFiniteGradient"
+# The backend names the folder it reads rule statuses from; a job run by hand uses its own.
+RULE_STATUS_DIR_ENV = "REMEDY_RULE_STATUS_DIR"
 MAX_SKIPPED_BATCHES = 20  # "skip" gives up after this many: the run is not training any more
 TRACE_DIR = "trace"
 TRACE_INDEX = "index.jsonl"
@@ -77,10 +80,16 @@ def batch_of_step(output_dir: str | Path, step: int) -> list[int]:
     raise KeyError(f"step {step} is not in the trace of {output_dir}")
 
 
+def rule_status_dir(output_dir: Path) -> Path:
+    """$REMEDY_RULE_STATUS_DIR, or OUTPUT_DIR/rule_status when it is not set."""
+    folder = os.environ.get(RULE_STATUS_DIR_ENV)
+    return Path(folder) if folder else output_dir / "rule_status"
+
+
 class NanGuard:
     def __init__(
         self,
-        config: TrainConfig,
+        config: Hyperparameters,
         output_dir: Path,
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
@@ -96,6 +105,7 @@ class NanGuard:
         self.suspect_counts: Counter[int] = Counter()
         self.bundle: Path | None = None
         self.trace = ContactTrace(output_dir, config.batch_size)
+        self.rule_status_dir = rule_status_dir(output_dir)
         self._rng = torch.get_rng_state()
         self._buffers: list[torch.Tensor] = []
         self._first_details: dict[str, Any] = {}  # of the bundled step: the report's end
@@ -170,7 +180,7 @@ class NanGuard:
             "loss": loss if math.isfinite(loss) else None,
             "grad_norm": grad_norm if math.isfinite(grad_norm) else None,
             "nonfinite": {"loss": not math.isfinite(loss), "gradients": nonfinite},
-            "hyperparameters": self.config.to_dict(),
+            "hyperparameters": self.config.hyperparameters(),
             "samples": {
                 "ids": ids.tolist(),
                 "shards": [self.data.shard_of(i) for i in ids.tolist()],
@@ -234,7 +244,7 @@ class NanGuard:
             steps_evaluated=step,
             last_modified=store.utc_now_iso(),
         )
-        path = status_path(self.output_dir / "rule_status", RULE_NAME)  # the evaluator's shape
+        path = status_path(self.rule_status_dir, RULE_NAME)  # the evaluator's shape
         extra = {
             "bundle": None if self.bundle is None else str(self.bundle.resolve()),
             "localisation": details.get("localisation"),

@@ -22,10 +22,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from remedy.training.bundle import Bundle, BundleError, read_bundle
+from remedy.state_schema import (
+    Hyperparameters,
+    PayloadError,
+    RunSpec,
+    hyperparameters_from_document,
+)
+from remedy.training.build import build_model_and_optimizer, total_grad_norm
+from remedy.training.bundle import META_FILE, Bundle, BundleError, read_bundle
 from remedy.training.checkpoint import CheckpointError, load_checkpoint
-from remedy.training.config import ConfigError, parse_config
 from torch import nn
+
+# Bundles written before the training contract was split out of RunSpec also carry run_spec
+# fields the job never read (entry_point, debugger_save_interval): they are not the model's.
+NOT_THE_JOBS = set(RunSpec.model_fields) - set(Hyperparameters.model_fields)
 
 
 @dataclass
@@ -119,15 +129,6 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _grad_norm(model: nn.Module) -> float:
-    norms = [
-        torch.linalg.vector_norm(p.grad, dtype=torch.float64)
-        for p in model.parameters()
-        if p.grad is not None
-    ]
-    return torch.linalg.vector_norm(torch.stack(norms)).item() if norms else 0.0
-
-
 @contextmanager
 def _watch(model: nn.Module, result: ReplayResult) -> Iterator[None]:
     """Record the first non-finite module output (forward) and output gradient (backward)."""
@@ -165,15 +166,20 @@ def _watch(model: nn.Module, result: ReplayResult) -> Iterator[None]:
             handle.remove()
 
 
+def bundle_hyperparameters(bundle: Bundle) -> Hyperparameters:
+    """The hyperparameters the bundled job trained with, checked by the training contract."""
+    values = bundle.meta["hyperparameters"]
+    if isinstance(values, dict):
+        values = {name: value for name, value in values.items() if name not in NOT_THE_JOBS}
+    try:
+        return hyperparameters_from_document(values, where=str(bundle.path / META_FILE))
+    except PayloadError as exc:
+        raise BundleError(f"hyperparameters do not validate here: {exc}") from exc
+
+
 def rebuild(bundle: Bundle) -> tuple[nn.Module, torch.optim.Optimizer]:
     """The job's model and optimizer, holding the state from before the failing step."""
-    from remedy.training.train import build_model_and_optimizer  # the job's own construction
-
-    try:
-        config = parse_config(bundle.meta["hyperparameters"])
-    except ConfigError as exc:
-        raise BundleError(f"{bundle.path}: hyperparameters do not parse here ({exc})") from exc
-    model, optimizer = build_model_and_optimizer(config)
+    model, optimizer = build_model_and_optimizer(bundle_hyperparameters(bundle))
     try:
         load_checkpoint(bundle.state_path, model, optimizer)
     except CheckpointError as exc:
@@ -190,7 +196,7 @@ def _step(
     model.zero_grad(set_to_none=True)
     loss = nn.CrossEntropyLoss()(model(images), labels)
     loss.backward()
-    return loss.item(), _grad_norm(model)
+    return loss.item(), total_grad_norm(model)
 
 
 def find_bad_records(

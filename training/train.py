@@ -1,5 +1,10 @@
 """The training job: python -m remedy.training.train --hyperparameters FILE --output-dir DIR
 
+FILE is a JSON object of the training contract (remedy.state_schema.Hyperparameters, what
+RunSpec.hyperparameters() writes); values may be text, as the cloud service passes them. An
+unknown key or a bad value ends the job with exit status 2 and an error naming FILE and the
+field, before anything is written.
+
 Trains the configurable ResNet with SGD + momentum on CIFAR-10 or synthetic images and
 writes into DIR (JSON written to a temporary file, then renamed into place):
   progress.json   after every step: step, epoch, loss, accuracy, grad_norm (total L2 norm of
@@ -14,13 +19,19 @@ wall_time is seconds since the Unix epoch. Accuracies are fractions in [0, 1].
 
 With nan_guard "stop" (the default) or "skip", the NaN guard (training/guard.py) checks the
 loss and gradients before each update: a non-finite step is never applied; it leaves a repro
-bundle in repro/ and the rule status rule_status/NonFiniteGradient.json, then stops the job
-("stop") or skips the batch ("skip"); trace/ names every step's samples. With nan_guard "off"
-a diverging run keeps training until it is stopped from outside. Spotting slower trouble is
-the tensor debugger's job, whose hook is active when REMEDY_DEBUGGER_CONFIG names a config
-file. A stop request is the file named by REMEDY_STOP_FILE appearing, or SIGTERM: the current
-step finishes, the hook is closed, result.json says "Stopped" and the process exits 0.
-REMEDY_TORCH_THREADS sets torch's threads.
+bundle in repro/ and the rule status NonFiniteGradient.json, then stops the job ("stop") or
+skips the batch ("skip"); trace/ names every step's samples. With nan_guard "off" a
+diverging run keeps training until it is stopped from outside. Spotting slower trouble is
+the tensor debugger's job.
+
+The environment says where the backend wants things and how it will ask the job to stop:
+  REMEDY_DEBUGGER_CONFIG   a debugger config file: the tensor debugger's hook is active
+  REMEDY_STOP_FILE         a stop request is this file appearing, or SIGTERM: the current
+                           step finishes, the hook is closed, result.json says "Stopped" and
+                           the process exits 0
+  REMEDY_RULE_STATUS_DIR   where the NaN guard writes its rule status (default
+                           DIR/rule_status), the folder the backend reads rule statuses from
+  REMEDY_TORCH_THREADS     torch's threads
 """
 
 import argparse
@@ -36,12 +47,11 @@ from typing import Any
 
 import torch
 from remedy.debugger import Hook, ModeKeys
-from remedy.models import ResNetConfig, build_model
+from remedy.state_schema import Hyperparameters, PayloadError, load_hyperparameters
+from remedy.training.build import build_model_and_optimizer, total_grad_norm
 from remedy.training.checkpoint import save_checkpoint
-from remedy.training.config import TrainConfig, load_config
 from remedy.training.data import DataSplit, load_cifar10, make_synthetic
 from remedy.training.guard import NanGuard
-from remedy.training.optimizers import build_optimizer
 from remedy.training.schedule import learning_rate_for_epoch
 from remedy.training.warm_start import restore
 from torch import nn
@@ -76,25 +86,13 @@ class StopRequest:
         return self.signalled or (self.stop_file is not None and self.stop_file.exists())
 
 
-def load_data(config: TrainConfig) -> tuple[DataSplit, DataSplit]:
-    if config.dataset == "cifar10":
-        assert config.data_path is not None  # checked by TrainConfig
-        return load_cifar10(config.data_path, config.train_samples, config.test_samples)
+def load_data(config: Hyperparameters) -> tuple[DataSplit, DataSplit]:
     train_samples, test_samples = config.num_train_samples, config.num_test_samples
+    if config.dataset == "cifar10":
+        assert config.data_path is not None  # the contract requires it for cifar10
+        return load_cifar10(config.data_path, train_samples, test_samples)
     assert train_samples is not None and test_samples is not None  # synthetic defaults
     return make_synthetic(train_samples, test_samples, seed=config.seed)
-
-
-@torch.no_grad()
-def total_grad_norm(model: nn.Module) -> float:
-    """L2 norm of all gradients, summed in float64 so that it is finite exactly when every
-    gradient is (float32 squares overflow from |g| > 1.8e19)."""
-    norms = [
-        torch.linalg.vector_norm(p.grad, dtype=torch.float64)
-        for p in model.parameters()
-        if p.grad is not None
-    ]
-    return torch.linalg.vector_norm(torch.stack(norms)).item()
 
 
 @torch.no_grad()
@@ -110,28 +108,7 @@ def evaluate(model: nn.Module, criterion: nn.Module, data: DataSplit) -> tuple[f
     return total_loss / len(data), correct / len(data)
 
 
-def build_model_and_optimizer(config: TrainConfig) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """The model and optimizer a config describes (a repro bundle's replay builds them too)."""
-    model_config = ResNetConfig(
-        depth=config.depth,
-        width=config.width,
-        activation=config.activation,
-        batch_norm=bool(config.add_batch_norm),
-        init=config.init,
-        dropout=config.dropout,
-    )
-    model = build_model(model_config)
-    optimizer = build_optimizer(
-        config.optimizer,
-        model.parameters(),
-        lr=config.warmup_learning_rate,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-    )
-    return model, optimizer
-
-
-def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
+def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
     stop = StopRequest()  # first, so that an early SIGTERM is a clean stop too
     output_dir.mkdir(parents=True, exist_ok=True)
     if os.environ.get("REMEDY_TORCH_THREADS"):
@@ -291,12 +268,14 @@ def train(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hyperparameters", required=True, help="JSON file of hyperparameters")
+    parser.add_argument(
+        "--hyperparameters", required=True, help="JSON file of hyperparameters (the contract)"
+    )
     parser.add_argument("--output-dir", required=True, help="folder for progress and results")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.hyperparameters)
-    except ValueError as exc:
+        config = load_hyperparameters(args.hyperparameters)
+    except PayloadError as exc:  # names the file and every bad field
         print(f"error: {exc}", file=sys.stderr)
         return 2
     train(config, Path(args.output_dir))

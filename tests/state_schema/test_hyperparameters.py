@@ -101,6 +101,9 @@ def test_a_run_spec_only_field_is_not_a_hyperparameter() -> None:
         ({"optimizer": "lbfgs"}, "optimizer"),
         ({"grad_clip_norm": 0}, "grad_clip_norm"),
         ({"dropout": 1.0}, "dropout"),
+        ({"init": "zeros"}, "init"),
+        ({"warmup_epochs": -1}, "warmup_epochs"),
+        ({"start_epoch": -1}, "start_epoch"),
     ],
 )
 def test_a_bad_value_names_the_field(values: dict[str, Any], field: str) -> None:

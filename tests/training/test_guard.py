@@ -10,10 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from remedy.state_schema import Hyperparameters
 from remedy.training.bundle import BundleError, read_bundle
 from remedy.training.data import read_cifar_batch, write_cifar_batch, write_tiny_cifar10
-from remedy.training.guard import batch_of_step
+from remedy.training.guard import RULE_STATUS_DIR_ENV, batch_of_step
 from remedy.training.replay import debug, replay
+from remedy.training.train import train
 from safetensors.torch import load_file
 
 from tests.training.test_train import REPO, TINY, read_metrics, run_job, strict_json
@@ -208,3 +210,40 @@ def test_debug_stops_at_the_localised_module(
     debug(path, replay(path))
     assert stops == ["pdb"]
     assert "before stem.forward" in capsys.readouterr().out
+
+
+def test_the_rule_status_goes_where_the_backend_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REMEDY_STOP_FILE", raising=False)
+    monkeypatch.delenv("REMEDY_DEBUGGER_CONFIG", raising=False)
+    monkeypatch.setenv(RULE_STATUS_DIR_ENV, str(tmp_path / "statuses"))
+    out = tmp_path / "out"
+    result = train(Hyperparameters.model_validate(UNSTABLE), out)
+    assert result["status"] == "Stopped"
+    status = strict_json((tmp_path / "statuses" / "NonFiniteGradient.json").read_text())
+    assert status["RuleEvaluationStatus"] == "IssuesFound" and status["step"] == result["steps"]
+    assert not (out / "rule_status").exists()
+
+
+def with_hyperparameters(source: str, bundle: Path, changes: dict[str, Any]) -> Path:
+    """A copy of a bundle whose manifest records other hyperparameters (it is not hashed)."""
+    shutil.copytree(source, bundle)
+    meta = json.loads((bundle / "bundle.json").read_text())
+    meta["hyperparameters"] |= changes
+    (bundle / "bundle.json").write_text(json.dumps(meta))
+    return bundle
+
+
+def test_a_bundle_from_before_the_contract_split_replays(corrupt_job: Path, tmp_path: Path) -> None:
+    # Jobs then also received two run_spec fields they never read.
+    old = {"entry_point": "training.train", "debugger_save_interval": 100}
+    bundle = with_hyperparameters(rule_status(corrupt_job)["bundle"], tmp_path / "old", old)
+    assert replay(bundle).localisation == "forward stem"
+
+
+def test_a_bundle_with_a_bad_hyperparameter_names_it(corrupt_job: Path, tmp_path: Path) -> None:
+    source = rule_status(corrupt_job)["bundle"]
+    bundle = with_hyperparameters(source, tmp_path / "bad", {"depth": 9})
+    with pytest.raises(BundleError, match=r"bundle\.json: 1 invalid field\(s\)\n  depth: "):
+        replay(bundle)

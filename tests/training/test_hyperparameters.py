@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import remedy.training.train as train_module
+import remedy.training.build as build_module
 import torch
 from remedy.models import ResNetConfig, build_model
+from remedy.state_schema import Hyperparameters
 from remedy.training.checkpoint import CheckpointError
-from remedy.training.config import ConfigError, parse_config
 from remedy.training.train import train
 from safetensors.torch import load_file
 
@@ -29,7 +29,7 @@ def no_debugger(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(out: Path, **fields: Any) -> dict[str, Any]:
-    return train(parse_config(TINY | fields), out)
+    return train(Hyperparameters.model_validate(TINY | fields), out)
 
 
 def steps(out: Path) -> list[dict[str, Any]]:
@@ -110,7 +110,7 @@ def test_dropout_is_built_into_the_model(tmp_path: Path, monkeypatch: pytest.Mon
         built.append(config)
         return build_model(config)
 
-    monkeypatch.setattr(train_module, "build_model", spy)
+    monkeypatch.setattr(build_module, "build_model", spy)
     assert run(tmp_path, dropout=0.3)["status"] == "Completed"
     assert built[0].dropout == 0.3
     model = build_model(built[0])
@@ -154,13 +154,3 @@ def test_warm_start_with_another_optimizer_loads_only_the_weights(
 def test_a_missing_checkpoint_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError):
         run(tmp_path, init_checkpoint=str(tmp_path / "nope"))
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [{"optimizer": "lbfgs"}, {"init": "zeros"}, {"grad_clip_norm": 0}, {"dropout": 1.0},
-     {"warmup_epochs": -1}, {"start_epoch": -1}],
-)  # fmt: skip
-def test_bad_values_are_refused(bad: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError):
-        parse_config(TINY | bad)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from remedy.models import ResNetConfig, build_model
+from remedy.state_schema import Hyperparameters, RunSpec
 from remedy.training.checkpoint import load_checkpoint
 from remedy.training.data import write_tiny_cifar10
 
@@ -173,11 +174,32 @@ def test_a_running_job_stops_cleanly(tmp_path: Path, how: str) -> None:
     assert "stop requested" in stdout
 
 
-def test_a_bad_hyperparameter_fails_naming_it(tmp_path: Path) -> None:
-    done = run_job(tmp_path, TINY | {"widht": 4})
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"widht": 4}, "widht"), ({"batch_size": "many"}, "batch_size"), ({"depth": 21}, "depth")],
+)
+def test_a_bad_hyperparameter_fails_naming_the_file_and_field(
+    tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    done = run_job(tmp_path, TINY | change)
     assert done.returncode == 2
-    assert "widht" in done.stderr
-    assert not (tmp_path / "out" / "result.json").exists()
+    assert f"error: {tmp_path / 'hyperparameters.json'}: 1 invalid field(s)" in done.stderr
+    assert f"\n  {field}: " in done.stderr
+    assert not (tmp_path / "out").exists()  # nothing written before the check
+
+
+def test_every_contract_field_passed_as_text_like_the_cloud_service(tmp_path: Path) -> None:
+    # The cloud service hands the job every hyperparameter as a string.
+    changes = {"num_epochs": 1, "batch_size": 23, "exclude_samples": [0, 5], "grad_clip_norm": 1.0}
+    spec = RunSpec(**(TINY | changes))
+    values = spec.hyperparameters()
+    as_text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+    assert set(as_text) == set(Hyperparameters.model_fields)
+    done = run_job(tmp_path, as_text)
+    assert done.returncode == 0, done.stderr
+    result = strict_json((tmp_path / "out" / "result.json").read_text())
+    assert result["status"] == "Completed"
+    assert result["steps"] == 2  # 48 images less the 2 excluded, in batches of 23
 
 
 def test_the_debugger_hook_captures_the_job_when_configured(tmp_path: Path) -> None:
