@@ -31,7 +31,6 @@ from remedy.state_schema import (
     NextAction,
     PayloadError,
     RuleStatus,
-    RunSpec,
     State,
     load_state,
     payload_json,
@@ -136,9 +135,9 @@ def stop_after_interrupt(run_dir: Path) -> None:
 
 
 def demo_state() -> State:
-    from remedy.training.demo import DEMO_HYPERPARAMETERS
+    from remedy.training.demo import DEMO_RUN_SPEC
 
-    return State(run_spec=RunSpec(**DEMO_HYPERPARAMETERS))
+    return State(run_spec=DEMO_RUN_SPEC.model_copy(deep=True))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -39,8 +39,6 @@ at chance accuracy with batch norm; batch 64 learned on all four seeds tried (fi
 accuracy 0.926-0.996).
 """
 
-from typing import Any
-
 from remedy.state_schema import RunSpec
 
 DEMO_RUN_SPEC = RunSpec(
@@ -67,6 +65,3 @@ DEMO_RUN_SPEC = RunSpec(
     # gradients. With the NaN guard on, the job would catch them itself before the update.
     nan_guard="off",
 )
-
-# The run_spec fields the demo sets, for callers that build RunSpec(**DEMO_HYPERPARAMETERS).
-DEMO_HYPERPARAMETERS: dict[str, Any] = DEMO_RUN_SPEC.model_dump(mode="json", exclude_unset=True)

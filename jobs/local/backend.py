@@ -123,8 +123,11 @@ class LocalBackend(JobBackend):
                 job_status, failure_reason = JobStatus.Failed, lost
             elif stopping:
                 job_status = JobStatus.Stopping
-        progress = read_json_written_by_job(paths.progress)
         result = read_json_written_by_job(paths.result) or {}
+        # A job that writes no progress file still says in its result how far it got.
+        progress = read_json_written_by_job(paths.progress) or (
+            {"step": result["steps"]} if isinstance(result.get("steps"), int) else None
+        )
         return JobSnapshot(
             name=job_name,
             status=job_status,

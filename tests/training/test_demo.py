@@ -1,12 +1,11 @@
 """The demo's run_spec is checked by the training contract, not a free copy of it."""
 
 from remedy.state_schema import Hyperparameters, RunSpec
-from remedy.training.demo import DEMO_HYPERPARAMETERS, DEMO_RUN_SPEC
+from remedy.training.demo import DEMO_RUN_SPEC
 
 
-def test_the_demo_is_a_valid_run_spec_and_its_dict_says_the_same() -> None:
+def test_the_demo_is_a_valid_run_spec_the_job_accepts() -> None:
     assert isinstance(DEMO_RUN_SPEC, RunSpec)
-    assert RunSpec(**DEMO_HYPERPARAMETERS) == DEMO_RUN_SPEC
     job = Hyperparameters.model_validate(DEMO_RUN_SPEC.hyperparameters())
     assert job.hyperparameters() == DEMO_RUN_SPEC.hyperparameters()
 
