@@ -4,8 +4,9 @@
                               RUN_DIR/report/summary.md
     run_figures(run_dir)   -> the numbers `remedy compare` puts side by side
 
-Curves come from each job's metrics.jsonl; per-layer gradient norms from each job's tensor
-store (the debugger's "gradients" collection, saved every debugger_save_interval steps).
+Curves come from each job's metric records (its backend's metrics()); per-layer gradient
+norms from each job's tensor store (the debugger's "gradients" collection, saved every
+debugger_save_interval steps).
 Everything shown passes through records.messages.redact: no role ARN or bucket appears.
 """
 

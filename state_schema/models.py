@@ -162,7 +162,9 @@ class Attempt(Strict):
     duration_s: float | None = Field(None, description="Seconds from launch to end.")
     start_step: int = Field(0, ge=0, description="Steps already done at launch (warm start).")
     curve: str | None = Field(
-        None, description="metrics.jsonl of this job, relative to the run dir (loss curve)."
+        None,
+        description="Where this job's metrics (loss curve) live: relative to the run dir, "
+        "or a URI.",
     )
 
 
