@@ -34,7 +34,7 @@ class JobNotFound(LookupError):
 
 class Snapshot(BaseModel):
     # Backends pass on what their sources say; fields we do not model are dropped.
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
 
 class RuleEvaluation(Snapshot):
