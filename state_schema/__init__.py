@@ -2,6 +2,8 @@
 job receives); stands alone (no other package of ours)."""
 
 from remedy.state_schema.checkpoints import CHECKPOINT_META_FILE, Checkpoint
+from remedy.state_schema.entry_points import BUILTIN_ENTRY_POINT
+from remedy.state_schema.flags import flag_arguments
 from remedy.state_schema.hyperparameters import (
     SYNTHETIC_TEST_SAMPLES,
     SYNTHETIC_TRAIN_SAMPLES,
@@ -36,9 +38,12 @@ from remedy.state_schema.models import (
     State,
     exploding_tensor_rule,
 )
+from remedy.state_schema.roles import ROLES
 
 __all__ = [
+    "BUILTIN_ENTRY_POINT",
     "CHECKPOINT_META_FILE",
+    "ROLES",
     "SYNTHETIC_TEST_SAMPLES",
     "SYNTHETIC_TRAIN_SAMPLES",
     "Activation",
@@ -60,6 +65,7 @@ __all__ = [
     "RunSpec",
     "State",
     "exploding_tensor_rule",
+    "flag_arguments",
     "hyperparameters_from_document",
     "load_hyperparameters",
     "load_state",

@@ -11,11 +11,15 @@ import json
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, field_validator
 from remedy.state_schema.base import Strict
-from remedy.state_schema.hyperparameters import Hyperparameters
+from remedy.state_schema.run_spec import (  # noqa: F401  (RunSpec lives in run_spec.py)
+    RuleSpec,
+    RunSpec,
+    exploding_tensor_rule,
+)
 
 
 class NextAction(StrEnum):
@@ -48,67 +52,6 @@ class RuleStatus(StrEnum):
     NotFound = "NotFound"
     Unknown = "Unknown"
     ExplodingTensors = "ExplodingTensors"
-
-
-class RuleSpec(Strict):
-    """One debugger rule to evaluate beside the job (DebugRuleConfiguration)."""
-
-    name: str = Field(description="RuleConfigurationName: how the rule's status is reported.")
-    rule: str = Field(description="Rule class name in the debugger's registry.")
-    parameters: dict[str, Any] = Field(default_factory=dict, description="Rule parameters.")
-    actions: list[Literal["StopTraining", "Notify"]] = Field(
-        default_factory=lambda: ["StopTraining"],
-        description="What the evaluator does itself when the rule fires.",
-    )
-
-
-def exploding_tensor_rule() -> RuleSpec:
-    """The original workflow's only rule: NaN or +-inf in any gradient."""
-    return RuleSpec(
-        name="ExplodingTensor",
-        rule="ExplodingTensor",
-        parameters={"tensor_regex": ".*gradient", "only_nan": False},
-    )
-
-
-BUILTIN_ENTRY_POINT = "remedy.training.train"
-LEGACY_ENTRY_POINTS = {"training.train": BUILTIN_ENTRY_POINT}
-
-
-class RunSpec(Hyperparameters):
-    """A run's parameters: the training contract (Hyperparameters, what the job receives)
-    plus what only the backends, the rule evaluator and the policy read."""
-
-    # --- fields of the original run_spec -------------------------------------------
-    debugger_save_interval: int = Field(
-        100, gt=0, description="Gradients are saved every this many steps."
-    )
-    sm_role: str | None = Field(None, description="Cloud backend: execution role ARN.")
-    bucket: str | None = Field(None, description="Cloud backend: bucket for outputs.")
-    region: str | None = Field(None, description="Cloud backend: region.")
-    instance_type: str | None = Field(None, description="Cloud backend: instance type.")
-
-    # --- ours ----------------------------------------------------------------------
-    backend: Literal["local"] = Field("local", description="Where jobs run.")
-    entry_point: str = Field(
-        BUILTIN_ENTRY_POINT, description="Python module run as the training job (python -m)."
-    )
-    rules: list[RuleSpec] = Field(
-        default_factory=lambda: [exploding_tensor_rule()],
-        description="Debugger rules evaluated beside the job.",
-    )
-    # --- what a user's own entry point understands -----------------------------------
-    hyperparameters_understood: list[str] | None = Field(
-        None,
-        description="Hyperparameters the entry point honours; null: all of the training "
-        "contract's. Strategies changing others are skipped by the policy.",
-    )
-
-    @field_validator("entry_point")
-    @classmethod
-    def _entry_point_of_earlier_releases(cls, entry_point: str) -> str:
-        # Releases before the remedy namespace named the built-in job "training.train".
-        return LEGACY_ENTRY_POINTS.get(entry_point, entry_point)
 
 
 class DataProblem(Strict):

@@ -26,12 +26,21 @@ def new_job_name(state: State, at: datetime | None = None) -> str:
     return name
 
 
+def flat_spec(spec: RunSpec) -> dict[str, object]:
+    """A run_spec's JSON fields, with each of a script's flags as "hyperparameters.NAME"."""
+    values = spec.model_dump(mode="json")
+    flags = values.pop("hyperparameters")
+    return values | {f"hyperparameters.{name}": value for name, value in flags.items()}
+
+
 def spec_changes(before: RunSpec | None, after: RunSpec) -> dict[str, list[object]]:
-    """Field -> [before, after] for every field that differs."""
+    """Field -> [before, after] for every field that differs; a script's flag that changed
+    is "hyperparameters.NAME" (absent: None)."""
     if before is None:
         return {}
-    old, new = before.model_dump(mode="json"), after.model_dump(mode="json")
-    return {key: [old[key], new[key]] for key in new if old.get(key) != new[key]}
+    old, new = flat_spec(before), flat_spec(after)
+    keys = [*new, *(key for key in old if key not in new)]
+    return {key: [old.get(key), new.get(key)] for key in keys if old.get(key) != new.get(key)}
 
 
 def begin_attempt(state: State, job_name: str) -> State:

@@ -20,6 +20,14 @@ from remedy.state_schema import (
 # run_spec field present, and the built-in job named by its pre-namespace module name.
 BEFORE_SPLIT = Path(__file__).with_name("payload_before_contract_split.json")
 CONTRACT = list(Hyperparameters.model_fields)
+# run_spec fields added with script mode (issue 11), with their defaults
+SCRIPT_MODE_FIELDS = {
+    "source_dir": None,
+    "hyperparameters": {},
+    "hyperparameter_roles": {},
+    "stop_grace_s": 10.0,
+    "kill_after_s": 20.0,
+}
 
 
 def test_run_spec_is_the_contract_plus_orchestration_fields() -> None:
@@ -44,7 +52,11 @@ def test_a_state_written_before_the_split_validates_unchanged() -> None:
         assert spec.entry_point == "remedy.training.train"  # the legacy name is mapped
     dumped = state.run_spec.model_dump(mode="json")
     written = document["state"]["run_spec"]
-    assert dumped == written | {"entry_point": "remedy.training.train"}
+    assert {key: dumped[key] for key in written} == written | {
+        "entry_point": "remedy.training.train"
+    }
+    assert set(dumped) - set(written) == set(SCRIPT_MODE_FIELDS)  # added since, defaults
+    assert all(dumped[key] == value for key, value in SCRIPT_MODE_FIELDS.items())
 
 
 @pytest.mark.parametrize(

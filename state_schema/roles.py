@@ -1,0 +1,68 @@
+"""Hyperparameter roles: what the remediation strategies change (or read), named by the
+built-in training contract's fields.
+
+For the built-in job a role is its run_spec field. A script says which of its own flags
+plays each role in run_spec.hyperparameter_roles ({"learning_rate": "lr"}); a strategy
+applies to it only when the roles it changes are mapped. A role's value is the contract's
+value (a learning rate above 0, an optimizer named sgd / momentum / adam / adamw, ...): the
+strategies write those, so a flag is mapped only when the script takes them.
+
+ROLES is this list, kept equal to what the registered strategies declare by a test
+(tests/strategies), since state_schema cannot import them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from remedy.state_schema.hyperparameters import Hyperparameters, takes_none
+
+ROLES: tuple[str, ...] = (
+    "learning_rate",
+    "warmup_learning_rate",
+    "warmup_epochs",
+    "num_epochs",
+    "grad_clip_norm",
+    "batch_size",
+    "weight_decay",
+    "optimizer",
+    "dropout",
+    "init",
+    "activation",
+    "add_batch_norm",
+    "exclude_samples",
+)
+
+
+def check_role_name(role: str) -> None:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; known roles: {', '.join(ROLES)}")
+
+
+def role_value(role: str, value: Any) -> Any:
+    """A script's flag value as the role's contract value (text decoded, checked); a
+    ValueError says why it cannot play the role."""
+    annotation = Hyperparameters.model_fields[role].annotation
+    if value is None and not takes_none(annotation):
+        raise ValueError(
+            f"is null (flag omitted), but a strategy needs the script's {role} to change "
+            "it: give the script's default"
+        )
+    try:
+        checked = Hyperparameters.__pydantic_validator__.validate_assignment(
+            Hyperparameters.model_construct(), role, value
+        )
+    except ValidationError as error:
+        raise ValueError(f"is not a valid {role}: {error.errors()[0]['msg']}") from None
+    return getattr(checked, role)
+
+
+def script_value(new: Any, old: Any) -> Any:
+    """A role's new contract value in the form the script's flag had: a store_true flag
+    (true/false) stays a boolean, so add_batch_norm 1 is the bare flag."""
+    if isinstance(old, bool):
+        return bool(new)
+    if isinstance(new, str):  # a str enum (Activation) is written as its text
+        return str(new)
+    return new

@@ -1,0 +1,253 @@
+"""RunSpec: what to run and how; the training contract plus the backend's fields.
+
+The built-in job (entry_point remedy.training.train) receives the contract's fields
+(Hyperparameters). Any other entry point, a user's script or module in source_dir, is
+started with its own flags (`hyperparameters`, passed as `--name value`, see flags.py), and
+`hyperparameter_roles` says which of them the strategies may change (see roles.py). The job
+contract a user reads is docs/job-contract.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, Self
+
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+from remedy.state_schema.base import Strict
+from remedy.state_schema.entry_points import (
+    BUILTIN_ENTRY_POINT,
+    check_entry_point,
+    check_source_dir,
+    is_script,
+)
+from remedy.state_schema.flags import FlagValue, check_hyperparameters, option
+from remedy.state_schema.hyperparameters import Hyperparameters
+from remedy.state_schema.roles import check_role_name, role_value, script_value
+
+# Contract fields every job uses, the built-in one or not: the rest are the built-in job's.
+FIELDS_OF_EVERY_JOB = frozenset({"base_job_name", "nan_guard", "init_checkpoint", "start_epoch"})
+
+
+class RuleSpec(Strict):
+    """One debugger rule to evaluate beside the job (DebugRuleConfiguration)."""
+
+    name: str = Field(description="RuleConfigurationName: how the rule's status is reported.")
+    rule: str = Field(description="Rule class name in the debugger's registry.")
+    parameters: dict[str, Any] = Field(default_factory=dict, description="Rule parameters.")
+    actions: list[Literal["StopTraining", "Notify"]] = Field(
+        default_factory=lambda: ["StopTraining"],
+        description="What the evaluator does itself when the rule fires.",
+    )
+
+
+def exploding_tensor_rule() -> RuleSpec:
+    """The original workflow's only rule: NaN or +-inf in any gradient."""
+    return RuleSpec(
+        name="ExplodingTensor",
+        rule="ExplodingTensor",
+        parameters={"tensor_regex": ".*gradient", "only_nan": False},
+    )
+
+
+def field_error(loc: tuple[str, ...], message: str, value: Any) -> InitErrorDetails:
+    return InitErrorDetails(type=PydanticCustomError("run_spec", message), loc=loc, input=value)
+
+
+class RunSpec(Hyperparameters):
+    """A run's parameters: the training contract (Hyperparameters, what the built-in job
+    receives) plus what only the backends, the rule evaluator and the policy read."""
+
+    # The script's flags are `hyperparameters` in JSON; in Python `script_hyperparameters`,
+    # since hyperparameters() is the contract's method (what the built-in job receives).
+    model_config = ConfigDict(serialize_by_alias=True)
+
+    # --- fields of the original run_spec -------------------------------------------
+    debugger_save_interval: int = Field(
+        100, gt=0, description="Gradients are saved every this many steps."
+    )
+    sm_role: str | None = Field(None, description="Cloud backend: execution role ARN.")
+    bucket: str | None = Field(None, description="Cloud backend: bucket for outputs.")
+    region: str | None = Field(None, description="Cloud backend: region.")
+    instance_type: str | None = Field(None, description="Cloud backend: instance type.")
+
+    # --- ours ----------------------------------------------------------------------
+    backend: Literal["local"] = Field("local", description="Where jobs run.")
+    source_dir: str | None = Field(
+        None,
+        description="Folder of the user's code: the job's working directory, first on its "
+        "import path. null: the current directory.",
+    )
+    entry_point: str = Field(
+        BUILTIN_ENTRY_POINT,
+        description="The job: a script path ending in .py, relative to source_dir (python "
+        "SCRIPT), or a module (python -m MODULE). Default: the built-in ResNet job.",
+    )
+    script_hyperparameters: dict[str, FlagValue] = Field(
+        default_factory=dict,
+        alias="hyperparameters",
+        description="The script's own flags, passed as --name value (true: bare --name; "
+        "false, null: omitted; a list: --name v1 v2). Empty for the built-in job, whose "
+        "hyperparameters are the fields above.",
+    )
+    hyperparameter_roles: dict[str, str] = Field(
+        default_factory=dict,
+        description='Role -> the script\'s flag name, e.g. {"learning_rate": "lr"}: which '
+        "flags the remediation strategies may change. A strategy applies only when the "
+        "roles it changes are mapped.",
+    )
+    rules: list[RuleSpec] = Field(
+        default_factory=lambda: [exploding_tensor_rule()],
+        description="Debugger rules evaluated beside the job.",
+    )
+    stop_grace_s: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds a job has to honour the stop file before it gets SIGTERM.",
+    )
+    kill_after_s: float = Field(
+        20.0, gt=0, description="Seconds from SIGTERM to SIGKILL for a job that does not end."
+    )
+    # --- deprecated ------------------------------------------------------------------
+    hyperparameters_understood: list[str] | None = Field(
+        None,
+        description="Deprecated, use hyperparameter_roles. Roles the entry point honours; "
+        "strategies changing others are skipped. null: no restriction.",
+    )
+
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_point_shape(cls, entry_point: str) -> str:
+        return check_entry_point(entry_point)
+
+    @field_validator("source_dir")
+    @classmethod
+    def _source_dir_shape(cls, source_dir: str | None) -> str | None:
+        return check_source_dir(source_dir)
+
+    @field_validator("script_hyperparameters", mode="before")
+    @classmethod
+    def _flags_shape(cls, values: Any) -> Any:
+        if isinstance(values, dict):  # anything else: pydantic's own error
+            check_hyperparameters(values)
+        return values
+
+    @model_validator(mode="after")
+    def _script_or_builtin(self) -> Self:
+        errors = self._builtin_errors() if self.is_builtin else self._script_errors()
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    def _builtin_errors(self) -> list[InitErrorDetails]:
+        why = (
+            f"the built-in job ({BUILTIN_ENTRY_POINT}) takes its hyperparameters as run_spec "
+            "fields (learning_rate, batch_size, ...); {field} is for a script's own flags"
+        )
+        return [
+            field_error((alias,), why.format(field=alias), value)
+            for alias, value in (
+                ("hyperparameters", self.script_hyperparameters),
+                ("hyperparameter_roles", self.hyperparameter_roles),
+            )
+            if value
+        ]
+
+    def _script_errors(self) -> list[InitErrorDetails]:
+        errors = []
+        for name in sorted(set(Hyperparameters.model_fields) - FIELDS_OF_EVERY_JOB):
+            value = getattr(self, name)
+            if value != Hyperparameters.model_fields[name].get_default(call_default_factory=True):
+                message = (
+                    f"a field of the built-in job ({BUILTIN_ENTRY_POINT}); "
+                    f"{self.entry_point} takes its own flags in hyperparameters "
+                    "(and hyperparameter_roles says which play which role)"
+                )
+                errors.append(field_error((name,), message, value))
+        taken: dict[str, str] = {}  # flag -> role
+        for role, flag in self.hyperparameter_roles.items():
+            try:
+                self._check_role(role, flag, taken)
+            except ValueError as error:
+                errors.append(field_error(("hyperparameter_roles", role), str(error), flag))
+            else:
+                taken[flag] = role
+        return errors
+
+    def _check_role(self, role: str, flag: str, taken: Mapping[str, str]) -> None:
+        check_role_name(role)
+        if flag not in self.script_hyperparameters:
+            raise ValueError(
+                f"maps to the flag {flag!r}, which hyperparameters lacks: a strategy would "
+                f'have nothing to change (add "{flag}": <its current value>)'
+            )
+        if flag in taken:
+            raise ValueError(f"the flag {flag!r} already plays {taken[flag]}")
+        try:
+            role_value(role, self.script_hyperparameters[flag])
+        except ValueError as error:
+            raise ValueError(f"hyperparameters.{flag} {error}") from None
+
+    # --- what the job receives ------------------------------------------------------
+    @property
+    def is_builtin(self) -> bool:
+        """The built-in ResNet job: it receives the contract's fields, not flags."""
+        return self.entry_point == BUILTIN_ENTRY_POINT
+
+    @property
+    def is_script(self) -> bool:
+        """A script path (python SCRIPT); otherwise a module (python -m MODULE)."""
+        return is_script(self.entry_point)
+
+    def job_hyperparameters(self) -> dict[str, Any]:
+        """The hyperparameters the job receives, as JSON values (the toolkit's SM_HPS)."""
+        return self.hyperparameters() if self.is_builtin else dict(self.script_hyperparameters)
+
+    # --- roles: what strategies read and write ----------------------------------------
+    def has_role(self, role: str) -> bool:
+        """True when a strategy may change this role: the built-in job has every role, a
+        script those it maps (hyperparameters_understood, deprecated, restricts both)."""
+        check_role_name(role)
+        understood = self.hyperparameters_understood
+        if understood is not None and role not in understood:
+            return False
+        return self.is_builtin or role in self.hyperparameter_roles
+
+    def role(self, role: str) -> Any:
+        """The role's current value (a contract value); None for a script that does not map
+        it."""
+        check_role_name(role)
+        if self.is_builtin:
+            return getattr(self, role)
+        flag = self.hyperparameter_roles.get(role)
+        return None if flag is None else role_value(role, self.script_hyperparameters[flag])
+
+    def role_label(self, role: str) -> str:
+        """How a change of this role is shown: the field, or the script's flag."""
+        flag = None if self.is_builtin else self.hyperparameter_roles.get(role)
+        return role if flag is None else option(flag)
+
+    def role_as_given(self, role: str) -> Any:
+        """The role's value as the job is given it: the field, or the flag's value as
+        written in hyperparameters (None when unmapped)."""
+        if self.is_builtin:
+            return getattr(self, role)
+        flag = self.hyperparameter_roles.get(role)
+        return None if flag is None else self.script_hyperparameters[flag]
+
+    def with_roles(self, values: Mapping[str, Any]) -> RunSpec:
+        """A copy with these roles set: the run_spec fields of the built-in job, or the
+        script's flags (a store_true flag stays true/false). ValueError for a role a script
+        does not map."""
+        for role in values:
+            check_role_name(role)
+        if self.is_builtin:
+            return self.model_copy(update=dict(values))
+        unmapped = [role for role in values if role not in self.hyperparameter_roles]
+        if unmapped:
+            raise ValueError(f"hyperparameter_roles maps no flag to {', '.join(unmapped)}")
+        flags = dict(self.script_hyperparameters)
+        for role, value in values.items():
+            flag = self.hyperparameter_roles[role]
+            flags[flag] = script_value(value, flags[flag])
+        return self.model_copy(update={"script_hyperparameters": flags})

@@ -1,0 +1,192 @@
+"""Script mode in run_spec: source_dir, entry_point, hyperparameters and their roles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from remedy.state_schema import (
+    ROLES,
+    Hyperparameters,
+    PayloadError,
+    RunSpec,
+    State,
+    load_state,
+    save_state,
+    state_from_document,
+)
+from remedy.state_schema.transitions import spec_changes
+
+# The example of docs/job-contract.md: a classic argparse language-model script.
+WORD_LM = {
+    "source_dir": "examples/word_lm",
+    "entry_point": "main.py",
+    "hyperparameters": {"lr": 20, "clip": 0.25, "epochs": 2},
+    "hyperparameter_roles": {"learning_rate": "lr", "grad_clip_norm": "clip"},
+}
+
+
+def script(hyperparameters: dict, roles: dict, **fields: object) -> RunSpec:
+    document = {"entry_point": "main.py", "hyperparameters": hyperparameters}
+    return RunSpec.model_validate(document | {"hyperparameter_roles": roles} | fields)
+
+
+def errors(document: dict) -> str:
+    with pytest.raises(PayloadError) as caught:
+        state_from_document(document, where="spec.json")
+    return str(caught.value)
+
+
+def test_the_documented_example_validates_and_keeps_its_flags_in_state_json(tmp_path) -> None:
+    spec = RunSpec.model_validate(WORD_LM)
+    assert (spec.source_dir, spec.entry_point, spec.is_script) == (
+        "examples/word_lm",
+        "main.py",
+        True,
+    )
+    assert spec.script_hyperparameters == {"lr": 20, "clip": 0.25, "epochs": 2}
+    assert spec.job_hyperparameters() == {"lr": 20, "clip": 0.25, "epochs": 2}
+    save_state(tmp_path / "state.json", State(run_spec=spec))
+    written = json.loads((tmp_path / "state.json").read_text())["state"]["run_spec"]
+    assert {key: written[key] for key in WORD_LM} == WORD_LM  # JSON names, as given
+    assert load_state(tmp_path / "state.json").run_spec == spec
+
+
+def test_the_built_in_job_has_no_flags_and_every_role() -> None:
+    spec = RunSpec()
+    assert spec.is_builtin and not spec.is_script
+    assert (spec.script_hyperparameters, spec.hyperparameter_roles) == ({}, {})
+    assert spec.job_hyperparameters() == spec.hyperparameters()  # the contract
+    assert all(spec.has_role(role) for role in ROLES)
+    assert spec.role("learning_rate") == 0.1 and spec.role_label("learning_rate") == "learning_rate"
+    lowered = spec.with_roles({"learning_rate": 0.01, "add_batch_norm": 1})
+    assert (lowered.learning_rate, lowered.add_batch_norm) == (0.01, 1)
+
+
+def test_roles_read_and_write_a_scripts_flags() -> None:
+    spec = RunSpec.model_validate(WORD_LM)
+    assert spec.has_role("learning_rate") and spec.has_role("grad_clip_norm")
+    assert not spec.has_role("warmup_learning_rate")
+    assert spec.role("learning_rate") == 20.0  # the contract's value (a float)
+    assert spec.role("warmup_learning_rate") is None  # unmapped
+    assert spec.role_label("learning_rate") == "--lr"
+    after = spec.with_roles({"learning_rate": 2.0, "grad_clip_norm": 0.025})
+    assert after.script_hyperparameters == {"lr": 2.0, "clip": 0.025, "epochs": 2}
+    assert after.learning_rate == spec.learning_rate  # the built-in field is untouched
+    assert spec.script_hyperparameters["lr"] == 20  # a copy: the original is unchanged
+    with pytest.raises(ValueError, match="maps no flag to warmup_learning_rate"):
+        spec.with_roles({"warmup_learning_rate": 0.01})
+    with pytest.raises(ValueError, match="unknown role 'lr'"):
+        spec.role("lr")
+
+
+def test_a_store_true_flag_stays_a_boolean_and_text_values_are_decoded() -> None:
+    spec = script(
+        {"batch-norm": False, "lr": "0.1", "act": "relu"},
+        {"add_batch_norm": "batch-norm", "learning_rate": "lr", "activation": "act"},
+    )
+    assert spec.role("add_batch_norm") == 0 and spec.role("learning_rate") == 0.1
+    after = spec.with_roles({"add_batch_norm": 1, "activation": "selu"})
+    assert after.script_hyperparameters == {"batch-norm": True, "lr": "0.1", "act": "selu"}
+    assert after.role("add_batch_norm") == 1
+
+
+def test_a_null_flag_may_play_a_role_that_takes_null() -> None:
+    spec = script({"clip": None}, {"grad_clip_norm": "clip"})
+    assert spec.role("grad_clip_norm") is None and spec.has_role("grad_clip_norm")
+
+
+def test_hyperparameters_understood_still_validates_and_restricts_roles() -> None:
+    spec = RunSpec(hyperparameters_understood=["learning_rate"])
+    assert spec.has_role("learning_rate") and not spec.has_role("grad_clip_norm")
+    mapped = script({"lr": 1, "clip": 1}, {"learning_rate": "lr", "grad_clip_norm": "clip"})
+    restricted = mapped.model_copy(update={"hyperparameters_understood": ["grad_clip_norm"]})
+    assert not restricted.has_role("learning_rate") and restricted.has_role("grad_clip_norm")
+
+
+def test_module_entry_points_and_legacy_names() -> None:
+    assert RunSpec(entry_point="training.train").entry_point == "remedy.training.train"
+    spec = RunSpec(entry_point="mypkg.train", source_dir="/code")
+    assert not spec.is_builtin and not spec.is_script
+    assert RunSpec(entry_point="/abs/path/train.py").is_script
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "message"),
+    [
+        ("../train.py", "inside source_dir"),
+        ("src/../../train.py", "inside source_dir"),
+        ("my-script", "expected a module"),
+        ("pkg..mod", "expected a module"),
+        ("src\\train.py", "uses /"),
+    ],
+)
+def test_entry_point_shapes_are_checked(entry_point: str, message: str) -> None:
+    text = errors({"entry_point": entry_point})
+    assert "\n  entry_point: Value error, " in text and message in text
+
+
+def test_the_built_in_job_refuses_flags_and_roles_naming_the_field() -> None:
+    text = errors({"hyperparameters": {"lr": 1}, "hyperparameter_roles": {"learning_rate": "lr"}})
+    assert "2 invalid field(s)" in text
+    assert "\n  hyperparameters: the built-in job (remedy.training.train)" in text
+    assert "\n  hyperparameter_roles: the built-in job" in text
+
+
+def test_a_script_refuses_fields_of_the_built_in_job() -> None:
+    text = errors({"entry_point": "main.py", "learning_rate": 0.5, "seed": 3})
+    assert "\n  learning_rate: a field of the built-in job" in text
+    assert "\n  seed: a field of the built-in job" in text
+    # ... but not the fields every job uses
+    spec = RunSpec(entry_point="main.py", base_job_name="lm", nan_guard="skip")
+    assert spec.model_copy(update={"init_checkpoint": "/c", "start_epoch": 2}).start_epoch == 2
+
+
+def test_unknown_and_unmapped_roles_are_refused_naming_them() -> None:
+    document = {
+        "entry_point": "main.py",
+        "hyperparameters": {"lr": 1, "lr2": 2},
+        "hyperparameter_roles": {"lr_rate": "lr", "grad_clip_norm": "clip", "batch_size": "lr2"},
+    }
+    text = errors(document)
+    assert "\n  hyperparameter_roles.lr_rate: unknown role 'lr_rate'; known roles: " in text
+    assert ", ".join(ROLES) in text
+    assert "\n  hyperparameter_roles.grad_clip_norm: maps to the flag 'clip', which " in text
+    assert "hyperparameters lacks" in text
+    assert "batch_size" not in text.replace("known roles: " + ", ".join(ROLES), "")
+
+
+@pytest.mark.parametrize(
+    ("flags", "roles", "message"),
+    [
+        ({"lr": None}, {"learning_rate": "lr"}, "hyperparameters.lr is null"),
+        ({"lr": -1}, {"learning_rate": "lr"}, "hyperparameters.lr is not a valid learning_rate"),
+        ({"o": "SGD"}, {"optimizer": "o"}, "Input should be 'sgd', 'momentum'"),
+        ({"lr": 1}, {"learning_rate": "lr", "warmup_learning_rate": "lr"}, "already plays"),
+        ({"bs": True}, {"batch_size": "bs"}, "must be a number"),
+    ],
+)
+def test_a_flag_must_fit_its_role(flags: dict, roles: dict, message: str) -> None:
+    document = {"entry_point": "main.py", "hyperparameters": flags, "hyperparameter_roles": roles}
+    assert message in errors(document)
+
+
+def test_every_role_is_a_field_of_the_training_contract() -> None:
+    assert set(ROLES) <= set(Hyperparameters.model_fields)
+
+
+def test_stop_settings_have_documented_defaults() -> None:
+    spec = RunSpec()
+    assert (spec.stop_grace_s, spec.kill_after_s) == (10.0, 20.0)
+    assert "stop_grace_s" in errors({"stop_grace_s": -1})
+
+
+def test_changes_of_a_scripts_flags_are_recorded_one_by_one() -> None:
+    before = RunSpec.model_validate(WORD_LM)
+    after = before.with_roles({"learning_rate": 2.0})
+    assert spec_changes(before, after) == {"hyperparameters.lr": [20, 2.0]}
+    dropped = after.model_copy(update={"script_hyperparameters": {"lr": 2.0}})
+    assert spec_changes(after, dropped) == {
+        "hyperparameters.clip": [0.25, None],
+        "hyperparameters.epochs": [2, None],
+    }
