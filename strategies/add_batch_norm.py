@@ -20,7 +20,7 @@ class AddBatchNorm(Strategy):
     explanation = "Add batch normalisation before each residual addition"
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.add_batch_norm == 0
+        return spec.role("add_batch_norm") == 0
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"add_batch_norm": 1})
+        return spec.with_roles({"add_batch_norm": 1})

@@ -16,7 +16,7 @@ class AddDropout(Strategy):
     explanation = "Add dropout before the classifier to regularise"
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.dropout < CEILING
+        return spec.role("dropout") < CEILING
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"dropout": round(min(spec.dropout + STEP, CEILING), 6)})
+        return spec.with_roles({"dropout": round(min(spec.role("dropout") + STEP, CEILING), 6)})

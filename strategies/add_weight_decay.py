@@ -18,8 +18,9 @@ class AddWeightDecay(Strategy):
         return self._next(spec) <= CEILING
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"weight_decay": self._next(spec)})
+        return spec.with_roles({"weight_decay": self._next(spec)})
 
     @staticmethod
     def _next(spec: RunSpec) -> float:
-        return spec.weight_decay * 2 if spec.weight_decay > 0 else START
+        decay = spec.role("weight_decay")
+        return decay * 2 if decay > 0 else START

@@ -1,4 +1,4 @@
-"""A remediation strategy: one small class that changes named hyperparameters of a run_spec.
+"""A remediation strategy: one small class that changes hyperparameter roles of a run_spec.
 
 Adding a strategy means adding one file with a subclass decorated by @register_strategy.
 """
@@ -8,17 +8,34 @@ from __future__ import annotations
 from typing import ClassVar
 
 from remedy.state_schema import RunSpec, State
+from remedy.state_schema.roles import ROLES
 
 STRATEGIES: dict[str, type[Strategy]] = {}
 
 
 class Strategy:
+    """A strategy changes hyperparameter *roles* (state_schema.roles), never a run_spec field
+    directly: it reads spec.role(name) and returns spec.with_roles({...}), so the same class
+    repairs the built-in job (its fields) and a user's script (the flags it maps)."""
+
     name: ClassVar[str]
     addresses: ClassVar[tuple[str, ...]] = ()  # rule/finding names it repairs; () = any
-    changes: ClassVar[tuple[str, ...]] = ()  # run_spec fields it may change
+    changes: ClassVar[tuple[str, ...]] = ()  # every role it may change
+    optional: ClassVar[tuple[str, ...]] = ()  # of those, the ones it adjusts only when mapped
+    reads: ClassVar[tuple[str, ...]] = ()  # roles it only reads, when mapped (e.g. a bound)
     changes_architecture: ClassVar[bool] = False
     counter: ClassVar[str | None] = None  # history counter incremented when applied
     explanation: ClassVar[str] = ""  # one line for notifications and reports
+
+    @classmethod
+    def required(cls) -> tuple[str, ...]:
+        """The roles it cannot do without."""
+        return tuple(role for role in cls.changes if role not in cls.optional)
+
+    @classmethod
+    def roles(cls) -> tuple[str, ...]:
+        """Every role it changes or reads."""
+        return cls.changes + tuple(role for role in cls.reads if role not in cls.changes)
 
     @classmethod
     def keeps_weights(cls) -> bool:
@@ -28,13 +45,31 @@ class Strategy:
         return not cls.changes_architecture and "init" not in cls.changes
 
     @classmethod
+    def missing_roles(cls, spec: RunSpec) -> list[str]:
+        """The required roles the job does not let strategies change (none: it may apply)."""
+        return [role for role in cls.required() if not spec.has_role(role)]
+
+    @classmethod
     def understood_by(cls, spec: RunSpec) -> bool:
-        """True when the entry point honours every hyperparameter this strategy changes."""
-        understood = spec.hyperparameters_understood
-        return understood is None or set(cls.changes) <= set(understood)
+        """True when the job takes every role this strategy needs."""
+        return not cls.missing_roles(spec)
+
+    @classmethod
+    def not_understood(cls, spec: RunSpec) -> str | None:
+        """Why the job does not take this strategy, naming only the roles really missing;
+        None when it does."""
+        missing = cls.missing_roles(spec)
+        mapped = spec.hyperparameter_roles
+        unmapped = [role for role in missing if not spec.is_builtin and role not in mapped]
+        if unmapped:
+            return f"the script has no flag for {', '.join(unmapped)} (hyperparameter_roles)"
+        if missing:
+            return f"entry point does not take {', '.join(missing)} (hyperparameters_understood)"
+        return None
 
     def applies(self, spec: RunSpec) -> bool:
-        """True when this strategy can still change something in spec."""
+        """True when this strategy can still change something in spec (its required roles
+        are there: check understood_by first)."""
         raise NotImplementedError
 
     def apply(self, spec: RunSpec) -> RunSpec:
@@ -42,10 +77,11 @@ class Strategy:
         raise NotImplementedError
 
     def reason(self, before: RunSpec, after: RunSpec) -> str:
+        shown = [
+            (role, before.role_as_given(role), after.role_as_given(role)) for role in self.changes
+        ]
         changed = ", ".join(
-            f"{field} {getattr(before, field)} -> {getattr(after, field)}"
-            for field in self.changes
-            if getattr(before, field) != getattr(after, field)
+            f"{before.role_label(role)} {old} -> {new}" for role, old, new in shown if old != new
         )
         return f"{self.explanation} ({changed})" if changed else self.explanation
 
@@ -61,6 +97,13 @@ class Strategy:
 def register_strategy(cls: type[Strategy]) -> type[Strategy]:
     if cls.name in STRATEGIES:
         raise ValueError(f"strategy {cls.name!r} is registered twice")
+    unknown = [role for role in (*cls.roles(), *cls.optional) if role not in ROLES]
+    if unknown:
+        raise ValueError(
+            f"strategy {cls.name!r} declares unknown roles {unknown}; roles: {', '.join(ROLES)}"
+        )
+    if not set(cls.optional) <= set(cls.changes):
+        raise ValueError(f"strategy {cls.name!r}: optional roles must be among its changes")
     STRATEGIES[cls.name] = cls
     return cls
 

@@ -15,7 +15,7 @@ class ChangeInit(Strategy):
     explanation = "Initialise the weights differently"
 
     def applies(self, spec: RunSpec) -> bool:
-        return ORDER.index(spec.init) < len(ORDER) - 1
+        return ORDER.index(spec.role("init")) < len(ORDER) - 1
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"init": ORDER[ORDER.index(spec.init) + 1]})
+        return spec.with_roles({"init": ORDER[ORDER.index(spec.role("init")) + 1]})

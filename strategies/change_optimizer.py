@@ -1,7 +1,8 @@
 """Switch the optimizer: one registered strategy per target optimizer.
 
 Adaptive optimizers get a learning rate of at most 1e-3 (their usual scale): Adam at SGD's
-0.1 diverges. They share one small base class, so they live together here.
+0.1 diverges, so they need the learning rate as well (and lower a warmup rate when the job
+has one). They share one small base class, so they live together here.
 """
 
 from typing import ClassVar
@@ -17,23 +18,24 @@ class ChangeOptimizer(Strategy):
     changes = ("optimizer",)
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.optimizer != self.target
+        return spec.role("optimizer") != self.target
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"optimizer": self.target})
+        return spec.with_roles({"optimizer": self.target})
 
 
 class ChangeToAdaptive(ChangeOptimizer):
     changes = ("optimizer", "learning_rate", "warmup_learning_rate")
+    optional = ("warmup_learning_rate",)
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(
-            update={
-                "optimizer": self.target,
-                "learning_rate": min(spec.learning_rate, ADAPTIVE_LR),
-                "warmup_learning_rate": min(spec.warmup_learning_rate, ADAPTIVE_LR),
-            }
-        )
+        update = {
+            "optimizer": self.target,
+            "learning_rate": min(spec.role("learning_rate"), ADAPTIVE_LR),
+        }
+        if spec.has_role("warmup_learning_rate"):
+            update["warmup_learning_rate"] = min(spec.role("warmup_learning_rate"), ADAPTIVE_LR)
+        return spec.with_roles(update)
 
 
 @register_strategy

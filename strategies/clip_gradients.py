@@ -16,8 +16,9 @@ class ClipGradients(Strategy):
     explanation = "Clip the gradient norm so one bad batch cannot blow the weights up"
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.grad_clip_norm is None or spec.grad_clip_norm / 10 >= SMALLEST_NORM
+        norm = spec.role("grad_clip_norm")
+        return norm is None or norm / 10 >= SMALLEST_NORM
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        norm = FIRST_NORM if spec.grad_clip_norm is None else spec.grad_clip_norm / 10
-        return spec.model_copy(update={"grad_clip_norm": norm})
+        norm = spec.role("grad_clip_norm")
+        return spec.with_roles({"grad_clip_norm": FIRST_NORM if norm is None else norm / 10})

@@ -31,8 +31,8 @@ class DropBadSamples(Strategy):
         return cls(i for f in findings if f.data_problem for i in f.data_problem.samples)
 
     def applies(self, spec: RunSpec) -> bool:
-        return bool(set(self.samples) - set(spec.exclude_samples))
+        return bool(set(self.samples) - set(spec.role("exclude_samples")))
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        excluded = sorted(set(spec.exclude_samples) | set(self.samples))
-        return spec.model_copy(update={"exclude_samples": excluded})
+        excluded = sorted(set(spec.role("exclude_samples")) | set(self.samples))
+        return spec.with_roles({"exclude_samples": excluded})

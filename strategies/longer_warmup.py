@@ -6,15 +6,19 @@ MAX_EPOCHS = 5
 
 @register_strategy
 class LongerWarmup(Strategy):
-    """One more epoch at the warmup learning rate (up to 5, and fewer than the run's epochs)."""
+    """One more epoch at the warmup learning rate (up to 5, and fewer than the run's epochs
+    when the job says how many)."""
 
     name = "longer_warmup"
     addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient")
     changes = ("warmup_epochs",)
+    reads = ("num_epochs",)
     explanation = "Warm up for one more epoch before the full learning rate"
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.warmup_epochs + 1 <= min(MAX_EPOCHS, spec.num_epochs - 1)
+        epochs = spec.role("num_epochs")  # None: a script that does not map it
+        bound = MAX_EPOCHS if epochs is None else min(MAX_EPOCHS, epochs - 1)
+        return spec.role("warmup_epochs") + 1 <= bound
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"warmup_epochs": spec.warmup_epochs + 1})
+        return spec.with_roles({"warmup_epochs": spec.role("warmup_epochs") + 1})

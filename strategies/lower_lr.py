@@ -13,7 +13,7 @@ class LowerLR(Strategy):
     explanation = "Lower the learning rate by 10 %"
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.learning_rate * 0.9 > 0.001
+        return spec.role("learning_rate") * 0.9 > 0.001
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"learning_rate": spec.learning_rate * 0.9})
+        return spec.with_roles({"learning_rate": spec.role("learning_rate") * 0.9})

@@ -13,7 +13,7 @@ class LowerWarmupLR(Strategy):
     explanation = "Halve the warmup learning rate so the first epoch takes smaller steps"
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.warmup_learning_rate / 5 >= 1e-3
+        return spec.role("warmup_learning_rate") / 5 >= 1e-3
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"warmup_learning_rate": spec.warmup_learning_rate * 0.5})
+        return spec.with_roles({"warmup_learning_rate": spec.role("warmup_learning_rate") * 0.5})

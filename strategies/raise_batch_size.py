@@ -14,7 +14,7 @@ class RaiseBatchSize(Strategy):
     explanation = "Double the batch size to smooth the gradient"
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.batch_size * 2 <= CEILING
+        return spec.role("batch_size") * 2 <= CEILING
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"batch_size": spec.batch_size * 2})
+        return spec.with_roles({"batch_size": spec.role("batch_size") * 2})

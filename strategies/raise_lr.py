@@ -14,7 +14,7 @@ class RaiseLR(Strategy):
     explanation = "Raise the learning rate by 10x so training moves faster"
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.learning_rate * 10 <= CEILING
+        return spec.role("learning_rate") * 10 <= CEILING
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"learning_rate": spec.learning_rate * 10})
+        return spec.with_roles({"learning_rate": spec.role("learning_rate") * 10})

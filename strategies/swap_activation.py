@@ -1,7 +1,8 @@
 """Swap the activation of every block: one registered strategy per target activation.
 
 They share one small base class, so the five live together here instead of five files
-that would differ in a single word.
+that would differ in a single word. SELU and ReLU come with their initialisation, when the
+job lets strategies change it.
 """
 
 from typing import ClassVar
@@ -16,44 +17,48 @@ class SwapActivation(Strategy):
     changes_architecture = True  # same parameters, different function: no warm start
 
     def applies(self, spec: RunSpec) -> bool:
-        return spec.activation != self.target
+        return spec.role("activation") != self.target
 
     def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"activation": self.target})
+        return spec.with_roles({"activation": self.target})
+
+
+class SwapActivationAndInit(SwapActivation):
+    init: ClassVar[str]
+    changes = ("activation", "init")
+    optional = ("init",)
+
+    def applies(self, spec: RunSpec) -> bool:
+        new_init = spec.has_role("init") and spec.role("init") != self.init
+        return super().applies(spec) or new_init
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        update: dict[str, str] = {"activation": self.target}
+        if spec.has_role("init"):
+            update["init"] = self.init
+        return spec.with_roles(update)
 
 
 @register_strategy
-class UseSELU(SwapActivation):
+class UseSELU(SwapActivationAndInit):
     """SELU with LeCun-normal init: self-normalising (AUTOTRAINER's first repair)."""
 
     name = "use_selu"
     target = Activation.selu
+    init = "lecun_normal"
     addresses = ("ExplodingTensor", "VanishingGradient", "DeadRelu")
-    changes = ("activation", "init")
     explanation = "Switch to SELU with LeCun-normal initialisation (self-normalising)"
-
-    def applies(self, spec: RunSpec) -> bool:
-        return spec.activation != self.target or spec.init != "lecun_normal"
-
-    def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"activation": self.target, "init": "lecun_normal"})
 
 
 @register_strategy
-class UseReLU(SwapActivation):
+class UseReLU(SwapActivationAndInit):
     """ReLU with He-normal init."""
 
     name = "use_relu"
     target = Activation.relu
+    init = "he_normal"
     addresses = ("ExplodingTensor", "VanishingGradient")
-    changes = ("activation", "init")
     explanation = "Switch to ReLU with He-normal initialisation"
-
-    def applies(self, spec: RunSpec) -> bool:
-        return spec.activation != self.target or spec.init != "he_normal"
-
-    def apply(self, spec: RunSpec) -> RunSpec:
-        return spec.model_copy(update={"activation": self.target, "init": "he_normal"})
 
 
 @register_strategy

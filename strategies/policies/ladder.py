@@ -1,6 +1,6 @@
 """Walk an ordered list of strategies with limits: the shared core of `adaptive` and
 `config`. A rung is skipped, with the reason kept for the end message, when its strategy is
-unknown, changes a hyperparameter the entry point does not understand, was already used as
+unknown, needs a role the job does not map, was already used as
 often as allowed, or cannot change anything any more."""
 
 from __future__ import annotations
@@ -37,9 +37,8 @@ def walk(state: State, rungs: Sequence[PolicyStep], findings: Sequence[Finding] 
         cls = STRATEGIES.get(rung.strategy)
         if cls is None:
             result.skipped.append(f"{rung.strategy}: not installed")
-        elif not cls.understood_by(state.run_spec):
-            missing = ", ".join(cls.changes)
-            result.skipped.append(f"{rung.strategy}: entry point does not take {missing}")
+        elif why := cls.not_understood(state.run_spec):
+            result.skipped.append(f"{rung.strategy}: {why}")
         elif used[rung.strategy] >= rung.max_times:
             result.skipped.append(f"{rung.strategy}: tried {used[rung.strategy]}x, failed")
         elif not (strategy := build(cls, findings)).applies(state.run_spec):

@@ -10,7 +10,8 @@ from remedy.strategies.policies.base import Policy, register_policy
 class SeedPolicy(Policy):
     """The original ladder, exactly: warmup halvings, then batch norm, then LR x 0.9.
 
-    It ignores which rule fired, as the original did.
+    It ignores which rule fired, as the original did. A step the job does not take (a script
+    without a flag for its role) is passed over.
     """
 
     name = "seed"
@@ -18,4 +19,12 @@ class SeedPolicy(Policy):
     ladder = (LowerWarmupLR(), AddBatchNorm(), LowerLR())
 
     def choose(self, state: State, findings: list[Finding]) -> Strategy | None:
-        return next((step for step in self.ladder if step.applies(state.run_spec)), None)
+        spec = state.run_spec
+        return next((s for s in self.ladder if s.understood_by(spec) and s.applies(spec)), None)
+
+    def nothing_left(self, state: State, findings: list[Finding]) -> str:
+        steps = [
+            f"{step.name}: {step.not_understood(state.run_spec) or 'nothing left to change'}"
+            for step in self.ladder
+        ]
+        return f"{super().nothing_left(state, findings)} ({'; '.join(steps)})"

@@ -60,10 +60,14 @@ def test_a_strategy_already_tried_in_this_run_is_skipped() -> None:
 
 
 def test_strategies_the_entry_point_does_not_understand_are_skipped() -> None:
+    # hyperparameters_understood (deprecated) restricts the built-in job's roles
     spec = RunSpec(hyperparameters_understood=["learning_rate", "add_batch_norm"])
     chosen, final = run_ladder(launched(spec), EXPLODING)
-    assert chosen == ["add_batch_norm"]  # lower_lr_10x also changes warmup_learning_rate
-    assert "entry point does not take" in (final.end_reason or "")
+    # lower_lr_10x lowers a warmup rate only when the job takes one: it still applies
+    assert chosen == ["lower_lr_10x", "add_batch_norm"]
+    assert final.run_spec.warmup_learning_rate == 0.1  # not understood, so not changed
+    reason = final.end_reason or ""
+    assert "clip_gradients: entry point does not take grad_clip_norm" in reason
 
 
 def test_findings_pick_their_own_order() -> None:

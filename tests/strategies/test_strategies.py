@@ -89,8 +89,9 @@ def test_a_strategy_is_understood_only_if_all_its_hyperparameters_are() -> None:
     assert clip.understood_by(RunSpec())  # None: the built-in entry point takes all
     assert clip.understood_by(RunSpec(hyperparameters_understood=["grad_clip_norm"]))
     assert not clip.understood_by(RunSpec(hyperparameters_understood=["learning_rate"]))
-    lower = STRATEGIES["lower_lr_10x"]  # changes two fields: both must be understood
-    assert not lower.understood_by(RunSpec(hyperparameters_understood=["learning_rate"]))
+    lower = STRATEGIES["lower_lr_10x"]  # needs learning_rate; adjusts a warmup if it can
+    assert lower.understood_by(RunSpec(hyperparameters_understood=["learning_rate"]))
+    assert not lower.understood_by(RunSpec(hyperparameters_understood=["warmup_learning_rate"]))
 
 
 def test_counters_only_for_the_seed_strategies() -> None:
