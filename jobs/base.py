@@ -62,6 +62,7 @@ class Progress(Snapshot):
     total_steps: int | None = None
     epoch: int | None = None
     loss: float | None = Field(None, description="Latest training loss; None: non-finite.")
+    first_loss: float | None = Field(None, description="Training loss at the first step.")
 
     @property
     def steps_run(self) -> int:

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from remedy.jobs import JobSnapshot, RuleEvaluation, is_infrastructure_failure
+from remedy.records.verdict import run_flaw
 from remedy.state_schema import (
     DataProblem,
     Finding,
@@ -107,13 +108,16 @@ def record_progress(state: State, snapshot: JobSnapshot) -> State:
     progress = snapshot.progress
     start_step = progress.start_step if progress else 0  # > 0 for a warm-started job
     loss = snapshot.final_metrics.get("test:loss", progress.loss if progress else None)
-    return update_current_attempt(
-        state,
-        steps_run=progress.steps_run if progress else 0,
-        start_step=start_step,
-        final_loss=loss,
-        final_accuracy=snapshot.final_metrics.get("test:accuracy"),
-    )
+    fields: dict[str, object] = {
+        "steps_run": progress.steps_run if progress else 0,
+        "start_step": start_step,
+        "final_loss": loss,
+        "final_accuracy": snapshot.final_metrics.get("test:accuracy"),
+        "metrics": snapshot.final_metrics,
+    }
+    if progress and progress.first_loss is not None:
+        fields["initial_loss"] = progress.first_loss
+    return update_current_attempt(state, **fields)
 
 
 def record_end(state: State, snapshot: JobSnapshot, metrics_location: str) -> State:
@@ -158,6 +162,8 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
     if not seen.settled:
         return state.model_copy(update={"next_action": NextAction.monitor})
     if seen.job_status is JobStatus.Completed:
+        if (flaw := run_flaw(state)) is not None:
+            return end(state, f"completed, but the run is not clean: {flaw}")
         return end(state, "completed: the job finished and no rule found an issue")
     if seen.job_status is JobStatus.Failed and is_infrastructure_failure(seen.failure_reason):
         relaunch = PlannedChange(

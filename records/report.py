@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from remedy.jobs import backend_for  # noqa: E402
 from remedy.records.messages import fmt, redact  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, state_path  # noqa: E402
-from remedy.records.verdict import attempt_is_clean, run_is_clean  # noqa: E402
+from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
 from remedy.state_schema import Attempt, State, load_state  # noqa: E402
 
 
@@ -178,13 +178,14 @@ def plot_grad_norms(attempt_label: str, norms: dict[str, dict[int, float]]) -> s
     return png(figure)
 
 
-def plot_timeline(attempts: list[Attempt]) -> str:
+def plot_timeline(state: State) -> str:
     """Attempts as bars over the steps consumed in the run, with what ended each."""
+    attempts, loss_at_start = state.history.attempts, start_loss(state)
     figure, ax = plt.subplots(figsize=(12, 0.6 * len(attempts) + 1.2))
     start = 0
     for number, attempt in enumerate(attempts, start=1):
         width = max(attempt.steps_run, 1)
-        done = attempt_is_clean(attempt)
+        done = attempt_is_clean(attempt, loss_at_start)
         ax.barh(number, width, left=start, color="tab:green" if done else "tab:red")
         finding = attempt.findings[0] if attempt.findings else None
         ended = f"{finding.rule} @ {finding.step}" if finding else (attempt.outcome or "running")
@@ -290,7 +291,7 @@ def build_report(run_dir: str | Path) -> Path:
     images: list[tuple[str, str]] = []
     if attempts:
         images.append(("loss and accuracy per attempt", plot_losses(run_dir, attempts)))
-        images.append(("timeline of findings and strategies", plot_timeline(attempts)))
+        images.append(("timeline of findings and strategies", plot_timeline(state)))
         for number, attempt in enumerate(attempts, start=1):
             norms = layer_grad_norms(run_dir, attempt)
             if norms:

@@ -1,16 +1,33 @@
 """Was this run clean? The one definition every message, report, leaderboard and exit code uses.
 
-An attempt is clean when its job completed, no rule reported an issue on it, and it trained:
-it ran at least one update. A run is clean when its last attempt is.
+An attempt is clean when its job completed, no rule reported an issue on it, it ran at least
+one update, and its model trained: it meets run_spec.success_criteria, or, when none are
+given, its final loss is finite and clearly below the loss at the start of the run. A run is
+clean when its last attempt is.
 """
 
 from __future__ import annotations
 
+import math
+
 from remedy.state_schema import Attempt, JobStatus, State
 
+# "Clearly below": the final loss at least this share of the start loss's size lower.
+LOSS_DROP = 0.1
 
-def attempt_flaw(attempt: Attempt | None) -> str | None:
-    """Why an attempt is not clean, in a few words; None when it is."""
+
+def start_loss(state: State) -> float | None:
+    """The loss before any training: the first step of the first attempt that started cold
+    (a warm-started attempt begins from an already trained model)."""
+    for attempt in state.history.attempts:
+        if attempt.start_step == 0 and attempt.initial_loss is not None:
+            return attempt.initial_loss
+    return None
+
+
+def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | None:
+    """Why an attempt is not clean, in a few words; None when it is. start: the run's
+    start_loss (default: the attempt's own first loss)."""
     if attempt is None:
         return "no job was launched"
     if attempt.outcome is not JobStatus.Completed:
@@ -19,12 +36,46 @@ def attempt_flaw(attempt: Attempt | None) -> str | None:
         return f"{attempt.findings[0].rule} reported an issue"
     if attempt.steps_run <= 0:
         return "the job completed without running a single update"
+    if attempt.spec.success_criteria:
+        return unmet_criterion(attempt)
+    return untrained(attempt, attempt.initial_loss if start is None else start)
+
+
+def unmet_criterion(attempt: Attempt) -> str | None:
+    for criterion in attempt.spec.success_criteria:
+        measured = attempt.metrics.get(criterion.metric)
+        if measured is None:
+            reported = ", ".join(sorted(attempt.metrics)) or "none"
+            return (
+                f"success criterion {criterion}: the job reported no {criterion.metric} "
+                f"(reported: {reported})"
+            )
+        if not criterion.holds(measured):
+            return f"success criterion {criterion} not met ({criterion.metric} {measured:.4g})"
     return None
 
 
-def attempt_is_clean(attempt: Attempt) -> bool:
-    return attempt_flaw(attempt) is None
+def untrained(attempt: Attempt, start: float | None) -> str | None:
+    final = attempt.final_loss
+    if start is None or not math.isfinite(start):
+        return "no finite loss was reported at the start: cannot tell whether the model trained"
+    if final is None or not math.isfinite(final):
+        return "no finite final loss was reported: cannot tell whether the model trained"
+    if final > start - LOSS_DROP * abs(start):
+        return (
+            f"the model did not train: final loss {final:.4g} is not clearly below "
+            f"{start:.4g} at the start"
+        )
+    return None
+
+
+def attempt_is_clean(attempt: Attempt, start: float | None = None) -> bool:
+    return attempt_flaw(attempt, start) is None
+
+
+def run_flaw(state: State) -> str | None:
+    return attempt_flaw(state.current_attempt, start_loss(state))
 
 
 def run_is_clean(state: State) -> bool:
-    return attempt_flaw(state.current_attempt) is None
+    return run_flaw(state) is None

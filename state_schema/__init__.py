@@ -39,6 +39,7 @@ from remedy.state_schema.models import (
     exploding_tensor_rule,
 )
 from remedy.state_schema.roles import ROLES
+from remedy.state_schema.run_spec import SuccessCriterion
 
 __all__ = [
     "BUILTIN_ENTRY_POINT",
@@ -64,6 +65,7 @@ __all__ = [
     "RuleStatus",
     "RunSpec",
     "State",
+    "SuccessCriterion",
     "exploding_tensor_rule",
     "flag_arguments",
     "hyperparameters_from_document",

@@ -96,8 +96,15 @@ class Attempt(Strict):
     )
     findings: list[Finding] = Field(default_factory=list)
     steps_run: int = 0
+    initial_loss: float | None = Field(
+        None, description="Training loss at the job's first step (null: non-finite or unknown)."
+    )
     final_loss: float | None = None
     final_accuracy: float | None = None
+    metrics: dict[str, float] = Field(
+        default_factory=dict,
+        description="Final metrics the job reported (test:accuracy, test:loss, train:loss, ...).",
+    )
     outcome: JobStatus | None = None
     failure_reason: str | None = None
     started_at: datetime | None = None

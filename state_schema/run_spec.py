@@ -54,6 +54,26 @@ def field_error(loc: tuple[str, ...], message: str, value: Any) -> InitErrorDeta
     return InitErrorDetails(type=PydanticCustomError("run_spec", message), loc=loc, input=value)
 
 
+class SuccessCriterion(Strict):
+    """A final metric a clean run must reach (metric names as the job reports them:
+    test:accuracy, test:loss, train:loss, or the script's own)."""
+
+    metric: str = Field(description="Name of a final metric of the job, e.g. test:accuracy.")
+    op: Literal[">", ">=", "<", "<="] = Field(description="How the metric compares to value.")
+    value: float = Field(allow_inf_nan=False)
+
+    def holds(self, measured: float) -> bool:
+        return {
+            ">": measured > self.value,
+            ">=": measured >= self.value,
+            "<": measured < self.value,
+            "<=": measured <= self.value,
+        }[self.op]
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.value:g}"
+
+
 class RunSpec(Hyperparameters):
     """A run's parameters: the training contract (Hyperparameters, what the built-in job
     receives) plus what only the backends, the rule evaluator and the policy read."""
@@ -99,6 +119,12 @@ class RunSpec(Hyperparameters):
     rules: list[RuleSpec] = Field(
         default_factory=lambda: [exploding_tensor_rule()],
         description="Debugger rules evaluated beside the job.",
+    )
+    success_criteria: list[SuccessCriterion] = Field(
+        default_factory=list,
+        description="What a clean run must reach, e.g. [{\"metric\": \"test:accuracy\", "
+        "\"op\": \">=\", \"value\": 0.9}]. Empty: the final loss is finite and clearly "
+        "below the loss at the start (the model trained).",
     )
     stop_grace_s: float = Field(
         10.0,
