@@ -1,9 +1,15 @@
-"""Local job backend: each job is a detached supervisor process under <run_dir>/jobs/."""
+"""Local job backend: each job is a detached supervisor process under <run_dir>/jobs/.
+
+launch() writes the job's folder and its launch record (job.json: the training command,
+working directory and environment, environment.py) and starts the supervisor, which runs
+the training process and the rule evaluator and escalates a stop request (escalation.py).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,11 +27,16 @@ from remedy.jobs.base import (
     RuleEvaluation,
     read_checkpoint,
 )
+from remedy.jobs.local.environment import job_launch
+from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
 from remedy.jobs.registry import register_backend
 from remedy.state_schema import Checkpoint, JobStatus, RunSpec, write_atomic
 
 START_TIMEOUT_S = 60.0  # a job whose supervisor has not reported by then never started
+# After the training process has been killed, time for the supervisor to let the evaluator
+# judge what was written and to record the end (supervisor.EVALUATOR_KILL_S and some).
+SUPERVISOR_END_S = 40.0
 
 
 def debugger_config(spec: RunSpec, tensors: Path) -> dict[str, object]:
@@ -56,13 +67,18 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def place_warm_start(checkpoint: Path, checkpoints: Path) -> None:
+    """A script's warm start: the checkpoint folder copied into the new job's checkpoint dir
+    (REMEDY_CHECKPOINT_DIR), where the script looks for one to resume from, as the cloud
+    service restores its checkpoint folder into a new job."""
+    if not checkpoint.is_dir():
+        raise FileNotFoundError(f"run_spec.init_checkpoint: no checkpoint folder {checkpoint}")
+    shutil.copytree(checkpoint, checkpoints / checkpoint.name, dirs_exist_ok=True)
+
+
 @register_backend
 class LocalBackend(JobBackend):
     name = "local"
-
-    def __init__(self, run_dir: str | Path, stop_grace_s: float = 30.0) -> None:
-        super().__init__(run_dir)
-        self.stop_grace_s = stop_grace_s
 
     def paths(self, job_name: str) -> JobPaths:
         return JobPaths(self.run_dir / "jobs" / job_name)
@@ -74,17 +90,26 @@ class LocalBackend(JobBackend):
         paths = self.paths(job_name)
         if paths.job.exists():
             return  # launched before (e.g. by a flow that crashed right after): never twice
-        paths.logs.mkdir(parents=True, exist_ok=True)
-        write_atomic(paths.hyperparameters, json.dumps(spec.hyperparameters(), indent=2))
+        for folder in (paths.logs, paths.checkpoints, paths.model, paths.output_data):
+            folder.mkdir(parents=True, exist_ok=True)
+        if spec.init_checkpoint and not spec.is_builtin:
+            place_warm_start(Path(spec.init_checkpoint), paths.checkpoints)
+        write_atomic(paths.hyperparameters, json.dumps(spec.job_hyperparameters(), indent=2))
         write_atomic(paths.debugger_config, json.dumps(debugger_config(spec, paths.tensors)))
         rules = [rule.model_dump(mode="json") for rule in spec.rules]
         write_atomic(paths.rules, json.dumps(rules, indent=2))
+        launch = job_launch(spec, job_name, paths)
         record = {
             "job_name": job_name,
             "entry_point": spec.entry_point,
             "created": datetime.now(UTC).isoformat(),
+            "command": launch.command,
+            "cwd": launch.cwd,
+            "env": launch.env,
+            "stop_grace_s": spec.stop_grace_s,
+            "kill_after_s": spec.kill_after_s,
         }
-        write_atomic(paths.job, json.dumps(record, indent=2))
+        write_atomic(paths.job, json.dumps(record, indent=2))  # from now on: launched
         with paths.supervisor_log.open("ab") as log:
             # Not waited for here: describe() reaps it (pid_alive), stop() signals its group.
             child = subprocess.Popen(
@@ -166,17 +191,22 @@ class LocalBackend(JobBackend):
         return [RuleEvaluation.model_validate(status) for status in found if status]
 
     def stop(self, job_name: str) -> None:
+        """The stop file; the supervisor escalates (SIGTERM after run_spec.stop_grace_s,
+        SIGKILL kill_after_s later). Only a supervisor that does not end the job in that
+        time gets SIGKILL with its whole process group from here."""
         paths = self.paths(job_name)
         if self.describe(job_name).is_final:
             return
         if not paths.stop_request.exists():
             request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
             write_atomic(paths.stop_request, json.dumps(request))
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None:
-                self._signal_group(paths, sig)
-            if self._wait_final(job_name, self.stop_grace_s if sig != signal.SIGKILL else 10):
-                return
+        record = read_json(paths.job) or {}
+        escalation = Escalation(record.get("stop_grace_s", 10.0), record.get("kill_after_s", 20.0))
+        if self._wait_final(job_name, escalation.longest_s + SUPERVISOR_END_S):
+            return
+        self._signal_group(paths, signal.SIGKILL)
+        if self._wait_final(job_name, 10):
+            return
         # The supervisor is gone without a word: record the end ourselves.
         status = read_json(paths.status) or {"TrainingJobName": job_name}
         status.update(
@@ -226,8 +256,11 @@ class LocalBackend(JobBackend):
         return self.paths(job_name).metrics.relative_to(self.run_dir).as_posix()
 
     def checkpoints(self, job_name: str) -> list[Checkpoint]:
+        """Every folder in the job's checkpoint dir with a checkpoint sidecar (the built-in
+        job's epoch-NNNN, a script's own, a warm start placed there), oldest first."""
         folder = self.paths(job_name).checkpoints
-        return [c for p in sorted(folder.glob("epoch-*")) if (c := read_checkpoint(p))]
+        found = [c for p in sorted(folder.glob("*")) if p.is_dir() and (c := read_checkpoint(p))]
+        return sorted(found, key=lambda c: (c.step, c.epoch))
 
     def tensor_store(self, job_name: str) -> str | None:
         tensors = self.paths(job_name).tensors

@@ -37,6 +37,14 @@ class JobPaths:
         return self.root / "checkpoints"
 
     @property
+    def model(self) -> Path:  # SM_MODEL_DIR: the final model
+        return self.root / "model"
+
+    @property
+    def output_data(self) -> Path:  # SM_OUTPUT_DATA_DIR: the job's other outputs
+        return self.root / "output"
+
+    @property
     def rule_status(self) -> Path:
         return self.root / "rule_status"
 

@@ -6,25 +6,34 @@ It is started detached by the local backend, so a job outlives a crashed flow an
 resumed flow can keep monitoring it. It is the only writer of status.json: the job's
 status is final only once the training process has exited AND the evaluator has judged
 every step it wrote, so a monitor never sees "Completed" before the rules have spoken.
+
+The training process is the command, working directory and environment the backend wrote
+into job.json (remedy.jobs.local.environment), started with the supervisor's environment
+less its secrets. A stop request escalates as escalation.py says, whoever made it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
 from remedy.state_schema import write_atomic
+from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, without_secrets
 
 EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
 EVALUATOR_KILL_S = 30.0
+POLL_S = 0.1  # how often the training process and the stop file are looked at
 
 
 def utc_now() -> str:
@@ -45,43 +54,45 @@ class Supervisor:
         self.stop_signalled = False
         self.trainer: subprocess.Popen[bytes] | None = None
         self.evaluator: subprocess.Popen[bytes] | None = None
+        self.escalation = Escalation(
+            grace_s=float(self.record.get("stop_grace_s", 10.0)),
+            kill_after_s=float(self.record.get("kill_after_s", 20.0)),
+        )
 
     def write_status(self, **fields: Any) -> None:
         self.status.update(fields)
         write_atomic(self.paths.status, json.dumps(self.status, indent=2) + "\n")
 
     def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        # The backend escalates with SIGTERM to the whole process group: children get it too.
+        # Someone stops the whole job: the training process gets SIGTERM without a grace.
         self.stop_signalled = True
 
     @property
     def stop_requested(self) -> bool:
         return self.stop_signalled or self.paths.stop_request.exists()
 
-    def child_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["REMEDY_STOP_FILE"] = str(self.paths.stop_request)
-        env["REMEDY_DEBUGGER_CONFIG"] = str(self.paths.debugger_config)
-        env["REMEDY_RULE_STATUS_DIR"] = str(self.paths.rule_status)  # the NaN guard's finding
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        # Leave a core to the rule evaluator and the flow: torch threads that compete for
-        # every core slow a step down by up to 10x on a small machine.
-        env.setdefault("REMEDY_TORCH_THREADS", str(max(1, (os.cpu_count() or 2) - 1)))
-        return env
-
     def start_trainer(self) -> subprocess.Popen[bytes]:
-        entry_point = self.record["entry_point"]
-        command = [
-            sys.executable,
-            "-m",
-            entry_point,
-            "--hyperparameters",
-            str(self.paths.hyperparameters),
-            "--output-dir",
-            str(self.paths.root),
-        ]
+        env = without_secrets(os.environ) | self.record["env"]
         log = self.paths.training_log.open("ab")
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.child_env())
+        return subprocess.Popen(
+            self.record["command"],
+            cwd=self.record["cwd"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+
+    def wait_trainer(self, trainer: subprocess.Popen[bytes]) -> int:
+        """Its exit code; once a stop is requested: SIGTERM after the grace, then SIGKILL."""
+        while (code := trainer.poll()) is None:
+            if self.stop_requested:
+                due = self.escalation.signal_due(time.monotonic(), urgent=self.stop_signalled)
+                if due is not None:
+                    with contextlib.suppress(ProcessLookupError):  # it has just ended
+                        trainer.send_signal(due)
+            time.sleep(POLL_S)
+        return code
 
     def start_evaluator(self) -> subprocess.Popen[bytes] | None:
         rules = read_json(self.paths.rules) or []
@@ -103,7 +114,8 @@ class Supervisor:
             str(self.record.get("evaluator_poll_interval", 0.5)),
         ]
         log = self.paths.evaluator_log.open("ab")
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.child_env())
+        env = without_secrets(os.environ) | {"PYTHONUNBUFFERED": "1"}  # not the job's paths
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
     def finish_evaluator(self) -> None:
         if self.evaluator is None:
@@ -147,7 +159,7 @@ class Supervisor:
             training_pid=self.trainer.pid,
             evaluator_pid=self.evaluator.pid if self.evaluator else None,
         )
-        code = self.trainer.wait()
+        code = self.wait_trainer(self.trainer)
         job_status, reason = self.outcome(code)  # judged now: a later stop file is the rules'
         self.write_status(
             SecondaryStatus="EvaluatingRules", exit_code=code, training_exited_at=utc_now()
@@ -162,13 +174,14 @@ class Supervisor:
 
 
 def last_error_line(paths: JobPaths) -> str:
-    """The exception line of a Python traceback at the end of the training log."""
+    """The exception line of a Python traceback at the end of the training log (the
+    launcher's own closing lines passed over)."""
     try:
         lines = paths.training_log.read_text(errors="replace").strip().splitlines()
     except FileNotFoundError:
         return "no training log"
     for line in reversed(lines[-200:]):
-        if line and not line.startswith((" ", "\t")):
+        if line and not line.startswith((" ", "\t", LAUNCHER_LOG_PREFIX)):
             return line.strip()[:500]
     return "no output"
 

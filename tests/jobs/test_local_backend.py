@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -16,6 +17,7 @@ FINAL = ("Completed", "Failed", "Stopped")
 
 
 def spec(entry: str, **fields: object) -> RunSpec:
+    """A module of tests/jobs/entry_points, run by the launcher with `hyperparameters`."""
     return RunSpec(entry_point=f"tests.jobs.entry_points.{entry}", rules=[], **fields)
 
 
@@ -45,16 +47,25 @@ def running(pid: int) -> bool:
 
 @pytest.fixture
 def backend(tmp_path: Path) -> LocalBackend:
-    return LocalBackend(tmp_path / "run", stop_grace_s=5.0)
+    return LocalBackend(tmp_path / "run")
 
 
-def test_completed_job_reports_metrics_and_logs(backend: LocalBackend) -> None:
-    backend.launch("quick", spec("quick", learning_rate=0.05))
+def test_completed_job_reports_status_and_logs(backend: LocalBackend) -> None:
+    backend.launch("quick", spec("quick", hyperparameters={"lr": 0.05}))
     description = wait_final(backend, "quick")
     assert description.status is JobStatus.Completed
     assert description.failure_reason is None
-    assert description.final_metrics["test:accuracy"] == 0.8
     assert "trained with lr 0.05" in backend.logs("quick")
+
+
+def test_final_metrics_come_from_result_json(backend: LocalBackend) -> None:
+    backend.launch("quick", spec("quick"))
+    wait_final(backend, "quick")
+    result = {"status": "Completed", "steps": 3, "final_loss": 0.5, "final_accuracy": 0.8}
+    backend.paths("quick").result.write_text(json.dumps(result))
+    description = backend.describe("quick")
+    assert description.final_metrics == {"test:loss": 0.5, "test:accuracy": 0.8}
+    assert description.progress.step == 3  # no progress file: the result's steps
 
 
 def test_launch_is_idempotent_per_job_name(backend: LocalBackend) -> None:
@@ -87,21 +98,51 @@ def test_graceful_stop(backend: LocalBackend) -> None:
     backend.launch("long", spec("obedient"))
     while backend.describe("long").progress is None:
         time.sleep(0.1)
+    started = time.monotonic()
     backend.stop("long")
+    assert time.monotonic() - started < 5  # the stop file: no grace waited
     description = backend.describe("long")
     assert description.status is JobStatus.Stopped
     assert description.progress.step >= 1
+    assert not (backend.paths("long").root / "sigterm.json").exists()
 
 
-def test_stop_escalates_to_kill(tmp_path: Path) -> None:
-    backend = LocalBackend(tmp_path / "run", stop_grace_s=1.0)
-    backend.launch("stubborn", spec("stubborn"))
+def test_a_job_deaf_to_the_stop_file_gets_sigterm_after_the_grace(backend: LocalBackend) -> None:
+    backend.launch("deaf", spec("deaf", stop_grace_s=1.0, kill_after_s=30.0))
+    while backend.describe("deaf").progress is None:
+        time.sleep(0.1)
+    requested = time.time()
+    backend.stop("deaf")
+    assert backend.describe("deaf").status is JobStatus.Stopped
+    sigterm = json.loads((backend.paths("deaf").root / "sigterm.json").read_text())["time"]
+    assert 1.0 <= sigterm - requested < 1.0 + 3.0  # the grace, then SIGTERM at once
+    assert time.time() - requested < 1.0 + 10.0  # and not the kill timeout
+
+
+def test_stop_escalates_to_kill(backend: LocalBackend) -> None:
+    backend.launch("stubborn", spec("stubborn", stop_grace_s=0.5, kill_after_s=1.0))
     while launches(backend, "stubborn") == 0:
         time.sleep(0.1)
+    started = time.monotonic()
     backend.stop("stubborn")
     assert backend.describe("stubborn").status is JobStatus.Stopped
+    assert time.monotonic() - started < 0.5 + 1.0 + 10.0  # not the backend's last resort
     training_pid = int((backend.paths("stubborn").root / "launches.txt").read_text())
     assert not running(training_pid)
+    assert "SIGKILL" not in (backend.describe("stubborn").failure_reason or "")
+
+
+def test_a_stop_request_from_the_evaluator_is_escalated_without_the_flow(
+    backend: LocalBackend,
+) -> None:
+    # The rule evaluator writes the stop file itself (StopTraining): no backend.stop() call.
+    backend.launch("alone", spec("deaf", stop_grace_s=0.5))
+    while backend.describe("alone").progress is None:
+        time.sleep(0.1)
+    backend.paths("alone").stop_request.write_text("{}")
+    description = wait_final(backend, "alone", timeout=15)
+    assert description.status is JobStatus.Stopped
+    assert (backend.paths("alone").root / "sigterm.json").exists()
 
 
 def test_vanished_supervisor_is_failed_not_a_hang(backend: LocalBackend) -> None:

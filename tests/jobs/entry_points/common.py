@@ -1,22 +1,34 @@
-"""Tiny real entry points for backend tests: same command line as remedy.training.train."""
+"""Tiny real entry points for backend tests, written to the job contract (script mode):
+flags on the command line, the job folder in REMEDY_OUTPUT_DIR, the stop request in
+REMEDY_STOP_FILE. The local backend runs them as `python -m remedy.training.launch -m
+tests.jobs.entry_points.NAME --flag value ...`."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import sys
 from pathlib import Path
 
 
-def parse() -> tuple[dict, Path]:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--hyperparameters", required=True)
-    parser.add_argument("--output-dir", required=True)
-    args = parser.parse_args()
-    out = Path(args.output_dir)
-    with (out / "launches.txt").open("a") as handle:  # counts real process starts
+def flags(argv: list[str]) -> dict[str, str | bool]:
+    """--name value pairs, and a bare --name as True (what flag_arguments renders)."""
+    found: dict[str, str | bool] = {}
+    name = None
+    for arg in argv:
+        if arg.startswith("-") and not arg[1:2].isdigit():
+            name = arg.lstrip("-")
+            found[name] = True
+        elif name is not None:
+            found[name] = arg if found[name] is True else f"{found[name]} {arg}"
+    return found
+
+
+def parse() -> tuple[dict[str, str | bool], Path]:
+    """(the flags it was given, the job folder); records each real process start."""
+    out = Path(os.environ["REMEDY_OUTPUT_DIR"])
+    with (out / "launches.txt").open("a") as handle:
         handle.write(f"{os.getpid()}\n")
-    return json.loads(Path(args.hyperparameters).read_text()), out
+    return flags(sys.argv[1:]), out
 
 
 def stop_requested() -> bool:

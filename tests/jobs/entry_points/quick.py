@@ -3,6 +3,6 @@ import json
 from tests.jobs.entry_points.common import parse
 
 params, out = parse()
-print(f"trained with lr {params['learning_rate']}", flush=True)
+print(f"trained with lr {params.get('lr', '0.1')}", flush=True)
 result = {"status": "Completed", "steps": 3, "final_loss": 0.5, "final_accuracy": 0.8}
 (out / "result.json").write_text(json.dumps(result))

@@ -1,0 +1,129 @@
+"""What a local job is started with: its command, working directory and environment.
+
+Every job, the built-in one or a user's, gets the same environment (the names are
+remedy.state_schema.job_env's; docs/job-contract.md is the user's page). The built-in job
+keeps its command line (--hyperparameters FILE --output-dir DIR); any other entry point is
+run by the launcher, exactly as `python SCRIPT ARGS` or `python -m MODULE ARGS` would run it,
+with its hyperparameters as flags.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from remedy.jobs.local.layout import JobPaths
+from remedy.state_schema import RunSpec, flag_arguments
+from remedy.state_schema import job_env as names
+from remedy.state_schema.flags import environment_value
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The training process of one job, as written into its launch record."""
+
+    command: list[str]
+    cwd: str
+    env: dict[str, str]  # added to the supervisor's own environment, less its secrets
+
+
+def visible_gpus(environ: Mapping[str, str]) -> int:
+    """GPUs a job may use: CUDA_VISIBLE_DEVICES when set, else the NVIDIA devices present
+    (counted without importing torch, which the flow does not load)."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([device for device in visible.split(",") if device.strip()])
+    return len([p for p in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name)])
+
+
+def job_command(spec: RunSpec, paths: JobPaths) -> list[str]:
+    if spec.is_builtin:
+        return [
+            sys.executable,
+            "-m",
+            spec.entry_point,
+            "--hyperparameters",
+            str(paths.hyperparameters),
+            "--output-dir",
+            str(paths.root),
+        ]
+    target = [spec.entry_point] if spec.is_script else ["-m", spec.entry_point]
+    flags = flag_arguments(spec.script_hyperparameters)
+    return [sys.executable, "-m", names.LAUNCHER_MODULE, *target, *flags]
+
+
+def thread_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """One core is left to the rule evaluator and the flow: torch threads that compete for
+    every core slow a step down by up to 10x on a small machine. A count set in the flow's
+    environment wins."""
+    default = str(max(1, (os.cpu_count() or 2) - 1))
+    threads = environ.get(names.TORCH_THREADS_ENV) or default
+    variables = {names.TORCH_THREADS_ENV: threads}
+    for name in names.THREAD_ENVS:
+        variables[name] = environ.get(name) or threads
+    return variables
+
+
+def toolkit_variables(
+    spec: RunSpec, job_name: str, paths: JobPaths, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The cloud training toolkit's names, so a script written for it runs unchanged."""
+    hyperparameters = spec.job_hyperparameters()
+    num_gpus, num_cpus = visible_gpus(environ), os.cpu_count() or 1
+    training_env = {
+        "channel_input_dirs": {},
+        "current_host": names.CURRENT_HOST,
+        "hosts": [names.CURRENT_HOST],
+        "hyperparameters": hyperparameters,
+        "job_name": job_name,
+        "model_dir": str(paths.model),
+        "module_dir": str(source_dir(spec)),
+        "num_cpus": num_cpus,
+        "num_gpus": num_gpus,
+        "output_data_dir": str(paths.output_data),
+        "user_entry_point": spec.entry_point,
+    }
+    variables = {
+        names.SM_MODEL_DIR_ENV: str(paths.model),
+        names.SM_OUTPUT_DATA_DIR_ENV: str(paths.output_data),
+        names.SM_HPS_ENV: json.dumps(hyperparameters),
+        names.SM_NUM_GPUS_ENV: str(num_gpus),
+        names.SM_NUM_CPUS_ENV: str(num_cpus),
+        names.SM_CURRENT_HOST_ENV: names.CURRENT_HOST,
+        names.SM_HOSTS_ENV: json.dumps([names.CURRENT_HOST]),
+        names.SM_TRAINING_ENV_ENV: json.dumps(training_env),
+    }
+    for name, value in hyperparameters.items():
+        variables[names.SM_HP_PREFIX + name.upper()] = environment_value(value)
+    return variables
+
+
+def source_dir(spec: RunSpec) -> Path:
+    """The job's working directory: source_dir, else the flow's current directory."""
+    return Path(spec.source_dir or ".").resolve()
+
+
+def job_launch(
+    spec: RunSpec, job_name: str, paths: JobPaths, environ: Mapping[str, str] | None = None
+) -> Launch:
+    environ = os.environ if environ is None else environ
+    cwd = source_dir(spec)
+    env = {
+        names.OUTPUT_DIR_ENV: str(paths.root),
+        names.CHECKPOINT_DIR_ENV: str(paths.checkpoints),
+        names.DEBUGGER_CONFIG_ENV: str(paths.debugger_config),
+        names.STOP_FILE_ENV: str(paths.stop_request),
+        names.RULE_STATUS_DIR_ENV: str(paths.rule_status),
+        names.NAN_GUARD_ENV: spec.nan_guard,
+        "PYTHONUNBUFFERED": environ.get("PYTHONUNBUFFERED") or "1",
+    }
+    env |= thread_variables(environ)
+    env |= toolkit_variables(spec, job_name, paths, environ)
+    if spec.source_dir is not None:  # first on the import path, as the toolkit's code dir
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), environ.get("PYTHONPATH")]))
+    return Launch(command=job_command(spec, paths), cwd=str(cwd), env=env)
