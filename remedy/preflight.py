@@ -1,8 +1,17 @@
-"""Checks of a run_spec against this machine, before the flow launches anything."""
+"""Checks of a run_spec against this machine, before the flow launches anything.
+
+What the payload's validation already refused (unknown or unmapped roles, a flag the
+built-in job does not take, a script path leaving source_dir) never gets here: the CLI
+validates the file first. Here the code is looked for the way the job will look for it:
+a script in source_dir, a module with source_dir (or, without one, the current directory)
+first on the import path, then the installed packages.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+from importlib.machinery import ModuleSpec, PathFinder
+from pathlib import Path
 
 from remedy.state_schema import RunSpec
 
@@ -15,12 +24,17 @@ def preflight(spec: RunSpec) -> None:
     """Raise PreflightError naming the field when a local job could not start."""
     if spec.backend != "local":
         return
-    try:
-        found = importlib.util.find_spec(spec.entry_point) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise PreflightError(f"run_spec.entry_point: no module named {spec.entry_point!r}")
+    code_dir = Path(spec.source_dir or ".").resolve()
+    if spec.source_dir is not None and not code_dir.is_dir():
+        raise PreflightError(f"run_spec.source_dir: no folder {code_dir}")
+    if spec.is_script:
+        check_script(spec.entry_point, code_dir, spec.source_dir is not None)
+    elif not module_found(spec.entry_point, code_dir):
+        where = "run_spec.source_dir" if spec.source_dir is not None else "the current directory"
+        raise PreflightError(
+            f"run_spec.entry_point: no module named {spec.entry_point!r} in {where} "
+            f"({code_dir}) or the installed packages"
+        )
     if spec.dataset == "cifar10" and spec.data_path:
         from remedy.training.data import CifarFormatError, check_cifar10_folder
 
@@ -28,3 +42,43 @@ def preflight(spec: RunSpec) -> None:
             check_cifar10_folder(spec.data_path)
         except CifarFormatError as error:
             raise PreflightError(f"run_spec.data_path: {error}") from None
+
+
+def check_script(entry_point: str, code_dir: Path, in_source_dir: bool) -> None:
+    script = code_dir / entry_point  # an absolute entry_point stays itself
+    if not script.is_file():
+        where = "run_spec.source_dir" if in_source_dir else "the current directory"
+        raise PreflightError(
+            f"run_spec.entry_point: no script {entry_point!r} in {where} ({code_dir})"
+        )
+
+
+def module_found(name: str, code_dir: Path) -> bool:
+    """True when `python -m name`, started in code_dir, would find the module: in code_dir
+    (walked on disk, so nothing of the user's code is imported here), or where this
+    interpreter finds it (installed packages, remedy's own)."""
+    return found_on_disk(name, code_dir) or found_installed(name)
+
+
+def found_on_disk(name: str, code_dir: Path) -> bool:
+    parts = name.split(".")
+    found: ModuleSpec | None = PathFinder.find_spec(parts[0], [str(code_dir)])
+    for depth in range(1, len(parts)):
+        locations = found.submodule_search_locations if found else None
+        if not locations:
+            return False  # not there, or a module (which has no submodules)
+        found = PathFinder.find_spec(".".join(parts[: depth + 1]), list(locations))
+    if found is not None and found.submodule_search_locations:
+        # python -m package runs package/__main__.py
+        return (
+            PathFinder.find_spec(f"{name}.__main__", list(found.submodule_search_locations))
+            is not None
+        )
+    return found is not None
+
+
+def found_installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False

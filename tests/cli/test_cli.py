@@ -253,3 +253,27 @@ def test_spec_that_cannot_start_here_is_refused_before_launch(tmp_path: Path) ->
     out = remedy("run", str(spec), "--run-dir", str(tmp_path / "run"))
     assert out.returncode == 2 and "run_spec.data_path" in out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_script_spec_with_an_unknown_role_is_refused_naming_it(tmp_path: Path) -> None:
+    spec = {
+        "entry_point": "main.py",
+        "hyperparameters": {"lr": 20, "clip": 0.25},
+        "hyperparameter_roles": {"learn_rate": "lr", "grad_clip_norm": "gradclip"},
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    out = remedy("run", str(tmp_path / "spec.json"), "--run-dir", str(tmp_path / "run"))
+    assert out.returncode == 2
+    assert "hyperparameter_roles.learn_rate: unknown role 'learn_rate'; known roles: " in out.stderr
+    assert "hyperparameter_roles.grad_clip_norm: maps to the flag 'gradclip'" in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_script_that_is_not_in_source_dir_is_refused_before_launch(tmp_path: Path) -> None:
+    (tmp_path / "code").mkdir()
+    spec = {"source_dir": str(tmp_path / "code"), "entry_point": "main.py"}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    out = remedy("run", str(tmp_path / "spec.json"), "--run-dir", str(tmp_path / "run"))
+    assert out.returncode == 2
+    assert "run_spec.entry_point: no script 'main.py' in run_spec.source_dir" in out.stderr
+    assert not (tmp_path / "run").exists()
