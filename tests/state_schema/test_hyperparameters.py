@@ -55,8 +55,11 @@ def test_a_state_written_before_the_split_validates_unchanged() -> None:
     assert {key: dumped[key] for key in written} == written | {
         "entry_point": "remedy.training.train"
     }
-    assert set(dumped) - set(written) == set(SCRIPT_MODE_FIELDS)  # added since, defaults
+    added = set(dumped) - set(written)  # fields added since: their defaults
+    assert set(SCRIPT_MODE_FIELDS) <= added
     assert all(dumped[key] == value for key, value in SCRIPT_MODE_FIELDS.items())
+    defaults = RunSpec().model_dump(mode="json")
+    assert {key: dumped[key] for key in added} == {key: defaults[key] for key in added}
 
 
 @pytest.mark.parametrize(
