@@ -35,6 +35,13 @@ def fmt(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+def cell(value: object) -> str:
+    """A run_spec value in a table: a script's flag as given, "-" where it has none."""
+    if value is None:
+        return "-"
+    return fmt(value) if isinstance(value, float) else str(value)
+
+
 def attempt_row(number: int, attempt: Attempt) -> list[str]:
     spec = attempt.spec
     finding = attempt.findings[0] if attempt.findings else None
@@ -44,9 +51,9 @@ def attempt_row(number: int, attempt: Attempt) -> list[str]:
     return [
         str(number),
         attempt.strategy or "initial",
-        fmt(spec.warmup_learning_rate),
-        fmt(spec.learning_rate),
-        str(spec.add_batch_norm),
+        cell(spec.role_as_given("warmup_learning_rate")),
+        cell(spec.role_as_given("learning_rate")),
+        cell(spec.role_as_given("add_batch_norm")),
         str(attempt.steps_run),
         found,
         attempt.outcome.value if attempt.outcome else "running",
