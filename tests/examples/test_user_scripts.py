@@ -1,0 +1,103 @@
+"""Users' own scripts, unmodified, under `remedy run`: real processes, real dynamics.
+
+examples/blobs/train.py (cloud script-mode style: --learning-rate, torch.optim, gradient
+accumulation, SM_MODEL_DIR) explodes for real at --learning-rate 5 and is repaired through its
+own flag; examples/word_lm/main.py (PyTorch's classic language-model style: --lr, --clip,
+manual SGD, torch.save(model)) trains cleanly at its defaults, and at --lr 1000 completes
+with a finite loss far above where it started, which is not a clean run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from remedy.state_schema import JobStatus, load_state
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+EXAMPLES = REPO / "examples"
+
+
+def remedy_run(spec: dict, tmp_path: Path, api_url: str, *options: str) -> tuple[int, str, Path]:
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "remedy", "run", str(tmp_path / "spec.json")]
+        + ["--run-dir", str(run_dir), *options],
+        cwd=tmp_path,  # a user's own folder, not the checkout
+        env={**os.environ, "PREFECT_API_URL": api_url},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return done.returncode, done.stdout + done.stderr, run_dir
+
+
+def test_an_exploding_script_is_repaired_through_its_own_flag(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    spec = {
+        "base_job_name": "blobs",
+        "source_dir": str(EXAMPLES / "blobs"),
+        "entry_point": "train.py",
+        "hyperparameters": {"learning-rate": 5, "epochs": 2, "accumulate": 2},
+        "hyperparameter_roles": {"learning_rate": "learning-rate"},
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url, "--policy", "adaptive")
+    assert code == 0, output
+    state = load_state(run_dir / "state.json")
+    first, second = state.history.attempts
+    # the NaN guard of the launcher saw the real non-finite gradients and stopped the job
+    assert first.outcome is JobStatus.Stopped
+    assert [f.rule for f in first.findings] == ["NonFiniteGradient"]
+    assert second.strategy == "lower_lr_10x"
+    assert second.changes == {"hyperparameters.learning-rate": [5, 0.5]}
+    assert second.spec.script_hyperparameters["learning-rate"] == 0.5
+    assert second.outcome is JobStatus.Completed and not second.findings
+    assert second.steps_run == 2 * 2048 // 32 // 2  # updates, not backward passes
+    assert second.final_loss < 0.5 * second.initial_loss
+    job = run_dir / "jobs" / second.job_name
+    assert (job / "model" / "model.pt").is_file()  # the script saved to SM_MODEL_DIR
+    assert "completed: the job finished" in state.end_reason
+
+
+def test_a_classic_language_model_script_trains_cleanly(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    data = tmp_path / "data"
+    corpus = [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)]
+    subprocess.run(corpus, check=True)
+    spec = {
+        "base_job_name": "word-lm",
+        "source_dir": str(EXAMPLES / "word_lm"),
+        "entry_point": "main.py",
+        "hyperparameters": {
+            "data": str(data),
+            "lr": 20,
+            "clip": 0.25,
+            "epochs": 1,
+            "save": str(tmp_path / "model.pt"),
+        },
+        "hyperparameter_roles": {"learning_rate": "lr", "grad_clip_norm": "clip"},
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    assert code == 0, output
+    (attempt,) = load_state(run_dir / "state.json").history.attempts
+    assert attempt.outcome is JobStatus.Completed and attempt.steps_run > 20
+    assert attempt.final_loss < attempt.initial_loss - 1.0
+    assert (tmp_path / "model.pt").stat().st_size > 0  # torch.save(model) still works
+
+    # at --lr 1000 the loss stays finite but ends far above its start: not clean, and said
+    spec["hyperparameters"] |= {"lr": 1000, "clip": 1000}
+    code, output, run_dir = remedy_run(spec, tmp_path / "diverged", prefect_api_url)
+    assert code != 0, output
+    state = load_state(run_dir / "state.json")
+    assert state.history.attempts[-1].outcome is JobStatus.Completed
+    assert "the model did not train" in state.end_reason, state.end_reason
