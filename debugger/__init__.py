@@ -1,4 +1,5 @@
-"""remedy's open tensor debugger: capture (Hook), store, analysis (Trial), rules, evaluator.
+"""remedy's open tensor debugger: capture (Hook, ZeroCodeCapture), store, analysis (Trial),
+rules, evaluator.
 
 Stands alone: no Prefect, nothing else of remedy. torch is imported only when a Hook is
 built, so readers and the rule evaluator need numpy and safetensors only.
@@ -24,6 +25,7 @@ from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules import RULES, Finding, Rule, get_rule, register_rule
 from remedy.debugger.status import RuleStatus, RuleStatusRecord, read_statuses
 from remedy.debugger.trial import TensorView, Trial, create_trial
+from remedy.debugger.zero_code import Update, UpdateObserver, ZeroCodeCapture
 
 __all__ = [
     "RULES",
@@ -48,6 +50,9 @@ __all__ = [
     "TensorUnavailableForStep",
     "TensorView",
     "Trial",
+    "Update",
+    "UpdateObserver",
+    "ZeroCodeCapture",
     "create_trial",
     "get_rule",
     "read_statuses",

@@ -17,6 +17,10 @@ disk), or else when the next step begins, the mode changes, or at close(). A ten
 after its step's file was written (e.g. save_tensor after optimizer.step()) is dropped with
 a DebuggerWarning: call save_tensor before optimizer.step(). One optimizer per hook for now.
 
+A caller that decides itself what a step is drives the same writer without registering
+anything: begin_step(), save_tensor(...) / save_parameters(...), end_step(). The zero-code
+capture (debugger/zero_code.py) does so, one step per update.
+
 Activations: a collection with a CollectionSpec (module types or path regexes) saves the
 inputs/outputs of the matching submodules of every registered module, named
 `<path>/<type>_<input|output>` (see debugger/collections.py); "activations" alone selects
@@ -242,6 +246,48 @@ class Hook:
         """Save a tensor of the current step, if `collection`'s SaveConfig selects this step."""
         self._capture(name, collection, value)
 
+    def save_parameters(self, named: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Save what is due at the current step of each (name, parameter): its gradient as
+        "gradient/<name>" ("gradients"), and the parameter itself ("weights", or "biases"
+        for names ending in "bias"). `named` is not iterated when nothing is due."""
+        step = self._step
+        if step is None or step.written:
+            return
+        mode_step = step.record.mode_step
+        due = {c for c in (GRADIENTS, WEIGHTS, BIASES) if self._is_due(c, mode_step)}
+        if not due:
+            return
+        for name, param in named:
+            if GRADIENTS in due and param.grad is not None:
+                self._capture(GRADIENT_PREFIX + name, GRADIENTS, param.grad)
+            collection = BIASES if name.rsplit(".", 1)[-1] == "bias" else WEIGHTS
+            if collection in due:
+                self._capture(name, collection, param)
+
+    # -- driving steps without registered modules (zero-code capture) -------------------
+
+    def begin_step(self, mode: ModeKeys | str = ModeKeys.TRAIN) -> int:
+        """Begin the next step of `mode` (writing the open one); returns its step number.
+
+        For callers that decide themselves what a step is, e.g. the zero-code capture,
+        which counts one step per update: begin_step(), save_tensor(...) /
+        save_parameters(...), end_step()."""
+        mode = ModeKeys.parse(mode)
+        if mode is ModeKeys.GLOBAL:
+            raise ValueError("GLOBAL is not a mode a job runs in; use TRAIN, EVAL or PREDICT")
+        self._mode = mode
+        self._begin_step(mode)
+        return self._mode_steps[mode]
+
+    def is_due(self, collection: str) -> bool:
+        """Whether `collection` is saved at the current step (False before the first one)."""
+        step = self._step
+        return step is not None and self._is_due(collection, step.record.mode_step)
+
+    def end_step(self) -> None:
+        """Hand the current step to the writer now; it takes no more tensors."""
+        self._finish_step()
+
     def flush(self) -> None:
         """Block until every step already handed to the writer is on disk."""
         self._writer.flush()
@@ -293,19 +339,9 @@ class Hook:
         self._capture(LOSS_TENSOR_NAME, LOSSES, output)
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        step = self._step
-        if step is None or step.written:
-            return
-        mode_step = step.record.mode_step
-        due = {c for c in (GRADIENTS, WEIGHTS, BIASES) if self._is_due(c, mode_step)}
-        if due:
-            for index, param in enumerate(p for g in optimizer.param_groups for p in g["params"]):
-                name = self._param_names.get(id(param), f"param_{index}")
-                if GRADIENTS in due and param.grad is not None:
-                    self._capture(GRADIENT_PREFIX + name, GRADIENTS, param.grad)
-                collection = BIASES if name.rsplit(".", 1)[-1] == "bias" else WEIGHTS
-                if collection in due:
-                    self._capture(name, collection, param)
+        params = (p for g in optimizer.param_groups for p in g["params"])
+        names = self._param_names
+        self.save_parameters((names.get(id(p), f"param_{i}"), p) for i, p in enumerate(params))
         self._finish_step()
 
     # -- internals ------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from remedy.debugger import store
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.status import RuleStatus, RuleStatusRecord, status_path
 from remedy.state_schema import Hyperparameters
+from remedy.state_schema.job_env import RULE_STATUS_DIR_ENV, STOP_FILE_ENV
 from remedy.training.bundle import write_bundle
 from remedy.training.data import DataSplit
 from remedy.training.replay import find_bad_records, replay
@@ -42,8 +43,6 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 RULE_NAME = "NonFiniteGradient"
-# The backend names the folder it reads rule statuses from; a job run by hand uses its own.
-RULE_STATUS_DIR_ENV = "REMEDY_RULE_STATUS_DIR"
 MAX_SKIPPED_BATCHES = 20  # "skip" gives up after this many: the run is not training any more
 TRACE_DIR = "trace"
 TRACE_INDEX = "index.jsonl"
@@ -81,7 +80,8 @@ def batch_of_step(output_dir: str | Path, step: int) -> list[int]:
 
 
 def rule_status_dir(output_dir: Path) -> Path:
-    """$REMEDY_RULE_STATUS_DIR, or OUTPUT_DIR/rule_status when it is not set."""
+    """$REMEDY_RULE_STATUS_DIR, or OUTPUT_DIR/rule_status when it is not set: the backend
+    names the folder it reads rule statuses from; a job run by hand uses its own."""
     folder = os.environ.get(RULE_STATUS_DIR_ENV)
     return Path(folder) if folder else output_dir / "rule_status"
 
@@ -235,28 +235,64 @@ class NanGuard:
             text += f"; samples {repeated} failed repeatedly: bad records"
         elif suspects:
             text += f"; the step is finite without samples {suspects}"
-        record = RuleStatusRecord(
-            name=RULE_NAME,
-            status=status,
-            details=text,
-            step=step,
-            mode=ModeKeys.TRAIN,
-            steps_evaluated=step,
-            last_modified=store.utc_now_iso(),
+        write_rule_status(
+            self.rule_status_dir,
+            status,
+            step,
+            text,
+            bundle=None if self.bundle is None else str(self.bundle.resolve()),
+            localisation=details.get("localisation"),
+            suspect_samples=suspects,
+            suspect_shards=[self.data.shard_of(i) for i in suspects],
+            bad_batches=self.bad_batches,
+            data_problem=data_problem,
         )
-        path = status_path(self.rule_status_dir, RULE_NAME)  # the evaluator's shape
-        extra = {
-            "bundle": None if self.bundle is None else str(self.bundle.resolve()),
-            "localisation": details.get("localisation"),
-            "suspect_samples": suspects,
-            "suspect_shards": [self.data.shard_of(i) for i in suspects],
-            "bad_batches": self.bad_batches,
-            "data_problem": data_problem,
-        }
-        store.write_json(path, record.to_json() | extra)
 
     def _request_stop(self) -> None:
-        stop_file = os.environ.get("REMEDY_STOP_FILE")
-        if stop_file and not Path(stop_file).exists():  # the evaluator stops with the job
-            request = {"requested_by": "nan_guard", "time": datetime.now(UTC).isoformat()}
-            store.write_json(stop_file, request)
+        request_stop()
+
+
+def write_rule_status(
+    folder: Path,
+    status: RuleStatus,
+    step: int,
+    details: str,
+    *,
+    bundle: str | None = None,
+    localisation: Any = None,
+    suspect_samples: list[int] | None = None,
+    suspect_shards: list[Any] | None = None,
+    bad_batches: int = 1,
+    data_problem: dict[str, Any] | None = None,
+) -> Path:
+    """The guard's finding as rule status NonFiniteGradient.json in `folder`: the rule
+    evaluator's shape (debugger.status) plus the guard's own keys. Returns its path."""
+    record = RuleStatusRecord(
+        name=RULE_NAME,
+        status=status,
+        details=details,
+        step=step,
+        mode=ModeKeys.TRAIN,
+        steps_evaluated=step,
+        last_modified=store.utc_now_iso(),
+    )
+    path = status_path(folder, RULE_NAME)  # the evaluator's shape
+    extra = {
+        "bundle": bundle,
+        "localisation": localisation,
+        "suspect_samples": suspect_samples or [],
+        "suspect_shards": suspect_shards or [],
+        "bad_batches": bad_batches,
+        "data_problem": data_problem,
+    }
+    store.write_json(path, record.to_json() | extra)
+    return path
+
+
+def request_stop(requested_by: str = "nan_guard") -> None:
+    """Create $REMEDY_STOP_FILE (when set) as a StopTraining action does: the backend and
+    the rule evaluator, which watch it, stop with the job."""
+    stop_file = os.environ.get(STOP_FILE_ENV)
+    if stop_file and not Path(stop_file).exists():
+        request = {"requested_by": requested_by, "time": datetime.now(UTC).isoformat()}
+        store.write_json(stop_file, request)

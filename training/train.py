@@ -9,7 +9,8 @@ Trains the configurable ResNet with SGD + momentum on CIFAR-10 or synthetic imag
 writes into DIR (JSON written to a temporary file, then renamed into place):
   progress.json   after every step: step, epoch, loss, accuracy, grad_norm (total L2 norm of
                   the gradients), learning_rate, wall_time,
-                  steps_per_epoch, total_steps
+                  steps_per_epoch, total_steps, start_step, first_loss (the loss of this
+                  launch's first step; null when it was not finite)
   metrics.jsonl   one line per step ("type": "step") and per epoch ("type": "epoch")
   checkpoints/    every checkpoint_every_epochs epochs (safetensors + JSON)
   result.json     at the end: status Completed or Stopped, steps, epochs_completed,
@@ -52,22 +53,13 @@ from remedy.training.build import build_model_and_optimizer, total_grad_norm
 from remedy.training.checkpoint import save_checkpoint
 from remedy.training.data import DataSplit, load_cifar10, make_synthetic
 from remedy.training.guard import NanGuard
+from remedy.training.progress import finite_or_none, write_json_atomic
 from remedy.training.schedule import learning_rate_for_epoch
 from remedy.training.warm_start import restore
 from torch import nn
 
 LOG_EVERY = 10  # steps between progress lines on stdout
 EVAL_BATCH_SIZE = 500
-
-
-def finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def write_json_atomic(path: Path, record: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, allow_nan=False) + "\n")
-    os.replace(tmp, path)  # readers see the old file or the new one, never half of one
 
 
 class StopRequest:
@@ -158,6 +150,7 @@ def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
     metrics = (output_dir / "metrics.jsonl").open("w")
     checkpoints = output_dir / "checkpoints"
     step, epochs_completed, train_loss, stopped = start_step, start_epoch, math.nan, False
+    first_loss: float | None = None  # this launch's first step: "trained" is judged against it
     test_loss: float | None = None
     test_accuracy: float | None = None
     started = time.time()
@@ -183,6 +176,8 @@ def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
             loss.backward()
             grad_norm = total_grad_norm(model)
             train_loss = loss.item()
+            if step == start_step:
+                first_loss = finite_or_none(train_loss)
             # A non-finite loss or gradient is never applied: the guard keeps the weights
             # clean, writes a repro bundle, and stops the job or skips the batch.
             if guard.passes(step + 1, epoch, train_loss, grad_norm, batch):
@@ -208,6 +203,7 @@ def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
                 "steps_per_epoch": steps_per_epoch,
                 "total_steps": total_steps,
                 "start_step": start_step,
+                "first_loss": first_loss,
             }
             write_json_atomic(output_dir / "progress.json", progress)
             if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:

@@ -77,6 +77,7 @@ def test_a_tiny_job_writes_progress_metrics_checkpoints_and_result(tmp_path: Pat
     assert all(set(s) == STEP_KEYS for s in steps) and all(set(e) == EPOCH_KEYS for e in epochs)
     assert [(e["epoch"], e["step"]) for e in epochs] == [(0, 3), (1, 6)]
     assert all(0 <= s["accuracy"] <= 1 and s["loss"] > 0 and s["grad_norm"] > 0 for s in steps)
+    assert progress["first_loss"] == steps[0]["loss"]  # what "the model trained" is judged by
 
     result = strict_json((out / "result.json").read_text())
     assert result["status"] == "Completed" and result["steps"] == 6

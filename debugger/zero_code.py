@@ -1,0 +1,512 @@
+"""Zero-code capture: losses and gradients of an unmodified PyTorch script, per update.
+
+    capture = ZeroCodeCapture(HookConfig.from_json_file(path), observer)  # or from_env()
+    capture.install()      # torch's global hooks; nothing is attached to the script's objects
+    ...run the script...
+    capture.close()        # remove the hooks, write the store's end marker
+
+What it hooks (all process-wide, none on the script's model or optimizer objects, so
+torch.save(model), copy.deepcopy(model) and pickling keep working):
+  - every module call (torch.nn.modules.module.register_module_forward_pre_hook): the
+    modules seen name the parameters (debugger/param_names.py: their path in the outermost
+    module, as the explicit Hook names them);
+  - torch.autograd.backward (which Tensor.backward calls): the scalar being backpropagated
+    is a loss; the outermost call only (reentrant checkpointing backpropagates inside);
+  - every torch.optim optimizer step (register_optimizer_step_pre_hook);
+  - torch.optim.Optimizer.__init__, to know whether an optimizer exists at all, and
+    torch.nn.Module.compile, to see a model compiled in place.
+
+A step is one update:
+  - when a torch.optim optimizer exists, an update is its step(). The gradients are taken
+    at its step pre-hook, i.e. accumulated over every backward() since the previous
+    update, once; the loss is the mean of the losses backpropagated since then.
+  - when none exists (manual updates such as p.data.add_(p.grad, alpha=-lr)), each
+    backward() is an update, taken as soon as it returns (before the script applies it),
+    with the gradients of the parameters of the modules seen.
+
+At each update, in order: the store (when a config is given) gets a TRAIN step, with
+"loss" in "losses" and "gradient/<name>" in "gradients" (and "weights"/"biases") exactly
+when the config's save intervals make them due, through the explicit Hook's own writer
+(Hook.begin_step / save_tensor / save_parameters / end_step); then the observer's
+on_update(Update) runs, before the update is applied, so it may stop the job (raise) or
+discard the update's gradients. observer.between_updates() runs when a backward() starts:
+the previous update is complete, a point for stopping cleanly. Store step numbers count
+from 0 (store step = Update.step - 1).
+
+Per update, when nothing is due, the cost is one pass over the gradients (their float64
+L2 norms, one fused kernel), one device-to-host transfer (the loss and those norms), and
+the observer. Per module call it is one dictionary lookup.
+
+torch.compile: inside a compiled region every hook returns at once on
+torch.compiler.is_compiling(), which torch.compile folds to a constant, so the hooks add
+no graph break. A compiled model's outer call (the OptimizedModule) runs eagerly and is
+seen. Our hooks' own frames are marked never to be compiled (_keep_dynamo_out), so where a
+compiled function falls back to eager code (backward() always does) they run as they are.
+What runs only inside compiled code is not captured: an optimizer.step() compiled as part
+of a larger compiled function is not seen (a warning says so after UNSEEN_STEPS_WARNING
+backward() calls).
+
+Not captured (use the explicit Hook for these): activations and inputs (collections with
+module types or regexes), EVAL/PREDICT steps (forward passes without an update are not
+steps), losses computed with torch.autograd.grad, updates of optimizers that are not
+torch.optim.Optimizer subclasses when a torch.optim optimizer also exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import time
+import traceback
+import warnings
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from remedy.debugger.config import CONFIG_ENV_VAR, HookConfig
+from remedy.debugger.exceptions import DebuggerWarning
+from remedy.debugger.hook import (
+    ACTIVATIONS,
+    BIASES,
+    GRADIENTS,
+    INPUTS,
+    LOSS_TENSOR_NAME,
+    LOSSES,
+    WEIGHTS,
+    Hook,
+)
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.param_names import ParameterNames
+
+if TYPE_CHECKING:
+    import torch
+
+# Collections the zero-code capture fills; others in a config need the explicit Hook.
+ZERO_CODE_COLLECTIONS = (LOSSES, GRADIENTS, WEIGHTS, BIASES)
+# backward() calls without an optimizer step (an optimizer existing) before saying so
+UNSEEN_STEPS_WARNING = 1000
+# torch warns that a global module hook also fires for the OptimizedModule; the registry
+# expects exactly that (it unwraps it), so the warning would only confuse a job's log.
+_COMPILE_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
+
+
+@dataclass(frozen=True)
+class Update:
+    """One update (one step) as the capture saw it, before it is applied."""
+
+    step: int  # updates so far, this one included: 1 for the first
+    loss: float | None  # mean of the losses backpropagated since the last update; may be nan
+    grad_norm: float | None  # L2 norm of all the update's gradients (float64); None: none
+    learning_rate: float | None  # the optimizer's first parameter group's; None if manual
+    micro_batches: int  # backward() calls since the previous update
+    manual: bool  # True: no torch.optim optimizer; the backward() is the update
+    wall_time: float  # seconds since the Unix epoch
+    _named: Callable[[], list[tuple[str, torch.Tensor]]] = field(repr=False, compare=False)
+
+    @property
+    def finite(self) -> bool:
+        """The loss and every gradient are finite (what is absent counts as finite)."""
+        return all(v is None or math.isfinite(v) for v in (self.loss, self.grad_norm))
+
+    def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
+        """The update's parameters with their names (as in "gradient/<name>")."""
+        return self._named()
+
+    def nonfinite_gradients(self) -> list[str]:
+        """Names of the parameters whose gradient holds a NaN or an infinity."""
+        import torch
+
+        return [
+            name
+            for name, p in self._named()
+            if p.grad is not None and not bool(torch.isfinite(p.grad).all())
+        ]
+
+    def discard_gradients(self) -> None:
+        """Make the update change nothing: an optimizer skips parameters without a gradient
+        (grad set to None); a manual update adds zeros (grad zeroed in place)."""
+        for _, param in self._named():
+            if param.grad is None:
+                continue
+            if self.manual:
+                param.grad.zero_()
+            else:
+                param.grad = None
+
+
+class UpdateObserver(Protocol):
+    def on_update(self, update: Update) -> None:
+        """At each update, after the store got its step, before the update is applied."""
+
+    def between_updates(self) -> None:
+        """When a backward() starts: the previous update is complete, the next one not
+        begun; a point to stop at cleanly."""
+
+
+class ZeroCodeCapture:
+    """Installs torch's global hooks; see the module docstring. One per process at a time."""
+
+    _installed: ZeroCodeCapture | None = None
+
+    def __init__(self, config: HookConfig | None, observer: UpdateObserver | None = None) -> None:
+        """`config`: where and what to save (None: no store; the observer still sees every
+        update). The store is created at the first update, so a script that builds its own
+        Hook from the same config before it (Hook.from_env()) keeps the store to itself."""
+        self.config = config
+        self.observer = observer
+        self.names = ParameterNames()
+        self.steps = 0
+        self.last_update: Update | None = None
+        self.hook: Hook | None = None  # the store's writer, once created
+        self._store_state = "pending" if config is not None else "off"  # -> "on" | "off"
+        self._optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._losses: list[torch.Tensor] = []
+        self._micro_batches = 0
+        self._backward_depth = 0
+        self._undo: list[Callable[[], None]] = []
+        self._entry_codes: list[Any] = []  # code objects of the functions torch calls
+        self._dynamo_kept_out = False
+
+    @classmethod
+    def from_env(cls, observer: UpdateObserver | None = None) -> ZeroCodeCapture:
+        """Saving to the store that $REMEDY_DEBUGGER_CONFIG names; no store when unset."""
+        import os
+
+        path = os.environ.get(CONFIG_ENV_VAR)
+        return cls(HookConfig.from_json_file(path) if path else None, observer)
+
+    @property
+    def installed(self) -> bool:
+        return ZeroCodeCapture._installed is self
+
+    # -- installing -----------------------------------------------------------------------
+
+    def install(self) -> ZeroCodeCapture:
+        import torch
+        from torch.nn.modules.module import register_module_forward_pre_hook
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        if ZeroCodeCapture._installed is not None:
+            raise RuntimeError("a zero-code capture is already installed in this process")
+        ZeroCodeCapture._installed = self
+        is_compiling = torch.compiler.is_compiling
+        saw = self.names.saw
+
+        def on_module_call(module: torch.nn.Module, args: Any) -> None:
+            if not is_compiling():
+                saw(module)
+
+        def on_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            if not is_compiling():
+                self._optimizer_update(optimizer)
+
+        for handle in (
+            register_module_forward_pre_hook(on_module_call),
+            register_optimizer_step_pre_hook(on_step),
+        ):
+            self._undo.append(handle.remove)
+
+        original_backward = torch.autograd.backward
+
+        @functools.wraps(original_backward)
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            if self._backward_depth or is_compiling():
+                return original_backward(*args, **kwargs)
+            if not self._dynamo_kept_out:
+                self._keep_dynamo_out()
+            if self.observer is not None:
+                self.observer.between_updates()
+            self._backward_depth += 1
+            try:
+                result = original_backward(*args, **kwargs)
+            finally:
+                self._backward_depth -= 1
+            self._after_backward(args[0] if args else kwargs.get("tensors"))
+            return result
+
+        self._patch(torch.autograd, "backward", backward)
+
+        optimizers = self._optimizers
+        original_init = torch.optim.Optimizer.__init__
+
+        @functools.wraps(original_init)
+        def optimizer_init(optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
+            original_init(optimizer, *args, **kwargs)
+            optimizers.add(optimizer)
+            if not self._dynamo_kept_out:  # torch.optim has just imported torch._dynamo
+                self._keep_dynamo_out()
+
+        self._patch(torch.optim.Optimizer, "__init__", optimizer_init)
+
+        original_compile = torch.nn.Module.compile
+
+        @functools.wraps(original_compile)
+        def compile_in_place(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            saw(module)  # its calls run compiled from now on: the hook never sees them
+            result = original_compile(module, *args, **kwargs)
+            self._keep_dynamo_out()
+            return result
+
+        self._patch(torch.nn.Module, "compile", compile_in_place)
+
+        entries = (on_module_call, on_step, backward, optimizer_init, compile_in_place)
+        self._entry_codes = [f.__code__ for f in entries]
+        self._keep_dynamo_out()
+        warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
+        self._undo.append(functools.partial(_remove_filter, warnings.filters[0]))
+        return self
+
+    def close(self) -> None:
+        """Remove every hook and close the store (end.json). Safe to call twice."""
+        undo, self._undo = self._undo, []
+        for action in reversed(undo):
+            action()
+        if ZeroCodeCapture._installed is self:
+            ZeroCodeCapture._installed = None
+        self._losses.clear()
+        if self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook.close()
+
+    def __enter__(self) -> ZeroCodeCapture:
+        return self.install()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- updates --------------------------------------------------------------------------
+
+    def _after_backward(self, tensors: Any) -> None:
+        loss = _scalar(tensors)
+        if loss is not None:
+            self._losses.append(loss)
+        self._micro_batches += 1
+        if len(self._optimizers) == 0:  # no torch.optim: this backward() is the update
+            trainable = self.names.trainable()
+            params = [p for _, p in trainable if p.grad is not None]
+            named = [(n, p) for n, p in trainable if p.grad is not None]
+            self._update(params, lambda: named, None, manual=True)
+        elif self._micro_batches == UNSEEN_STEPS_WARNING:
+            warnings.warn(
+                f"zero-code capture: {UNSEEN_STEPS_WARNING} backward() calls and no optimizer "
+                "step seen: a step that runs inside torch.compile is not captured (compile "
+                "the model, not the optimizer step); no steps are recorded",
+                DebuggerWarning,
+                stacklevel=3,
+            )
+
+    def _optimizer_update(self, optimizer: torch.optim.Optimizer) -> None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        names = self.names
+        self._update(params, functools.partial(names.named, params), optimizer, manual=False)
+
+    def _update(
+        self,
+        params: Sequence[torch.Tensor],
+        named: Callable[[], list[tuple[str, torch.Tensor]]],
+        optimizer: torch.optim.Optimizer | None,
+        *,
+        manual: bool,
+    ) -> None:
+        self.steps += 1
+        losses, self._losses = self._losses, []
+        micro_batches, self._micro_batches = self._micro_batches, 0
+        loss = _mean(losses)
+        loss_value, norm_value = _host_values(loss, [p.grad for p in params if p.grad is not None])
+        update = Update(
+            step=self.steps,
+            loss=loss_value,
+            grad_norm=norm_value,
+            learning_rate=_learning_rate(optimizer),
+            micro_batches=micro_batches,
+            manual=manual,
+            wall_time=time.time(),
+            _named=_Once(named),
+        )
+        self.last_update = update
+        self._save(update, loss)
+        if self.observer is not None:
+            self.observer.on_update(update)
+
+    # -- the store ------------------------------------------------------------------------
+
+    def _save(self, update: Update, loss: torch.Tensor | None) -> None:
+        hook = self._store()
+        if hook is None:
+            return
+        try:
+            hook.begin_step(ModeKeys.TRAIN)
+            if loss is not None:
+                hook.save_tensor(LOSS_TENSOR_NAME, loss, collection=LOSSES)
+            hook.save_parameters(_lazy(update.named_parameters))
+            hook.end_step()
+        except Exception:  # a store that fails must not end the training
+            self._store_state = "off"
+            warnings.warn(
+                "zero-code capture: saving to the store failed, no more tensors are saved:\n"
+                + traceback.format_exc(),
+                DebuggerWarning,
+                stacklevel=2,
+            )
+
+    def _store(self) -> Hook | None:
+        if self._store_state == "pending":
+            assert self.config is not None
+            self._store_state = "off"
+            try:
+                self.hook = Hook.from_config(self.config)
+            except FileExistsError:
+                warnings.warn(
+                    f"zero-code capture: {self.config.out_dir} already holds a store (the "
+                    "script's own Hook?); the zero-code capture saves no tensors",
+                    DebuggerWarning,
+                    stacklevel=3,
+                )
+                return None
+            self._store_state = "on"
+            ignored = sorted(
+                name
+                for name in self.config.collections
+                if name in (ACTIVATIONS, INPUTS) or name in self.config.specs
+            )
+            if ignored:
+                warnings.warn(
+                    f"zero-code capture saves {', '.join(ZERO_CODE_COLLECTIONS)}; collections "
+                    f"{ignored} need the explicit Hook (register_module)",
+                    DebuggerWarning,
+                    stacklevel=3,
+                )
+        return self.hook if self._store_state == "on" else None
+
+    def _keep_dynamo_out(self) -> None:
+        """Tell torch.compile never to compile a frame of ours that runs eagerly.
+
+        Inside a compiled function, code torch.compile cannot trace (backward(), an
+        optimizer step it gives up on) runs eagerly, and torch.compile tries to compile
+        every new frame it meets there: our hooks and what they call, which would cost
+        graph-break records, compilations and recompilations (they read our state). So
+        each hook's code is marked to run as is, with everything it calls (as torch marks
+        frames it gives up on). Tracing is unaffected: a hook torch.compile inlines into a
+        graph still sees is_compiling() and does nothing. Done once torch._dynamo is loaded,
+        never by importing it (that takes seconds)."""
+        if self._dynamo_kept_out:
+            return
+        eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+        if eval_frame is None:
+            return
+        try:
+            from torch._dynamo.types import FrameAction, FrameExecStrategy
+
+            skip = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+            for code in self._entry_codes:
+                eval_frame.set_code_exec_strategy(code, skip)
+        except (ImportError, AttributeError, TypeError):  # another torch: frames compile
+            pass
+        self._dynamo_kept_out = True
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        original = owner.__dict__[name]
+        setattr(owner, name, replacement)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+
+class _Once:
+    """A function's result, computed at the first call only."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], list[tuple[str, torch.Tensor]]]) -> None:
+        self._make = make
+        self._value: list[tuple[str, torch.Tensor]] | None = None
+
+    def __call__(self) -> list[tuple[str, torch.Tensor]]:
+        if self._value is None:
+            self._value = self._make()
+        return self._value
+
+
+def _remove_filter(entry: Any) -> None:
+    if entry in warnings.filters:
+        warnings.filters.remove(entry)
+
+
+def _lazy(
+    make: Callable[[], list[tuple[str, torch.Tensor]]],
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Named parameters, listed only if iterated (Hook.save_parameters does when due)."""
+    yield from make()
+
+
+def _scalar(tensors: Any) -> torch.Tensor | None:
+    """The loss being backpropagated: a one-element tensor, detached, on its device."""
+    import torch
+
+    if isinstance(tensors, (list, tuple)) and len(tensors) == 1:
+        tensors = tensors[0]
+    if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
+        return tensors.detach().reshape(())
+    return None
+
+
+def _wide(device: torch.device) -> torch.dtype:
+    import torch
+
+    return torch.float32 if device.type == "mps" else torch.float64  # MPS has no float64
+
+
+def _mean(losses: list[torch.Tensor]) -> torch.Tensor | None:
+    import torch
+
+    if not losses:
+        return None
+    if len(losses) == 1:
+        return losses[0].float()
+    device = losses[0].device
+    return torch.stack([t.to(device=device, dtype=torch.float32) for t in losses]).mean()
+
+
+def _norms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each gradient's L2 norm as a 0-d tensor on its device, in float64 (so that their
+    combination is finite exactly when every gradient is); one fused kernel when it can."""
+    import torch
+
+    if not grads:
+        return []
+    dense = [g.to_dense() if g.is_sparse else g for g in grads]
+    try:
+        return list(torch._foreach_norm(dense, 2, dtype=_wide(dense[0].device)))
+    except (RuntimeError, TypeError):  # mixed devices or an unusual tensor: one at a time
+        return [torch.linalg.vector_norm(g, dtype=_wide(g.device)) for g in dense]
+
+
+def _host_values(
+    loss: torch.Tensor | None, grads: list[torch.Tensor]
+) -> tuple[float | None, float | None]:
+    """(loss, L2 norm of all gradients) as numbers, in one device-to-host transfer."""
+    import torch
+
+    norms = _norms(grads)
+    if loss is None and not norms:
+        return None, None
+    device = norms[0].device if norms else loss.device  # type: ignore[union-attr]
+    parts = list(norms)
+    if loss is not None:
+        parts.insert(0, loss.to(device=device, dtype=_wide(device)))
+    try:
+        values = torch.stack(parts).tolist()
+    except RuntimeError:  # gradients on several devices
+        values = torch.stack([p.to(device) for p in parts]).tolist()
+    loss_value = values.pop(0) if loss is not None else None
+    return loss_value, (math.hypot(*values) if norms else None)
+
+
+def _learning_rate(optimizer: torch.optim.Optimizer | None) -> float | None:
+    if optimizer is None or not optimizer.param_groups:
+        return None
+    lr = optimizer.param_groups[0].get("lr")
+    try:
+        return None if lr is None else float(lr)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,293 @@
+"""Zero-code capture in process: global hooks only, one step per update, the Hook's store."""
+
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from remedy.debugger import (
+    DebuggerWarning,
+    Hook,
+    HookConfig,
+    SaveConfig,
+    Update,
+    ZeroCodeCapture,
+    create_trial,
+)
+from remedy.debugger.param_names import ParameterNames
+from torch import nn
+from torch.nn.modules import module as module_globals
+from torch.optim import optimizer as optimizer_globals
+
+
+class Recorder:
+    """An UpdateObserver that keeps each update and a copy of its gradients."""
+
+    def __init__(self) -> None:
+        self.updates: list[Update] = []
+        self.grads: list[dict[str, torch.Tensor]] = []
+        self.between = 0
+
+    def on_update(self, update: Update) -> None:
+        self.updates.append(update)
+        self.grads.append(
+            {n: p.grad.clone() for n, p in update.named_parameters() if p.grad is not None}
+        )
+
+    def between_updates(self) -> None:
+        self.between += 1
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1))
+
+
+def data(n: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 3, generator=g)
+    return x, x.sum(1, keepdim=True)
+
+
+def config(out: Path, **collections: int) -> HookConfig:
+    return HookConfig.build(out, collections={c: SaveConfig(i) for c, i in collections.items()})
+
+
+def test_nothing_is_attached_to_the_model_or_optimizer_and_close_restores_torch() -> None:
+    before = (
+        torch.autograd.backward,
+        torch.optim.Optimizer.__init__,
+        nn.Module.compile,
+        len(module_globals._global_forward_pre_hooks),
+        len(optimizer_globals._global_optimizer_pre_hooks),
+        len(optimizer_globals._global_optimizer_post_hooks),
+    )
+    model = mlp()
+    with ZeroCodeCapture(None, Recorder()):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x, y = data()
+        for _ in range(2):
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+        assert all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
+        assert not optimizer._optimizer_step_pre_hooks
+        # what a user's script does at the end: all of it works while capturing
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        reloaded = torch.load(buffer, weights_only=False)
+        assert torch.equal(reloaded[0].weight, model[0].weight)
+        copy.deepcopy(model)
+        pickle.loads(pickle.dumps(model))
+        torch.save(optimizer.state_dict(), io.BytesIO())
+    after = (
+        torch.autograd.backward,
+        torch.optim.Optimizer.__init__,
+        nn.Module.compile,
+        len(module_globals._global_forward_pre_hooks),
+        len(optimizer_globals._global_optimizer_pre_hooks),
+        len(optimizer_globals._global_optimizer_post_hooks),
+    )
+    assert after == before
+
+
+def test_with_gradient_accumulation_a_step_is_an_update_saved_once(tmp_path: Path) -> None:
+    model, recorder = mlp(), Recorder()
+    x, y = data(32)
+    micro_losses: list[list[float]] = []
+    with ZeroCodeCapture(config(tmp_path, losses=1, gradients=1), recorder) as capture:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        for _ in range(3):
+            optimizer.zero_grad()
+            micro_losses.append([])
+            for xb, yb in zip(x.split(8), y.split(8), strict=True):  # 4 micro-batches
+                loss = nn.functional.mse_loss(model(xb), yb) / 4
+                loss.backward()
+                micro_losses[-1].append(loss.item())
+            optimizer.step()
+        assert capture.steps == 3
+
+    assert [u.step for u in recorder.updates] == [1, 2, 3]
+    assert all(u.micro_batches == 4 and not u.manual for u in recorder.updates)
+    assert all(u.learning_rate == 0.05 for u in recorder.updates)
+    for update, losses, grads in zip(recorder.updates, micro_losses, recorder.grads, strict=True):
+        assert update.loss == pytest.approx(np.mean(losses), rel=1e-6)
+        norm = torch.linalg.vector_norm(torch.stack([g.double().norm() for g in grads.values()]))
+        assert update.grad_norm == pytest.approx(norm.item(), rel=1e-9)
+
+    trial = create_trial(tmp_path)
+    assert trial.has_ended and trial.steps() == [0, 1, 2]  # one file per update, not per backward
+    names = ["gradient/0.bias", "gradient/0.weight", "gradient/2.bias", "gradient/2.weight"]
+    assert sorted(trial.tensor_names(collection="gradients")) == names
+    for step, (losses, grads) in enumerate(zip(micro_losses, recorder.grads, strict=True)):
+        assert float(trial.tensor("loss").value(step)) == pytest.approx(np.mean(losses), rel=1e-6)
+        for name, grad in grads.items():  # the accumulated gradient, as the update used it
+            np.testing.assert_array_equal(trial.tensor(f"gradient/{name}").value(step), grad)
+
+
+def test_without_an_optimizer_each_backward_is_a_step_taken_before_the_update(
+    tmp_path: Path,
+) -> None:
+    model, recorder = mlp(), Recorder()
+    x, y = data()
+    seen: list[dict[str, torch.Tensor]] = []
+    with ZeroCodeCapture(config(tmp_path, losses=1, gradients=2), recorder):
+        for _ in range(5):
+            model.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            seen.append({n: p.grad.clone() for n, p in model.named_parameters()})
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-0.1)
+
+    assert [u.step for u in recorder.updates] == [1, 2, 3, 4, 5]
+    assert all(u.manual and u.learning_rate is None for u in recorder.updates)
+    trial = create_trial(tmp_path)
+    assert trial.tensor("loss").steps() == [0, 1, 2, 3, 4]
+    assert trial.tensor("gradient/2.weight").steps() == [0, 2, 4]
+    for step in (0, 2, 4):
+        for name, grad in seen[step].items():
+            np.testing.assert_array_equal(trial.tensor(f"gradient/{name}").value(step), grad)
+
+
+def test_reentrant_checkpointing_is_one_backward(tmp_path: Path) -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = mlp()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return checkpoint(self.body, x, use_reentrant=True)
+
+    model, recorder = Checkpointed(), Recorder()
+    x, y = data()
+    x.requires_grad_(True)  # reentrant checkpointing needs an input that requires grad
+    with ZeroCodeCapture(None, recorder):
+        for _ in range(3):
+            model.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+    assert [u.micro_batches for u in recorder.updates] == [1, 1, 1]
+    assert {n for n, _ in recorder.updates[0].named_parameters()} == {
+        "body.0.weight", "body.0.bias", "body.2.weight", "body.2.bias",
+    }  # fmt: skip
+
+
+def test_an_observer_stops_before_the_update_or_discards_it() -> None:
+    class Stop(BaseException):
+        pass
+
+    class StopAtTwo(Recorder):
+        def on_update(self, update: Update) -> None:
+            super().on_update(update)
+            if update.step == 2:
+                raise Stop
+            if update.step == 1:
+                update.discard_gradients()
+
+    model = mlp()
+    x, y = data()
+    with ZeroCodeCapture(None, StopAtTwo()):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        start = copy.deepcopy(model.state_dict())
+        for step in (1, 2):
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            if step == 1:
+                optimizer.step()  # discarded: no parameter has a gradient any more
+            else:
+                with pytest.raises(Stop):
+                    optimizer.step()  # raised in the pre-hook: never applied
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, start[name]), name
+
+
+def test_parameter_names_follow_the_outermost_module_seen() -> None:
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+            self.head = nn.Linear(3, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.encoder(x))
+
+    net, other = Net(), Net()
+    loose = nn.Parameter(torch.zeros(1))
+    names = ParameterNames()
+    names.saw(net.encoder)  # a submodule called on its own first: still named from the root
+    compiled = torch.compile(net)  # (kept: the registry holds modules weakly)
+    names.saw(compiled)  # the compiled wrapper: unwrapped, no "_orig_mod."
+    names.saw(other)  # a second model with the same paths: prefixed
+    assert names.name(net.encoder[0].weight, 0) == "encoder.0.weight"
+    assert names.name(net.head.bias, 3) == "head.bias"
+    assert names.name(other.head.bias, 3) == "model1.head.bias"
+    assert names.name(loose, 7) == "param_7"  # of no module seen: the Hook's fallback
+    trainable = dict((n, p) for n, p in names.trainable())
+    assert trainable["encoder.0.weight"] is net.encoder[0].weight
+    assert len(trainable) == 8
+
+
+def test_a_store_that_exists_is_left_to_the_scripts_own_hook(tmp_path: Path) -> None:
+    model = mlp()
+    x, y = data()
+    explicit = Hook(tmp_path, collections={"losses": SaveConfig(1)})
+    explicit.register_module(model)
+    recorder = Recorder()
+    with pytest.warns(DebuggerWarning, match="already holds a store"):
+        with ZeroCodeCapture(config(tmp_path, losses=1, gradients=1), recorder):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            explicit.register_optimizer(optimizer)
+            for _ in range(2):
+                optimizer.zero_grad()
+                loss = nn.functional.mse_loss(model(x), y)
+                explicit.save_tensor("loss", loss, collection="losses")
+                loss.backward()
+                optimizer.step()
+    explicit.close()
+    assert len(recorder.updates) == 2  # the observer still sees every update
+    trial = create_trial(tmp_path)
+    assert trial.steps() == [0, 1] and trial.tensor_names(collection="gradients") == []
+
+
+def test_collections_it_cannot_fill_are_named_and_weights_are_saved(tmp_path: Path) -> None:
+    model = mlp()
+    x, y = data()
+    hook_config = config(tmp_path, losses=1, weights=2, biases=2, activations=1)
+    with pytest.warns(DebuggerWarning, match="activations"):
+        with ZeroCodeCapture(hook_config, Recorder()):
+            optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+            for _ in range(3):
+                optimizer.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+    trial = create_trial(tmp_path)
+    assert sorted(trial.tensor_names(collection="weights")) == ["0.weight", "2.weight"]
+    assert sorted(trial.tensor_names(collection="biases")) == ["0.bias", "2.bias"]
+    assert trial.tensor("0.weight").steps() == [0, 2]
+    assert trial.tensor_names(collection="activations") == []
+
+
+def test_a_backward_of_no_scalar_has_no_loss_and_nonfinite_gradients_are_named() -> None:
+    model, recorder = mlp(), Recorder()
+    x, _ = data()
+    with ZeroCodeCapture(None, recorder):
+        model.zero_grad()
+        out = model(x)
+        out.backward(torch.full_like(out, float("inf")))  # no loss: a vector-Jacobian product
+    (update,) = recorder.updates
+    assert update.loss is None and not update.finite
+    assert set(update.nonfinite_gradients()) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+
+
+def test_only_one_capture_at_a_time() -> None:
+    with ZeroCodeCapture(None):
+        with pytest.raises(RuntimeError, match="already installed"):
+            ZeroCodeCapture(None).install()

@@ -1,0 +1,612 @@
+"""python -m remedy.training.launch: real scripts in different styles, run unmodified.
+
+Every test writes a small script (a tiny model, so it runs in seconds), starts the launcher
+as a subprocess with the job contract's environment, and reads what the monitor reads:
+progress.json, metrics.jsonl, result.json, the rule status folder and the tensor store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from remedy.debugger import RuleStatus, create_trial
+from remedy.debugger.evaluator import RuleEvaluator
+from remedy.debugger.rule_config import RuleConfig
+
+
+def strict_json(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@dataclass
+class Job:
+    """The folders a backend gives a job, and the environment naming them."""
+
+    root: Path
+
+    @property
+    def out(self) -> Path:
+        return self.root / "output"
+
+    @property
+    def store(self) -> Path:
+        return self.root / "tensors"
+
+    @property
+    def rule_status(self) -> Path:
+        return self.root / "rule_status"
+
+    @property
+    def stop_file(self) -> Path:
+        return self.root / "stop-request"
+
+    def env(self, gradients_every: int = 5, **extra: str) -> dict[str, str]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        config = self.root / "debugger.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "out_dir": str(self.store),
+                    "collections": {
+                        "losses": {"save_interval": 1},
+                        "gradients": {"save_interval": gradients_every},
+                    },
+                }
+            )
+        )
+        env = dict(os.environ)
+        for name in list(env):
+            if name.startswith(("REMEDY_", "SM_")):
+                del env[name]
+        contract = {
+            "REMEDY_OUTPUT_DIR": str(self.out),
+            "REMEDY_DEBUGGER_CONFIG": str(config),
+            "REMEDY_STOP_FILE": str(self.stop_file),
+            "REMEDY_RULE_STATUS_DIR": str(self.rule_status),
+            "REMEDY_TORCH_THREADS": "1",
+        }
+        return env | contract | extra
+
+    def progress(self) -> dict[str, Any]:
+        return strict_json((self.out / "progress.json").read_text())
+
+    def result(self) -> dict[str, Any]:
+        return strict_json((self.out / "result.json").read_text())
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return [strict_json(line) for line in (self.out / "metrics.jsonl").read_text().splitlines()]
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def launch_command(*target: str) -> list[str]:
+    return [sys.executable, "-m", "remedy.training.launch", *target]
+
+
+def run(folder: Path, env: dict[str, str], *target: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        launch_command(*target), cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def wait_for_step(job: Job, process: subprocess.Popen[str], step: int) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        try:
+            if job.progress()["step"] >= step:
+                return
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"no step {step} in time")
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Job:
+    return Job(tmp_path / "job")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return folder
+
+
+# -- the scripts ------------------------------------------------------------------------
+
+NETS = """\
+    import torch
+    from torch import nn
+
+
+    class Body(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.layers(x)
+"""
+
+ARGPARSE_SCRIPT = """\
+    \"\"\"A classic script: argparse with its own flag names, a model class of its own.\"\"\"
+    import argparse
+    import copy
+    import pickle
+    import sys
+
+    import torch
+    from nets import Body  # a module in the script's own folder
+    from torch import nn
+
+
+    class Net(nn.Module):  # defined in __main__: torch.save(model) must still pickle it
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = Body()
+
+        def forward(self, x):
+            return self.body(x)
+
+
+    def main() -> int:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--learning-rate", type=float, required=True)
+        parser.add_argument("--iters", type=int, default=10)
+        parser.add_argument("--clip", type=float)
+        args = parser.parse_args()
+        print("threads", torch.get_num_threads(), "name", __name__, "argv", sys.argv[1:])
+        torch.manual_seed(0)
+        model = Net()
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=0.9)
+        x = torch.randn(64, 4)
+        y = (x @ torch.tensor([1.0, -2.0, 3.0, 0.5])).unsqueeze(1)
+        for _ in range(args.iters):
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            if args.clip:
+                nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            optimizer.step()
+        torch.save(model, "model.pt")
+        copy.deepcopy(model)
+        pickle.loads(pickle.dumps(model))
+        reloaded = torch.load("model.pt", weights_only=False)
+        assert torch.equal(reloaded.body.layers[0].weight, model.body.layers[0].weight)
+        print("saved", type(reloaded).__name__)
+        return 0
+
+
+    if __name__ == "__main__":
+        sys.exit(main())
+"""
+
+MANUAL_SGD_SCRIPT = """\
+    # In the style of the classic word-language-model example: no torch.optim at all.
+    import sys
+
+    import torch
+    from torch import nn
+
+    lr = float(sys.argv[sys.argv.index("--lr") + 1])
+    steps = int(sys.argv[sys.argv.index("--steps") + 1])
+    torch.manual_seed(0)
+    vocab, context = 12, 3
+    model = nn.Sequential(nn.Embedding(vocab, 8), nn.Flatten(), nn.Linear(8 * context, vocab))
+    tokens = torch.randint(0, vocab, (48, context + 1))
+    for step in range(steps):
+        model.zero_grad()
+        output = model(tokens[:, :context])
+        loss = nn.functional.cross_entropy(output, tokens[:, context])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
+    with open("model.pt", "wb") as f:
+        torch.save(model, f)
+    print("final loss", loss.item())
+"""
+
+ACCUMULATION_SCRIPT = """\
+    import json
+
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 6), nn.ReLU(), nn.Linear(6, 1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    x = torch.randn(32, 3)
+    y = x.sum(1, keepdim=True)
+    accumulate, micro_losses = 4, []
+    for update in range(5):
+        optimizer.zero_grad()
+        micro_losses.append([])
+        for xb, yb in zip(x.split(8), y.split(8)):
+            loss = nn.functional.mse_loss(model(xb), yb) / accumulate
+            loss.backward()
+            micro_losses[-1].append(loss.item())
+        # what the update uses: the gradients accumulated over the 4 micro-batches
+        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        torch.save(grads, f"grads-{update}.pt")
+        optimizer.step()
+    json.dump(micro_losses, open("micro_losses.json", "w"))
+"""
+
+DIVERGING_SCRIPT = """\
+    import argparse
+
+    import torch
+    from torch import nn
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--epochs", type=int, default=300)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model = nn.Linear(8, 1)
+    x = torch.randn(64, 8) * 3
+    y = x.sum(1, keepdim=True) * 3
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    for epoch in range(args.epochs):
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+    print("ran every epoch", loss.item())
+"""
+
+ENDLESS_SCRIPT = """\
+    import sys
+    import time
+    from pathlib import Path
+
+    import torch
+    from torch import nn
+
+    Path("started").write_text("")
+    if "--load-slowly" in sys.argv:
+        time.sleep(120)  # "loading data": no update for a long time
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    swallowed = 0
+    for step in range(1_000_000):
+        try:
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+            time.sleep(0.01)
+        except Exception:  # a broad except in the script must not swallow the stop
+            swallowed += 1
+    print("the loop ended by itself")
+"""
+
+
+# -- the tests --------------------------------------------------------------------------
+
+
+def test_an_argparse_script_with_torch_optim_runs_unchanged(job: Job, project: Path) -> None:
+    write(project, "nets.py", NETS)
+    write(project, "train.py", ARGPARSE_SCRIPT)
+    done = run(project, job.env(), "train.py", "--learning-rate", "0.02", "--iters", "12")
+    assert done.returncode == 0, done.stderr
+    argv = "['--learning-rate', '0.02', '--iters', '12']"
+    assert f"threads 1 name __main__ argv {argv}" in done.stdout
+    assert "saved Net" in done.stdout  # torch.save(model), deepcopy and pickle all worked
+
+    result = job.result()
+    assert result["status"] == "Completed" and result["steps"] == 12
+    progress = job.progress()
+    assert progress["step"] == 12 and progress["start_step"] == 0
+    assert progress["learning_rate"] == 0.02
+    assert not {"epoch", "total_steps"} & progress.keys()  # unknown: omitted
+    metrics = job.metrics()
+    assert [m["step"] for m in metrics] == list(range(1, 13))
+    assert all(m["type"] == "step" and m["grad_norm"] > 0 for m in metrics)
+    assert progress["first_loss"] == metrics[0]["loss"]
+    assert result["final_train_loss"] == metrics[-1]["loss"] < 0.5 * progress["first_loss"]
+
+    trial = create_trial(job.store)
+    assert trial.has_ended
+    assert trial.tensor("loss").steps() == list(range(12))  # losses: every step
+    names = [f"gradient/body.layers.{i}.{k}" for i in (0, 2) for k in ("bias", "weight")]
+    assert sorted(trial.tensor_names(collection="gradients")) == names
+    assert trial.tensor("gradient/body.layers.0.weight").steps() == [0, 5, 10]  # every 5
+    for m in metrics:  # store step = progress step - 1
+        assert float(trial.tensor("loss").value(m["step"] - 1)) == pytest.approx(m["loss"])
+
+
+def test_a_manual_sgd_script_without_torch_optim(job: Job, project: Path) -> None:
+    write(project, "lm.py", MANUAL_SGD_SCRIPT)
+    done = run(project, job.env(gradients_every=2), "lm.py", "--lr", "2.0", "--steps", "9")
+    assert done.returncode == 0, done.stderr
+    assert job.result() == {
+        "status": "Completed",
+        "steps": 9,
+        "final_train_loss": job.metrics()[-1]["loss"],
+    }
+    metrics = job.metrics()
+    assert len(metrics) == 9 and "learning_rate" not in metrics[0]  # no optimizer to ask
+    assert metrics[-1]["loss"] < metrics[0]["loss"] == job.progress()["first_loss"]
+    trial = create_trial(job.store)
+    assert trial.tensor("loss").steps() == list(range(9))
+    assert sorted(trial.tensor_names(collection="gradients")) == [
+        "gradient/0.weight", "gradient/2.bias", "gradient/2.weight",
+    ]  # fmt: skip
+    assert trial.tensor("gradient/2.weight").steps() == [0, 2, 4, 6, 8]
+    assert (project / "model.pt").stat().st_size > 0
+
+
+def test_gradient_accumulation_saves_the_update_once(job: Job, project: Path) -> None:
+    write(project, "accumulate.py", ACCUMULATION_SCRIPT)
+    done = run(project, job.env(gradients_every=1), "accumulate.py")
+    assert done.returncode == 0, done.stderr
+    assert job.result()["steps"] == 5  # 20 backward() calls, 5 updates
+    micro_losses = json.loads((project / "micro_losses.json").read_text())
+    metrics = job.metrics()
+    for record, losses in zip(metrics, micro_losses, strict=True):
+        assert record["loss"] == pytest.approx(np.mean(losses), rel=1e-6)
+    trial = create_trial(job.store)
+    assert trial.steps() == [0, 1, 2, 3, 4]
+    for update in range(5):
+        grads = torch.load(project / f"grads-{update}.pt", weights_only=True)
+        for name, grad in grads.items():
+            saved = trial.tensor(f"gradient/{name}").value(update)
+            np.testing.assert_array_equal(saved, grad.numpy())
+
+
+def test_a_diverging_learning_rate_is_stopped_by_the_nan_guard(job: Job, project: Path) -> None:
+    write(project, "regress.py", DIVERGING_SCRIPT)
+    done = run(project, job.env(gradients_every=1), "regress.py", "--lr", "1.0")
+    assert done.returncode == 0, done.stderr
+    assert "ran every epoch" not in done.stdout
+    result = job.result()
+    assert result["status"] == "Stopped" and 1 < result["steps"] < 300
+    assert result["final_train_loss"] is None  # the non-finite loss, as null
+    status = json.loads((job.rule_status / "NonFiniteGradient.json").read_text())
+    assert status["RuleConfigurationName"] == "NonFiniteGradient"
+    assert status["RuleEvaluationStatus"] == "IssuesFound"
+    assert status["step"] == result["steps"] == job.progress()["step"]
+    assert status["mode"] == "TRAIN" and status["bundle"] is None
+    assert "non-finite" in status["StatusDetails"]
+    assert json.loads(job.stop_file.read_text())["requested_by"] == "nan_guard"
+    trial = create_trial(job.store)
+    assert trial.has_ended and trial.steps()[-1] == result["steps"] - 1
+
+    # the same script, through its own flag, with a learning rate that trains
+    calm = Job(job.root.parent / "calm")
+    done = run(project, calm.env(), "regress.py", "--lr", "0.01", "--epochs", "40")
+    assert done.returncode == 0, done.stderr
+    assert calm.result()["status"] == "Completed" and calm.result()["steps"] == 40
+    assert calm.result()["final_train_loss"] < 0.5 * calm.progress()["first_loss"]
+    assert not calm.rule_status.exists()
+
+
+def test_exploding_tensor_finds_the_divergence_in_the_store(job: Job, project: Path) -> None:
+    write(project, "regress.py", DIVERGING_SCRIPT)
+    env = job.env(gradients_every=1, REMEDY_NAN_GUARD="off")
+    done = run(project, env, "regress.py", "--lr", "1.0", "--epochs", "120")
+    assert done.returncode == 0, done.stderr
+    assert "ran every epoch" in done.stdout  # the guard was off
+    assert job.result()["status"] == "Completed"
+    assert not job.rule_status.exists()
+
+    rule = RuleConfig("ExplodingTensor", "ExplodingTensor", {"tensor_regex": ".*gradient"})
+    evaluator = RuleEvaluator(
+        create_trial(job.store), [rule], job.root / "evaluated", log=lambda line: None
+    )
+    evaluator.start()
+    deadline = time.monotonic() + 60
+    while not evaluator.poll():
+        assert time.monotonic() < deadline
+    record = evaluator.statuses["ExplodingTensor"]
+    assert record.status is RuleStatus.ISSUES_FOUND
+    assert record.tensor is not None and record.tensor.startswith("gradient/")
+
+
+CORRUPT_RECORD_SCRIPT = """\
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    x = torch.randn(64, 4)
+    y = x.sum(1, keepdim=True)
+    for step in range(10):
+        batch = x.clone()
+        if step == 3:
+            batch[0, 0] = float("inf")  # one corrupt record
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(batch), y)
+        loss.backward()
+        optimizer.step()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    print("weights finite")
+"""
+
+
+def test_nan_guard_skip_discards_a_bad_update_and_goes_on(job: Job, project: Path) -> None:
+    write(project, "glitch.py", CORRUPT_RECORD_SCRIPT)
+    done = run(project, job.env(REMEDY_NAN_GUARD="skip"), "glitch.py")
+    assert done.returncode == 0, done.stderr
+    assert "weights finite" in done.stdout  # the NaN update was never applied
+    result = job.result()
+    assert result["status"] == "Completed" and result["steps"] == 10
+    assert result["final_train_loss"] is not None
+    # tanh saturates: the loss stays finite, the first layer's gradient does not
+    assert [m.get("grad_norm") is None for m in job.metrics()] == [False] * 3 + [True] + [False] * 6
+    status = json.loads((job.rule_status / "NonFiniteGradient.json").read_text())
+    assert status["RuleEvaluationStatus"] == "NoIssuesFound"
+    assert status["step"] == 4 and status["bad_batches"] == 1
+    assert not job.stop_file.exists()
+
+
+@pytest.mark.parametrize("how", ["stop file", "SIGTERM"])
+def test_a_stop_request_ends_the_script_cleanly_within_seconds(
+    job: Job, project: Path, how: str
+) -> None:
+    write(project, "endless.py", ENDLESS_SCRIPT)
+    process = subprocess.Popen(
+        launch_command("endless.py"),
+        cwd=project,
+        env=job.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_step(job, process, 5)
+        asked = time.monotonic()
+        if how == "SIGTERM":
+            process.send_signal(signal.SIGTERM)
+        else:
+            job.stop_file.write_text("{}")
+        stdout, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - asked
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert took < 5, took
+    assert "the loop ended by itself" not in stdout
+    result = job.result()
+    assert result["status"] == "Stopped" and result["steps"] >= 5
+    assert job.progress()["step"] == result["steps"]
+    trial = create_trial(job.store)
+    assert trial.has_ended and trial.steps()[-1] == result["steps"] - 1
+
+
+def test_sigterm_outside_the_training_loop_stops_after_the_grace(job: Job, project: Path) -> None:
+    write(project, "endless.py", ENDLESS_SCRIPT)
+    process = subprocess.Popen(
+        launch_command("endless.py", "--load-slowly"),
+        cwd=project,
+        env=job.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (project / "started").exists():
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        asked = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - asked
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert took < 6, took  # the 2 s grace, then interrupted in its sleep
+    assert job.result() == {"status": "Stopped", "steps": 0, "final_train_loss": None}
+
+
+def test_exit_status_and_traceback_are_the_scripts(job: Job, project: Path) -> None:
+    write(project, "fails.py", "def load():\n    raise ValueError('no such dataset')\nload()\n")
+    write(project, "exits.py", "import sys\nsys.exit(3)\n")
+    done = run(project, job.env(), "fails.py")
+    assert done.returncode == 1
+    assert 'File "fails.py", line 3, in <module>' in done.stderr
+    assert "ValueError: no such dataset" in done.stderr
+    assert "launch.py" not in done.stderr and "runpy" not in done.stderr
+    assert not (job.out / "result.json").exists()  # the backend reports the failure
+    assert run(project, job.env(), "exits.py").returncode == 3
+    assert run(project, job.env(REMEDY_NAN_GUARD="sometimes"), "exits.py").returncode == 2
+    missing = run(project, job.env(), "missing.py")  # as `python missing.py`
+    assert missing.returncode == 2 and "can't open file" in missing.stderr
+
+
+def test_a_module_entry_point_with_relative_imports(job: Job, project: Path) -> None:
+    write(project, "trainer/__init__.py", "")
+    write(project, "trainer/data.py", "import torch\n\ndef batch():\n    return torch.ones(8, 2)\n")
+    write(
+        project,
+        "trainer/main.py",
+        """\
+        import sys
+
+        import torch
+
+        from .data import batch
+
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(int(sys.argv[2])):
+            optimizer.zero_grad()
+            model(batch()).pow(2).mean().backward()
+            optimizer.step()
+        print("ran as", __name__, sys.argv[1:])
+        """,
+    )
+    done = run(project, job.env(), "-m", "trainer.main", "--steps", "3")
+    assert done.returncode == 0, done.stderr
+    assert "ran as __main__ ['--steps', '3']" in done.stdout
+    assert job.result()["steps"] == 3
+    assert sorted(create_trial(job.store).tensor_names(collection="gradients")) == [
+        "gradient/bias", "gradient/weight",
+    ]  # fmt: skip
+
+
+COMPILED_SCRIPT = """\
+    import json
+
+    import torch
+    from torch import nn
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    wrapped = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    in_place = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    compiled = torch.compile(wrapped)
+    in_place.compile()
+    optimizer = torch.optim.SGD([*wrapped.parameters(), *in_place.parameters()], lr=0.05)
+    x = torch.randn(32, 4)
+    y = x.sum(1, keepdim=True)
+    for _ in range(4):
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(compiled(x), y) + nn.functional.mse_loss(in_place(x), y)
+        loss.backward()
+        optimizer.step()
+    torch.save(compiled.state_dict(), "compiled.pt")
+    print(json.dumps({"graph_breaks": dict(counters["graph_break"])}))
+"""
+
+
+@pytest.mark.slow
+def test_torch_compile_works_and_the_hooks_break_no_graph(job: Job, project: Path) -> None:
+    write(project, "compiled.py", COMPILED_SCRIPT)
+    done = run(project, job.env(gradients_every=1), "compiled.py")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"graph_breaks": {}}
+    assert "global hooks" not in done.stderr  # torch's warning about them is ours to expect
+    assert job.result()["steps"] == 4
+    assert sorted(create_trial(job.store).tensor_names(collection="gradients")) == [
+        "gradient/0.bias", "gradient/0.weight", "gradient/2.bias", "gradient/2.weight",
+        "gradient/model1.0.bias", "gradient/model1.0.weight",
+        "gradient/model1.2.bias", "gradient/model1.2.weight",
+    ]  # fmt: skip

@@ -1,0 +1,77 @@
+"""What the backend tells a script-mode job through its environment, as the launcher reads it.
+
+The names are the job contract's, defined once in remedy.state_schema.job_env
+(docs/job-contract.md, "The environment").
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from remedy.state_schema.job_env import (
+    DEBUGGER_CONFIG_ENV,
+    NAN_GUARD_ENV,
+    OUTPUT_DIR_ENV,
+    RULE_STATUS_DIR_ENV,
+    STOP_FILE_ENV,
+    TORCH_THREADS_ENV,
+)
+
+NanGuardMode = Literal["stop", "skip", "off"]
+NAN_GUARD_MODES: tuple[NanGuardMode, ...] = ("stop", "skip", "off")
+
+
+class JobEnvironmentError(ValueError):
+    """A variable of the contract holds a value the launcher cannot use."""
+
+
+@dataclass(frozen=True)
+class JobEnvironment:
+    output_dir: Path | None
+    stop_file: Path | None
+    rule_status_dir: Path | None  # None: output_dir/rule_status, or nowhere without one
+    nan_guard: NanGuardMode
+    torch_threads: int | None
+    debugger_config: Path | None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnvironment:
+        env = os.environ if environ is None else environ
+
+        def path(name: str) -> Path | None:
+            value = env.get(name)
+            return Path(value) if value else None
+
+        nan_guard = (env.get(NAN_GUARD_ENV) or "stop").strip().lower()
+        if nan_guard not in NAN_GUARD_MODES:
+            raise JobEnvironmentError(
+                f"{NAN_GUARD_ENV}={env.get(NAN_GUARD_ENV)!r}: expected one of "
+                f"{', '.join(NAN_GUARD_MODES)}"
+            )
+        threads_text = env.get(TORCH_THREADS_ENV)
+        threads = None
+        if threads_text:
+            try:
+                threads = int(threads_text)
+            except ValueError:
+                threads = 0
+            if threads < 1:
+                raise JobEnvironmentError(
+                    f"{TORCH_THREADS_ENV}={threads_text!r}: expected a positive integer"
+                )
+        output_dir = path(OUTPUT_DIR_ENV)
+        status_dir = path(RULE_STATUS_DIR_ENV)
+        if status_dir is None and output_dir is not None:
+            status_dir = output_dir / "rule_status"  # as training/guard.py does
+        return cls(
+            output_dir=output_dir,
+            stop_file=path(STOP_FILE_ENV),
+            rule_status_dir=status_dir,
+            nan_guard=nan_guard,  # type: ignore[arg-type]  # checked above
+            torch_threads=threads,
+            debugger_config=path(DEBUGGER_CONFIG_ENV),
+        )

@@ -1,0 +1,209 @@
+"""Run an unmodified script as a remedy job, with zero-code capture, NaN guard and stopping.
+
+    python -m remedy.training.launch path/to/script.py [script args...]
+    python -m remedy.training.launch -m package.module [module args...]
+
+The target runs exactly as `python script.py args` / `python -m module args` would run it
+(runpy, __name__ == "__main__", sys.argv, the script's folder first on sys.path), and the
+launcher exits with its exit status: SystemExit's code kept, an exception's traceback
+printed and status 1. Before it starts, the launcher
+  - sets torch's threads from REMEDY_TORCH_THREADS;
+  - installs the zero-code capture (remedy.debugger.ZeroCodeCapture: torch's global hooks,
+    nothing attached to the script's objects). One step is one update. When
+    REMEDY_DEBUGGER_CONFIG is set, losses and gradients go to the store it names, at its
+    collections' save intervals, named as the explicit Hook names them;
+  - writes, when REMEDY_OUTPUT_DIR is set, progress.json and a metrics.jsonl line after
+    every step and result.json at the end (training/progress.py): {"status": "Completed" |
+    "Stopped", "steps": N, "final_train_loss": ...};
+  - runs the NaN guard (REMEDY_NAN_GUARD: stop | skip | off; training/script_guard.py),
+    which writes its rule status into REMEDY_RULE_STATUS_DIR;
+  - turns REMEDY_STOP_FILE appearing, or SIGTERM, into a clean stop between two updates
+    (training/stopping.py): store closed, result.json "Stopped", exit status 0.
+Bad contract values (REMEDY_NAN_GUARD, REMEDY_TORCH_THREADS, the debugger config) end the
+launcher with status 2 before the script starts. See docs/job-contract.md.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+import zipfile
+from dataclasses import dataclass
+
+import torch
+from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
+from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
+from remedy.training.environment import JobEnvironment, JobEnvironmentError
+from remedy.training.progress import ProgressFiles
+from remedy.training.script_guard import ScriptNanGuard
+from remedy.training.stopping import StopRequest, StopTraining
+
+USAGE = "usage: python -m remedy.training.launch (SCRIPT.py | -m MODULE) [ARGS...]"
+
+
+class UsageError(Exception):
+    """The launcher's own command line is wrong (exit status 2, as `python` gives)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to run: a script path or a module name (exactly one)."""
+
+    path: str | None = None
+    module: str | None = None
+
+    def __str__(self) -> str:
+        return self.path if self.path is not None else f"-m {self.module}"
+
+
+def parse_command_line(argv: list[str]) -> tuple[Target, list[str]]:
+    """(target, the target's own arguments); everything after the target is the target's."""
+    if not argv or argv[0] in ("-h", "--help"):
+        raise UsageError(USAGE)
+    first = argv[0]
+    if first == "-m":
+        if len(argv) < 2:
+            raise UsageError(f"-m needs a module name\n{USAGE}")
+        return Target(module=argv[1]), argv[2:]
+    if first.startswith("-m"):  # python -mpackage.module
+        return Target(module=first[2:]), argv[1:]
+    if first.startswith("-"):
+        raise UsageError(f"unknown option {first}\n{USAGE}")
+    return Target(path=first), argv[1:]
+
+
+def run_target(target: Target, args: list[str]) -> None:
+    """Run the target as the `python` command would; raises whatever it raises."""
+    if target.module is not None:
+        # `python -m` puts the working directory first on sys.path: so does `python -m
+        # remedy.training.launch`, so sys.path is already right.
+        sys.argv = [target.module, *args]  # runpy replaces argv[0] with the module's file
+        runpy.run_module(target.module, run_name="__main__", alter_sys=True)
+        return
+    assert target.path is not None
+    sys.argv = [target.path, *args]
+    if not (os.path.isdir(target.path) or zipfile.is_zipfile(target.path)):
+        # `python script.py` puts the script's folder first on sys.path (runpy does so
+        # itself for a folder or a zip file with a __main__.py).
+        sys.path[0] = os.path.dirname(os.path.realpath(target.path))
+    runpy.run_path(target.path, run_name="__main__")
+
+
+def exit_status(exc: SystemExit) -> int:
+    """The status `python` exits with for this SystemExit."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def print_script_traceback(exc: BaseException) -> None:
+    """The traceback as `python script.py` prints it: the launcher's frames left out."""
+    tb = exc.__traceback__
+    own = {os.path.realpath(__file__), os.path.realpath(runpy.__file__)}
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename != "<frozen runpy>" and os.path.realpath(filename) not in own:
+            break
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
+class ScriptMonitor:
+    """What the launcher does at each update the capture reports (its UpdateObserver)."""
+
+    def __init__(
+        self, progress: ProgressFiles | None, guard: ScriptNanGuard, stop: StopRequest
+    ) -> None:
+        self.progress = progress
+        self.guard = guard
+        self.stop = stop
+
+    def on_update(self, update: Update) -> None:
+        if self.progress is not None:
+            self.progress.step(
+                update.step,
+                update.loss,
+                grad_norm=update.grad_norm,
+                learning_rate=update.learning_rate,
+                wall_time=update.wall_time,
+            )
+        self.guard.check(update)  # raises StopTraining on a non-finite update ("stop")
+        self.stop.check_file()
+
+    def between_updates(self) -> None:
+        self.stop.raise_if_requested()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        target, args = parse_command_line(sys.argv[1:] if argv is None else argv)
+        if target.path is not None and not os.path.exists(target.path):
+            raise UsageError(f"can't open file {os.path.abspath(target.path)!r}: no such file")
+        env = JobEnvironment.from_environ()
+        config = None
+        if env.debugger_config is not None:
+            config = HookConfig.from_json_file(env.debugger_config)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2  # as `python missing.py` does
+    except (JobEnvironmentError, ConfigError, OSError) as exc:
+        print(f"{LAUNCHER_LOG_PREFIX} error: {exc}", file=sys.stderr)
+        return 2
+    return launch(target, args, env, config)
+
+
+def launch(target: Target, args: list[str], env: JobEnvironment, config: HookConfig | None) -> int:
+    """Run the target with capture, NaN guard, stop handling and progress files; its status."""
+    if env.torch_threads is not None:
+        torch.set_num_threads(env.torch_threads)
+    stop = StopRequest(env.stop_file).install()
+    progress = ProgressFiles(env.output_dir) if env.output_dir is not None else None
+    guard = ScriptNanGuard(env.nan_guard, env.rule_status_dir)
+    capture = ZeroCodeCapture(config, ScriptMonitor(progress, guard, stop)).install()
+    log(
+        f"{target} | store {config.out_dir if config else 'off'} | nan guard {env.nan_guard} "
+        f"| output {env.output_dir or 'off'}"
+    )
+    code, reason = 0, None
+    try:
+        run_target(target, args)
+    except StopTraining as exc:
+        reason = exc.reason
+    except SystemExit as exc:
+        code = exit_status(exc)
+    except BaseException as exc:  # the script failed: its traceback, status 1
+        print_script_traceback(exc)
+        code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+    finally:
+        stop.close()  # no StopTraining from here on
+        try:
+            capture.close()  # the store's last steps and end.json
+        except Exception as exc:  # the training ran: its status matters more than the store
+            log(f"closing the tensor store failed: {exc}")
+    stopped = reason is not None or stop.raised or guard.stopped
+    if progress is not None:
+        if code == 0:  # a failed script writes no result: the backend reports the failure
+            last = capture.last_update
+            progress.result(
+                "Stopped" if stopped else "Completed",
+                capture.steps,
+                final_train_loss=None if last is None else last.loss,
+            )
+        progress.close()
+    status = "stopped" if stopped else "finished" if code == 0 else f"failed (status {code})"
+    log(f"{status} after {capture.steps} steps" + (f" ({reason})" if reason else ""))
+    return code
+
+
+def log(line: str) -> None:
+    """The launcher's own lines in the job's log, told apart by their prefix."""
+    print(f"{LAUNCHER_LOG_PREFIX} {line}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The NaN guard for scripts run by the launcher: a non-finite update is never applied.
+
+At each update the zero-code capture reports (before the update is applied), the loss and
+the L2 norm of all gradients (float64: finite exactly when every gradient is) must be
+finite. When they are not:
+  - "stop" (default): rule status NonFiniteGradient IssuesFound is written, in the shape
+    training/guard.py writes it (its writer, write_rule_status), the stop file is created
+    (as a StopTraining action does, so the rule evaluator stops with the job), and
+    StopTraining is raised: the update is not applied, result.json says "Stopped";
+  - "skip": the update's gradients are discarded (it changes nothing), a NoIssuesFound
+    status says so, and training goes on; after MAX_SKIPPED_BATCHES bad updates it
+    stops as "stop" does;
+  - "off": nothing.
+Unlike the built-in job's guard, it writes no repro bundle: the launcher does not know the
+script's batch, data or model layout.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from remedy.debugger.status import RuleStatus
+from remedy.debugger.zero_code import Update
+from remedy.training.environment import NanGuardMode
+from remedy.training.guard import MAX_SKIPPED_BATCHES, request_stop, write_rule_status
+from remedy.training.stopping import StopTraining
+
+
+class ScriptNanGuard:
+    def __init__(self, mode: NanGuardMode, status_dir: Path | None) -> None:
+        self.mode = mode
+        self.status_dir = status_dir
+        self.bad_updates = 0
+        self.first_bad_step: int | None = None
+        self.stopped = False
+
+    def check(self, update: Update) -> None:
+        """Raises StopTraining ("stop"), or discards the update ("skip"), when non-finite."""
+        if self.mode == "off" or update.finite:
+            return
+        self.bad_updates += 1
+        if self.first_bad_step is None:
+            self.first_bad_step = update.step
+        what = _what(update)
+        stop = self.mode == "stop" or self.bad_updates >= MAX_SKIPPED_BATCHES
+        if stop:
+            action = "update not applied, job stopped"
+            status = RuleStatus.ISSUES_FOUND
+        else:
+            action = "update skipped, training goes on (nan guard skip)"
+            status = RuleStatus.NO_ISSUES_FOUND
+            update.discard_gradients()
+        text = (
+            f"{self.bad_updates} non-finite update(s), latest at step {update.step}: "
+            f"{what}; {action}"
+        )
+        if self.status_dir is not None:
+            write_rule_status(
+                self.status_dir, status, update.step, text, bad_batches=self.bad_updates
+            )
+        print(f"nan guard: {text}", flush=True)
+        if stop:
+            self.stopped = True
+            request_stop()
+            raise StopTraining(f"nan guard: non-finite update at step {update.step}")
+
+
+def _what(update: Update) -> str:
+    parts = []
+    if update.loss is not None and not math.isfinite(update.loss):
+        parts.append(f"loss {update.loss}")
+    if update.grad_norm is not None and not math.isfinite(update.grad_norm):
+        names = update.nonfinite_gradients()
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        parts.append(f"non-finite gradients ({shown or 'gradient norm overflows'})")
+    return " and ".join(parts)

@@ -1,0 +1,143 @@
+"""Stopping a script from outside: the stop file or SIGTERM ends it cleanly and promptly.
+
+    stop = StopRequest(stop_file).install()
+    ...  # the capture calls stop.raise_if_requested() between updates
+    stop.close()
+
+A request (the stop file appearing, watched by a thread every POLL_S, or SIGTERM) is
+honoured at the next point between two updates, where the zero-code capture calls
+raise_if_requested() (when a backward() starts): it raises StopTraining there, so the last
+update is complete and nothing is half-written. StopTraining derives from BaseException, so
+a script's `except Exception` does not swallow it, while its `finally` blocks and `with`
+statements run. A script that watches the stop file itself and leaves its loop before its
+next backward() simply ends as it planned.
+
+SIGTERM (the backend's escalation after its grace period) is also honoured where the script
+is when it reaches no point between updates within GRACE_S (it is loading data,
+evaluating, saving): StopTraining is raised in the main thread wherever it is, as an
+interrupt would be; a second SIGTERM does the same at once. The stop file alone never
+interrupts a script that way. Only the process that installed the request reacts: a forked
+child (a DataLoader worker) that gets SIGTERM dies of it, as it would without the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+POLL_S = 0.2  # how often the stop file is looked for
+GRACE_S = 2.0  # time to reach a point between updates before being interrupted
+
+
+class StopTraining(BaseException):
+    """Raised in the script's main thread to end it cleanly; the launcher catches it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StopRequest:
+    """The stop file and SIGTERM, turned into one StopTraining in the main thread."""
+
+    def __init__(
+        self, stop_file: Path | None, *, poll_s: float = POLL_S, grace_s: float = GRACE_S
+    ) -> None:
+        self.stop_file = stop_file
+        self.poll_s = poll_s
+        self.grace_s = grace_s
+        self.reason: str | None = None  # set once a stop is requested
+        self.raised = False
+        self._pid = os.getpid()
+        self._lock = threading.RLock()  # re-entered when SIGTERM lands inside request()
+        self._closed = threading.Event()
+        self._timer: threading.Timer | None = None
+        self._watcher: threading.Thread | None = None
+
+    def install(self) -> StopRequest:
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        if self.stop_file is not None:
+            self._watcher = threading.Thread(
+                target=self._watch, name="remedy-stop-file", daemon=True
+            )
+            self._watcher.start()
+        return self
+
+    @property
+    def requested(self) -> bool:
+        return self.reason is not None
+
+    def request(self, reason: str, *, interrupt_after_grace: bool = False) -> None:
+        """Ask for a stop: raised at the next point between updates (or, with
+        interrupt_after_grace, wherever the script is after GRACE_S)."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            if self.reason is None:
+                self.reason = reason
+            if interrupt_after_grace and self._timer is None:
+                self._timer = threading.Timer(self.grace_s, self._interrupt)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def check_file(self) -> None:
+        """Look for the stop file now (the watcher thread does so every POLL_S too)."""
+        if self.stop_file is not None and self.reason is None and self.stop_file.exists():
+            self.request(f"stop file {self.stop_file}")
+
+    def raise_if_requested(self) -> None:
+        """In the main thread, at a point between updates: raise StopTraining if asked."""
+        if self.reason is None or self.raised or self._closed.is_set():
+            return
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._raise()
+
+    def close(self) -> None:
+        """No StopTraining after this (the launcher is writing the results)."""
+        self._closed.set()
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+        # The SIGTERM handler stays: restoring the default now could kill the process
+        # while it writes result.json; after close() it ignores a request.
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _raise(self) -> None:
+        self.raised = True
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+        raise StopTraining(self.reason or "stop requested")
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != self._pid:  # a forked child: die of it, as without the launcher
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        if self._closed.is_set() or self.raised:
+            return
+        if self._timer is None:  # the first SIGTERM: at the next point between updates
+            self.request("SIGTERM", interrupt_after_grace=True)
+            return
+        self._raise()  # a second SIGTERM, or the grace period is over: stop right here
+
+    def _interrupt(self) -> None:
+        """Timer thread: the script did not reach a point between updates in time. A real
+        SIGTERM to the main thread (not _thread.interrupt_main, which would wait for a
+        blocking call such as time.sleep to return) runs _on_sigterm there, now."""
+        if not self._closed.is_set() and not self.raised:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+
+    def _watch(self) -> None:
+        assert self.stop_file is not None
+        while not self._closed.wait(self.poll_s):
+            if self.reason is not None:
+                return
+            if self.stop_file.exists():  # polite: raised between updates only
+                self.request(f"stop file {self.stop_file}")
+                return
