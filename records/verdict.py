@@ -2,8 +2,8 @@
 
 An attempt is clean when its job completed, no rule reported an issue on it, it ran at least
 one update, and its model trained: it meets run_spec.success_criteria, or, when none are
-given, its final loss is finite and clearly below the loss at the start of the run. A run is
-clean when its last attempt is.
+given, its final training loss is finite and clearly below the loss at the start of the run.
+A run is clean when its last attempt is.
 """
 
 from __future__ import annotations
@@ -56,14 +56,16 @@ def unmet_criterion(attempt: Attempt) -> str | None:
 
 
 def untrained(attempt: Attempt, start: float | None) -> str | None:
-    final = attempt.final_loss
+    # Training loss against training loss: a test loss (eval mode, other data) is not
+    # comparable with the first step's loss.
+    final = attempt.metrics.get("train:loss", attempt.final_loss)
     if start is None or not math.isfinite(start):
         return "no finite loss was reported at the start: cannot tell whether the model trained"
     if final is None or not math.isfinite(final):
         return "no finite final loss was reported: cannot tell whether the model trained"
     if final > start - LOSS_DROP * abs(start):
         return (
-            f"the model did not train: final loss {final:.4g} is not clearly below "
+            f"the model did not train: final training loss {final:.4g} is not clearly below "
             f"{start:.4g} at the start"
         )
     return None

@@ -123,7 +123,7 @@ class RunSpec(Hyperparameters):
     success_criteria: list[SuccessCriterion] = Field(
         default_factory=list,
         description='What a clean run must reach, e.g. [{"metric": "test:accuracy", '
-        '"op": ">=", "value": 0.9}]. Empty: the final loss is finite and clearly '
+        '"op": ">=", "value": 0.9}]. Empty: the final training loss is finite and clearly '
         "below the loss at the start (the model trained).",
     )
     stop_grace_s: float = Field(
