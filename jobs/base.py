@@ -95,7 +95,9 @@ class JobBackend(ABC):
     name: ClassVar[str]
 
     def __init__(self, run_dir: str | Path) -> None:
-        self.run_dir = Path(run_dir)  # the run's folder: a backend may keep its jobs there
+        # The run's folder, where a backend may keep its jobs. Absolute: a job runs in its own
+        # working directory (source_dir), where a relative path would point elsewhere.
+        self.run_dir = Path(run_dir).absolute()
 
     @abstractmethod
     def launch(self, job_name: str, spec: RunSpec) -> None:

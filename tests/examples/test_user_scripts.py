@@ -27,17 +27,15 @@ EXAMPLES = REPO / "examples"
 def remedy_run(spec: dict, tmp_path: Path, api_url: str, *options: str) -> tuple[int, str, Path]:
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    run_dir = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "remedy", "run", str(tmp_path / "spec.json")]
-        + ["--run-dir", str(run_dir), *options],
+    done = subprocess.run(  # a relative run dir, as the default runs/<name> is
+        [sys.executable, "-m", "remedy", "run", "spec.json", "--run-dir", "run", *options],
         cwd=tmp_path,  # a user's own folder, not the checkout
         env={**os.environ, "PREFECT_API_URL": api_url},
         capture_output=True,
         text=True,
         timeout=600,
     )
-    return done.returncode, done.stdout + done.stderr, run_dir
+    return done.returncode, done.stdout + done.stderr, tmp_path / "run"
 
 
 def test_an_exploding_script_is_repaired_through_its_own_flag(
