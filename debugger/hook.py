@@ -81,6 +81,27 @@ LOSS_TENSOR_NAME = "loss"
 GRADIENT_PREFIX = "gradient/"
 
 
+class _Callback:
+    """What the Hook registers on a module or optimizer: calls fn, and returns None.
+
+    fn is a bound method (or closure) of the Hook, which holds locks and a writer thread.
+    Pickled or copied (torch.save(model), copy.deepcopy(model)), a _Callback becomes one
+    without fn: the copy carries a no-op hook and captures nothing; the original is untouched.
+    """
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Any = None) -> None:
+        self._fn = fn
+
+    def __call__(self, *args: Any) -> None:
+        if self._fn is not None:
+            self._fn(*args)
+
+    def __reduce__(self) -> tuple[type[_Callback], tuple[()]]:
+        return (_Callback, ())
+
+
 @dataclass
 class _OpenStep:
     record: StepRecord
@@ -181,7 +202,7 @@ class Hook:
         """Count a step at each forward of this (top-level) module; learn parameter names."""
         for name, param in module.named_parameters():
             self._param_names.setdefault(id(param), name)
-        self._handles.append(module.register_forward_pre_hook(self._on_forward))
+        self._handles.append(module.register_forward_pre_hook(_Callback(self._on_forward)))
         for collection, spec in self._module_specs().items():
             types = set(spec.module_types)
             patterns = [re.compile(p) for p in spec.include_regex]
@@ -193,18 +214,19 @@ class Hook:
                 base = f"{path}/{kind.lower()}"
                 if spec.save_inputs:
                     hook = self._activation_hook(f"{base}_input", collection, is_input=True)
-                    self._handles.append(sub.register_forward_pre_hook(hook))
+                    self._handles.append(sub.register_forward_pre_hook(_Callback(hook)))
                 if spec.save_outputs:
                     hook = self._activation_hook(f"{base}_output", collection, is_input=False)
-                    self._handles.append(sub.register_forward_hook(hook))
+                    self._handles.append(sub.register_forward_hook(_Callback(hook)))
 
     def register_loss(self, criterion: torch.nn.Module) -> None:
         """Save the criterion's output as tensor "loss" in collection "losses"."""
-        self._handles.append(criterion.register_forward_hook(self._on_loss))
+        self._handles.append(criterion.register_forward_hook(_Callback(self._on_loss)))
 
     def register_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Save gradients and weights just before each optimizer update, then write the step."""
-        self._handles.append(optimizer.register_step_pre_hook(self._on_optimizer_step))
+        hook = _Callback(self._on_optimizer_step)
+        self._handles.append(optimizer.register_step_pre_hook(hook))
 
     # -- mode and steps -------------------------------------------------------------------
 

@@ -1,4 +1,6 @@
+import copy
 import json
+import pickle
 import subprocess
 import sys
 import threading
@@ -181,3 +183,55 @@ def test_reader_side_imports_no_torch() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_a_model_and_optimizer_with_the_hook_pickle_and_copies_do_not_capture(
+    tmp_path: Path,
+) -> None:
+    every = SaveConfig(save_interval=1)
+    hook = Hook(
+        tmp_path / "store",
+        collections={"losses": every, "gradients": every, "activations": every},
+    )
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    criterion = torch.nn.MSELoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    hook.register_module(model)
+    hook.register_loss(criterion)
+    hook.register_optimizer(optimizer)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+
+    def step(net: torch.nn.Module, loss_fn: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+        opt.zero_grad()
+        loss_fn(net(x), y).backward()
+        opt.step()
+
+    for _ in range(2):
+        step(model, criterion, optimizer)
+    assert hook.global_step == 1
+
+    torch.save(model, tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    copied = copy.deepcopy(model)
+    copied_criterion = copy.deepcopy(criterion)
+    copied_optimizer = pickle.loads(pickle.dumps(optimizer))
+    for net in (loaded, copied):
+        for name, value in model.state_dict().items():
+            torch.testing.assert_close(net.state_dict()[name], value)
+
+    # the copies train without touching the hook or its store
+    step(loaded, copied_criterion, torch.optim.SGD(loaded.parameters(), lr=0.01))
+    step(copied, copied_criterion, copied_optimizer)
+    copied_optimizer.step()
+    hook.flush()
+    assert hook.global_step == 1
+    assert len(create_trial(tmp_path / "store").steps()) == 2
+
+    step(model, criterion, optimizer)  # the original still captures
+    hook.close()
+    trial = create_trial(tmp_path / "store")
+    assert trial.steps() == [0, 1, 2]
+    assert "loss" in trial.step_header(2).tensor_names
+    assert "gradient/0.weight" in trial.step_header(2).tensor_names
+    assert trial.tensor_names(collection="activations")  # the per-submodule hooks too
