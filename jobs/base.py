@@ -75,6 +75,12 @@ class JobSnapshot(Snapshot):
     name: str
     status: JobStatus
     failure_reason: str | None = None
+    secondary_status: str | None = Field(
+        None, description="Where the job is within its status: Starting, Training, ..."
+    )
+    status_message: str | None = Field(
+        None, description="Why it is there, when that is news (e.g. waiting for a GPU)."
+    )
     created: datetime | None = None
     started: datetime | None = None
     ended: datetime | None = None
@@ -119,7 +125,9 @@ class JobBackend(ABC):
 
     @abstractmethod
     def metrics(self, job_name: str) -> list[dict[str, Any]]:
-        """The job's metric records in order ({"type": "step"|"epoch", "step": ..., ...})."""
+        """The job's metric records ({"type": "step"|"epoch", "step": ..., ...}; {"type":
+        "metric", "name": ..., "value": ..., "step": ...} for a metric of its own), in the
+        order written, per source."""
 
     @abstractmethod
     def metrics_location(self, job_name: str) -> str:

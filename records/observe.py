@@ -187,7 +187,7 @@ def progress_line(state: State, snapshot: JobSnapshot) -> str:
             f"step {progress.step}/{progress.total_steps or '?'} epoch {progress.epoch} loss {loss}"
         )
     else:
-        where = "starting"
+        where = snapshot.status_message or "starting"  # e.g. waiting for a free GPU
     return (
         f"attempt {state.history.num_retraining} | {snapshot.status.value} | "
         f"{where} | {rules or 'rules: starting'}"

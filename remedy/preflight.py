@@ -10,9 +10,11 @@ first on the import path, then the installed packages.
 from __future__ import annotations
 
 import importlib.util
+import os
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
+from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
 from remedy.state_schema import RunSpec
 
 
@@ -24,6 +26,10 @@ def preflight(spec: RunSpec) -> None:
     """Raise PreflightError naming the field when a local job could not start."""
     if spec.backend != "local":
         return
+    try:
+        gpus_wanted(spec.gpus_per_job, len(visible_devices(os.environ)))
+    except GpuSettingError as error:
+        raise PreflightError(str(error)) from None
     code_dir = Path(spec.source_dir or ".").resolve()
     if spec.source_dir is not None and not code_dir.is_dir():
         raise PreflightError(f"run_spec.source_dir: no folder {code_dir}")

@@ -104,6 +104,11 @@ class Hyperparameters(Strict):
         description=f"Use only this many test images (synthetic default {SYNTHETIC_TEST_SAMPLES}).",
     )
     seed: int = Field(0, description="Seed for data order, initialisation and synthetic data.")
+    device: Literal["auto", "cuda", "cpu"] = Field(
+        "auto",
+        description="Where the job trains: auto = the first visible CUDA GPU when there is "
+        "one, else the CPU; cuda: a GPU or fail at start.",
+    )
     checkpoint_every_epochs: int = Field(
         1, ge=0, description="Checkpoint every this many epochs; 0: never."
     )

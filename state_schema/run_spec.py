@@ -134,6 +134,13 @@ class RunSpec(Hyperparameters):
     kill_after_s: float = Field(
         20.0, gt=0, description="Seconds from SIGTERM to SIGKILL for a job that does not end."
     )
+    gpus_per_job: int | None = Field(
+        None,
+        ge=0,
+        description="Local backend: GPUs each job gets, its own (CUDA_VISIBLE_DEVICES); a "
+        "job waits while every GPU is taken by other jobs. null: one when the machine has "
+        "any, else none; 0: the CPU only.",
+    )
     # --- deprecated ------------------------------------------------------------------
     hyperparameters_understood: list[str] | None = Field(
         None,

@@ -204,6 +204,8 @@ def find_bad_records(
 ) -> list[int]:
     """Batch positions of samples that alone make the step non-finite ([] if none do)."""
     state = {k: v.clone() for k, v in model.state_dict().items()}
+    device = next(model.parameters()).device  # the job's batches live on the CPU
+    images, labels = images.to(device), labels.to(device)
     bad_input = ~torch.isfinite(images.flatten(1)).all(dim=1)
     model.eval()  # samples are independent in eval mode: one forward gives each one's loss
     with torch.no_grad():

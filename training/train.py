@@ -33,6 +33,8 @@ The environment says where the backend wants things and how it will ask the job 
   REMEDY_RULE_STATUS_DIR   where the NaN guard writes its rule status (default
                            DIR/rule_status), the folder the backend reads rule statuses from
   REMEDY_TORCH_THREADS     torch's threads
+  CUDA_VISIBLE_DEVICES     the GPUs the job may use (the local backend gives each job its
+                           own): with device "auto" it trains on the first one, if any
 """
 
 import argparse
@@ -78,6 +80,31 @@ class StopRequest:
         return self.signalled or (self.stop_file is not None and self.stop_file.exists())
 
 
+def training_device(choice: str) -> torch.device:
+    """auto: the job's first visible CUDA GPU (the backend picks which through
+    CUDA_VISIBLE_DEVICES; under torchrun each process takes its LOCAL_RANK's), else the CPU."""
+    if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
+        raise DeviceError(
+            f"device is 'cuda' but torch sees no CUDA GPU (torch {torch.__version__}, "
+            f"CUDA build: {torch.version.cuda or 'none'}, CUDA_VISIBLE_DEVICES={visible})"
+        )
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
+
+
+class DeviceError(Exception):
+    """The device the hyperparameters ask for is not there."""
+
+
+def describe(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
 def load_data(config: Hyperparameters) -> tuple[DataSplit, DataSplit]:
     train_samples, test_samples = config.num_train_samples, config.num_test_samples
     if config.dataset == "cifar10":
@@ -88,19 +115,25 @@ def load_data(config: Hyperparameters) -> tuple[DataSplit, DataSplit]:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, criterion: nn.Module, data: DataSplit) -> tuple[float, float]:
+def evaluate(
+    model: nn.Module, criterion: nn.Module, data: DataSplit, device: torch.device
+) -> tuple[float, float]:
     """Mean loss and accuracy over the test split."""
     total_loss, correct = 0.0, 0
     for images, labels in zip(
         data.images.split(EVAL_BATCH_SIZE), data.labels.split(EVAL_BATCH_SIZE), strict=True
     ):
+        images, labels = images.to(device), labels.to(device)
         logits = model(images)
         total_loss += criterion(logits, labels).item() * len(labels)
         correct += (logits.argmax(dim=1) == labels).sum().item()
     return total_loss / len(data), correct / len(data)
 
 
-def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
+def train(
+    config: Hyperparameters, output_dir: Path, device: torch.device | None = None
+) -> dict[str, Any]:
+    device = training_device(config.device) if device is None else device
     stop = StopRequest()  # first, so that an early SIGTERM is a clean stop too
     output_dir.mkdir(parents=True, exist_ok=True)
     if os.environ.get("REMEDY_TORCH_THREADS"):
@@ -112,6 +145,7 @@ def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
     if config.exclude_samples:  # bad records named by the NaN guard (drop_bad_samples)
         train_data = train_data.without(config.exclude_samples)
     model, optimizer = build_model_and_optimizer(config)
+    model.to(device)  # in place: the optimizer keeps its parameters; a warm start follows
     criterion = nn.CrossEntropyLoss()
     start_epoch, start_step = config.start_epoch, 0
     if config.init_checkpoint:
@@ -141,7 +175,7 @@ def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
 
     print(
         f"training {config.base_job_name}: ResNet-{config.depth} width {config.width} "
-        f"{config.activation} batch_norm={bool(config.add_batch_norm)} | "
+        f"{config.activation} batch_norm={bool(config.add_batch_norm)} on {describe(device)} | "
         f"{len(train_data)} train / {len(test_data)} test images | "
         f"{config.num_epochs} epochs x {steps_per_epoch} steps | "
         f"debugger {'on' if hook is not None else 'off'}",
@@ -168,7 +202,8 @@ def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
         order = torch.randperm(len(train_data), generator=shuffle)
         guard.new_epoch(epoch, step + 1, order)  # contact tracing: which samples, which step
         for batch in order.split(config.batch_size):
-            images, labels = train_data.images[batch], train_data.labels[batch]
+            images = train_data.images[batch].to(device, non_blocking=True)
+            labels = train_data.labels[batch].to(device, non_blocking=True)
             guard.before_step()
             logits = model(images)
             loss = criterion(logits, labels)
@@ -223,7 +258,7 @@ def train(config: Hyperparameters, output_dir: Path) -> dict[str, Any]:
         model.eval()
         if hook is not None:
             hook.set_mode(ModeKeys.EVAL)
-        loss_value, test_accuracy = evaluate(model, criterion, test_data)
+        loss_value, test_accuracy = evaluate(model, criterion, test_data, device)
         test_loss = finite_or_none(loss_value)
         epochs_completed = epoch + 1
         record = {
@@ -274,7 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     except PayloadError as exc:  # names the file and every bad field
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    train(config, Path(args.output_dir))
+    try:
+        device = training_device(config.device)
+    except DeviceError as exc:  # before anything is written, as a bad field
+        print(f"error: {args.hyperparameters}: device: {exc}", file=sys.stderr)
+        return 2
+    train(config, Path(args.output_dir), device)
     return 0
 
 

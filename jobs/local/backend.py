@@ -108,6 +108,7 @@ class LocalBackend(JobBackend):
             "env": launch.env,
             "stop_grace_s": spec.stop_grace_s,
             "kill_after_s": spec.kill_after_s,
+            "gpus_per_job": spec.gpus_per_job,
         }
         write_atomic(paths.job, json.dumps(record, indent=2))  # from now on: launched
         with paths.supervisor_log.open("ab") as log:
@@ -157,6 +158,8 @@ class LocalBackend(JobBackend):
             name=job_name,
             status=job_status,
             failure_reason=failure_reason,
+            secondary_status=status.get("SecondaryStatus"),
+            status_message=status.get("StatusMessage"),
             created=record["created"],
             started=status.get("TrainingStartTime"),
             ended=status.get("TrainingEndTime"),

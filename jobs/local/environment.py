@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from remedy.jobs.local.gpus import gpus_wanted, visible_devices
 from remedy.jobs.local.layout import JobPaths
 from remedy.state_schema import RunSpec, flag_arguments
 from remedy.state_schema import job_env as names
@@ -30,15 +30,6 @@ class Launch:
     command: list[str]
     cwd: str
     env: dict[str, str]  # added to the supervisor's own environment, less its secrets
-
-
-def visible_gpus(environ: Mapping[str, str]) -> int:
-    """GPUs a job may use: CUDA_VISIBLE_DEVICES when set, else the NVIDIA devices present
-    (counted without importing torch, which the flow does not load)."""
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([device for device in visible.split(",") if device.strip()])
-    return len([p for p in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name)])
 
 
 def job_command(spec: RunSpec, paths: JobPaths) -> list[str]:
@@ -74,7 +65,7 @@ def toolkit_variables(
 ) -> dict[str, str]:
     """The cloud training toolkit's names, so a script written for it runs unchanged."""
     hyperparameters = spec.job_hyperparameters()
-    num_gpus, num_cpus = visible_gpus(environ), os.cpu_count() or 1
+    num_gpus, num_cpus = job_gpus(spec, environ), os.cpu_count() or 1
     training_env = {
         "channel_input_dirs": {},
         "current_host": names.CURRENT_HOST,
@@ -101,6 +92,11 @@ def toolkit_variables(
     for name, value in hyperparameters.items():
         variables[names.SM_HP_PREFIX + name.upper()] = environment_value(value)
     return variables
+
+
+def job_gpus(spec: RunSpec, environ: Mapping[str, str]) -> int:
+    """How many GPUs the job will get (its supervisor picks which: gpus.py)."""
+    return gpus_wanted(spec.gpus_per_job, len(visible_devices(environ)))
 
 
 def source_dir(spec: RunSpec) -> Path:

@@ -27,6 +27,16 @@ from types import FrameType
 from typing import Any
 
 from remedy.jobs.local.escalation import Escalation
+from remedy.jobs.local.gpus import (
+    CUDA_VISIBLE_DEVICES,
+    GpuLease,
+    GpuSettingError,
+    gpus_wanted,
+    jobs_per_gpu,
+    lock_dir,
+    try_lease,
+    visible_devices,
+)
 from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
 from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, without_secrets
@@ -34,6 +44,7 @@ from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, without_secrets
 EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
 EVALUATOR_KILL_S = 30.0
 POLL_S = 0.1  # how often the training process and the stop file are looked at
+GPU_POLL_S = 1.0  # how often a job waiting for a GPU tries again
 
 
 def utc_now() -> str:
@@ -54,6 +65,8 @@ class Supervisor:
         self.stop_signalled = False
         self.trainer: subprocess.Popen[bytes] | None = None
         self.evaluator: subprocess.Popen[bytes] | None = None
+        self.gpus: GpuLease | None = None
+        self.job_devices: str | None = None  # CUDA_VISIBLE_DEVICES for the training process
         self.escalation = Escalation(
             grace_s=float(self.record.get("stop_grace_s", 10.0)),
             kill_after_s=float(self.record.get("kill_after_s", 20.0)),
@@ -73,6 +86,8 @@ class Supervisor:
 
     def start_trainer(self) -> subprocess.Popen[bytes]:
         env = without_secrets(os.environ) | self.record["env"]
+        if self.job_devices is not None:
+            env[CUDA_VISIBLE_DEVICES] = self.job_devices
         log = self.paths.training_log.open("ab")
         return subprocess.Popen(
             self.record["command"],
@@ -147,10 +162,50 @@ class Supervisor:
             )
         return "Failed", f"AlgorithmError: exit code {code}: {last_error_line(self.paths)}"
 
+    def lease_gpus(self) -> bool:
+        """Hold the job's GPUs (gpus.py), waiting while other jobs hold them. False when the
+        job ends first: asked to stop, or a GPU setting it cannot meet (status written)."""
+        devices = visible_devices(os.environ)
+        try:
+            wanted = gpus_wanted(self.record.get("gpus_per_job"), len(devices))
+            per_gpu = jobs_per_gpu(os.environ)
+        except GpuSettingError as error:
+            self.end_before_training("Failed", f"ClientError: {error}")
+            return False
+        if wanted == 0:
+            if devices:  # gpus_per_job 0 on a GPU machine: the job must not see any
+                self.job_devices = ""
+            return True
+        holder = f"pid {os.getpid()} {self.paths.root}"
+        folder = lock_dir(os.environ)
+        while (lease := try_lease(wanted, devices, per_gpu, folder, holder)) is None:
+            if self.stop_requested:
+                self.end_before_training("Stopped", None)
+                return False
+            if "StatusMessage" not in self.status:
+                self.write_status(
+                    StatusMessage=f"waiting for {wanted} free GPU(s): all of "
+                    f"{','.join(devices)} are taken by other jobs ({per_gpu} per GPU; "
+                    f"locks in {folder})"
+                )
+            time.sleep(GPU_POLL_S)
+        self.gpus, self.job_devices = lease, lease.cuda_visible_devices
+        self.status.pop("StatusMessage", None)
+        self.write_status(gpus=lease.devices)
+        return True
+
+    def end_before_training(self, job_status: str, reason: str | None) -> None:
+        fields: dict[str, Any] = {"TrainingJobStatus": job_status, "SecondaryStatus": job_status}
+        if reason:
+            fields["FailureReason"] = reason
+        self.write_status(**fields, TrainingEndTime=utc_now())
+
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_sigterm)
         self.paths.logs.mkdir(parents=True, exist_ok=True)
         self.write_status()
+        if not self.lease_gpus():
+            return 0
         self.trainer = self.start_trainer()
         self.evaluator = self.start_evaluator()
         self.write_status(
@@ -160,6 +215,8 @@ class Supervisor:
             evaluator_pid=self.evaluator.pid if self.evaluator else None,
         )
         code = self.wait_trainer(self.trainer)
+        if self.gpus is not None:  # the evaluator needs none: a waiting job may start
+            self.gpus.release()
         job_status, reason = self.outcome(code)  # judged now: a later stop file is the rules'
         self.write_status(
             SecondaryStatus="EvaluatingRules", exit_code=code, training_exited_at=utc_now()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from remedy.debugger.config import CONFIG_ENV_VAR
 from remedy.jobs.local import LocalBackend
-from remedy.jobs.local.environment import job_launch, thread_variables, visible_gpus
+from remedy.jobs.local.environment import job_launch, thread_variables
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.layout import JobPaths
 from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV
@@ -181,11 +181,6 @@ def test_thread_counts_set_in_the_flows_environment_win() -> None:
         "MKL_NUM_THREADS": "3",
     }
     assert thread_variables({"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "1"
-
-
-def test_gpus_follow_cuda_visible_devices() -> None:
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}) == 2
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == 0
 
 
 @pytest.mark.parametrize(

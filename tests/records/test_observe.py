@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from remedy.jobs import JobSnapshot
-from remedy.records.observe import decide, observe
+from remedy.records.observe import decide, observe, progress_line
 from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
 from remedy.state_schema.transitions import begin_attempt
 
@@ -88,3 +88,10 @@ def test_transition_budget() -> None:
     assert state.next_action is NextAction.monitor
     state = decided(state, running)
     assert state.next_action is NextAction.end and "max_monitor_transitions" in state.end_reason
+
+
+def test_the_progress_line_says_why_a_job_has_not_started() -> None:
+    waiting = describe("InProgress", status_message="waiting for 1 free GPU(s): all of 0 are taken")
+    line = progress_line(running_state(), waiting)
+    assert "| InProgress | waiting for 1 free GPU(s): all of 0 are taken |" in line
+    assert "| starting |" in progress_line(running_state(), describe("InProgress"))

@@ -228,3 +228,16 @@ def test_the_debugger_hook_captures_the_job_when_configured(tmp_path: Path) -> N
     stem = trial.tensor("gradient/stem.weight")
     assert stem.steps("TRAIN") == [0, 2, 4]
     assert not np.isfinite(stem.value(4, "TRAIN")).all()  # the debugger sees the divergence
+
+
+def test_device_auto_trains_on_the_cpu_here_and_cuda_fails_naming_it(tmp_path: Path) -> None:
+    done = run_job(tmp_path, TINY | {"num_epochs": 1, "device": "cuda"}, CUDA_VISIBLE_DEVICES="")
+    assert done.returncode == 2
+    assert f"error: {tmp_path / 'hyperparameters.json'}: device: device is 'cuda' but " in (
+        done.stderr
+    )
+    assert "CUDA_VISIBLE_DEVICES=)" in done.stderr
+    assert not (tmp_path / "out").exists()  # nothing written before the check
+    done = run_job(tmp_path, TINY | {"num_epochs": 1}, CUDA_VISIBLE_DEVICES="")
+    assert done.returncode == 0, done.stderr
+    assert " on cpu | " in done.stdout
