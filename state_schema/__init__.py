@@ -21,6 +21,7 @@ from remedy.state_schema.io import (
     state_from_document,
     write_atomic,
 )
+from remedy.state_schema.metric_definitions import MetricDefinition
 from remedy.state_schema.models import (
     Attempt,
     Budgets,
@@ -56,6 +57,7 @@ __all__ = [
     "History",
     "Hyperparameters",
     "JobStatus",
+    "MetricDefinition",
     "NextAction",
     "Payload",
     "PayloadError",

@@ -23,6 +23,7 @@ from remedy.state_schema.entry_points import (
 )
 from remedy.state_schema.flags import FlagValue, check_hyperparameters, option
 from remedy.state_schema.hyperparameters import Hyperparameters
+from remedy.state_schema.metric_definitions import MAX_METRIC_DEFINITIONS, MetricDefinition
 from remedy.state_schema.roles import check_role_name, role_value, script_value
 
 # Contract fields every job uses, the built-in one or not: the rest are the built-in job's.
@@ -126,6 +127,14 @@ class RunSpec(Hyperparameters):
         '"op": ">=", "value": 0.9}]. Empty: the final training loss is finite and clearly '
         "below the loss at the start (the model trained).",
     )
+    metric_definitions: list[MetricDefinition] = Field(
+        default_factory=list,
+        max_length=MAX_METRIC_DEFINITIONS,
+        description="The job's own metrics, found in its log (the cloud service's "
+        'MetricDefinitions), e.g. [{"name": "test:perplexity", "regex": '
+        '"test ppl\\\\s+([0-9.eE+-]+)"}]: each matching line is a value, the last one the '
+        "final value; success_criteria and the reports name them.",
+    )
     stop_grace_s: float = Field(
         10.0,
         ge=0,
@@ -157,6 +166,15 @@ class RunSpec(Hyperparameters):
     @classmethod
     def _source_dir_shape(cls, source_dir: str | None) -> str | None:
         return check_source_dir(source_dir)
+
+    @field_validator("metric_definitions")
+    @classmethod
+    def _metric_names_unique(cls, definitions: list[MetricDefinition]) -> list[MetricDefinition]:
+        names = [definition.name for definition in definitions]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"each metric is defined once; defined twice: {', '.join(twice)}")
+        return definitions
 
     @field_validator("script_hyperparameters", mode="before")
     @classmethod

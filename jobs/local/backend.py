@@ -30,13 +30,21 @@ from remedy.jobs.base import (
 from remedy.jobs.local.environment import job_launch
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
+from remedy.jobs.local.log_metrics import final_values, read_records
 from remedy.jobs.registry import register_backend
 from remedy.state_schema import Checkpoint, JobStatus, RunSpec, write_atomic
+from remedy.state_schema.metric_definitions import is_finite
 
 START_TIMEOUT_S = 60.0  # a job whose supervisor has not reported by then never started
 # After the training process has been killed, time for the supervisor to let the evaluator
 # judge what was written and to record the end (supervisor.EVALUATOR_KILL_S and some).
 SUPERVISOR_END_S = 40.0
+# The final metrics a job's result.json gives under fixed keys (the built-in job, the launcher).
+RESULT_METRICS = (
+    ("train:loss", "final_train_loss"),
+    ("test:loss", "final_loss"),
+    ("test:accuracy", "final_accuracy"),
+)
 
 
 def debugger_config(spec: RunSpec, tensors: Path) -> dict[str, object]:
@@ -103,6 +111,8 @@ class LocalBackend(JobBackend):
             "job_name": job_name,
             "entry_point": spec.entry_point,
             "created": datetime.now(UTC).isoformat(),
+            # the supervisor finds these in the training log (log_metrics.py)
+            "metric_definitions": [d.model_dump() for d in spec.metric_definitions],
             "command": launch.command,
             "cwd": launch.cwd,
             "env": launch.env,
@@ -165,16 +175,18 @@ class LocalBackend(JobBackend):
             ended=status.get("TrainingEndTime"),
             rules=self.rule_statuses(paths),
             progress=Progress.model_validate(progress) if progress else None,
-            final_metrics={
-                name: result[key]
-                for name, key in (
-                    ("train:loss", "final_train_loss"),
-                    ("test:loss", "final_loss"),
-                    ("test:accuracy", "final_accuracy"),
-                )
-                if result.get(key) is not None
-            },
+            final_metrics=self.final_metrics(paths, result),
         )
+
+    def final_metrics(self, paths: JobPaths, result: dict[str, Any]) -> dict[str, float]:
+        """The figures of result.json (RESULT_METRICS, then a script's own "metrics": {name:
+        value}), and the last value of each metric the log showed (run_spec.
+        metric_definitions), which wins: the user named it. Non-finite values are left out."""
+        found = {name: result[key] for name, key in RESULT_METRICS if is_finite(result.get(key))}
+        own = result.get("metrics")
+        if isinstance(own, dict):
+            found |= {name: float(value) for name, value in own.items() if is_finite(value)}
+        return found | final_values(read_records(paths.log_metrics))
 
     def _lost_reason(self, paths: JobPaths, record: dict, reported: bool) -> str | None:
         """Why a job that is not final can never finish, or None while it may."""
@@ -244,16 +256,9 @@ class LocalBackend(JobBackend):
             return "".join(deque(handle, maxlen=tail))
 
     def metrics(self, job_name: str) -> list[dict[str, Any]]:
-        path = self.paths(job_name).metrics
-        if not path.is_file():
-            return []
-        records = []
-        for line in path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # the line the job is writing right now
-        return records
+        """metrics.jsonl as the job writes it, then the metric records found in its log."""
+        paths = self.paths(job_name)
+        return read_records(paths.metrics) + read_records(paths.log_metrics)
 
     def metrics_location(self, job_name: str) -> str:
         return self.paths(job_name).metrics.relative_to(self.run_dir).as_posix()

@@ -73,6 +73,10 @@ class JobPaths:
         return self.root / "result.json"
 
     @property
+    def log_metrics(self) -> Path:  # metric records found in the log (log_metrics.py)
+        return self.root / "log_metrics.jsonl"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 

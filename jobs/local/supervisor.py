@@ -38,8 +38,10 @@ from remedy.jobs.local.gpus import (
     visible_devices,
 )
 from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
+from remedy.jobs.local.log_metrics import LogMetrics
 from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, without_secrets
+from remedy.state_schema.metric_definitions import MetricDefinition
 
 EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
 EVALUATOR_KILL_S = 30.0
@@ -70,6 +72,12 @@ class Supervisor:
         self.escalation = Escalation(
             grace_s=float(self.record.get("stop_grace_s", 10.0)),
             kill_after_s=float(self.record.get("kill_after_s", 20.0)),
+        )
+        self.log_metrics = LogMetrics(
+            [MetricDefinition.model_validate(d) for d in self.record.get("metric_definitions", [])],
+            log=self.paths.training_log,
+            out=self.paths.log_metrics,
+            progress=self.paths.progress,
         )
 
     def write_status(self, **fields: Any) -> None:
@@ -106,6 +114,7 @@ class Supervisor:
                 if due is not None:
                     with contextlib.suppress(ProcessLookupError):  # it has just ended
                         trainer.send_signal(due)
+            self.log_metrics.scan()
             time.sleep(POLL_S)
         return code
 
@@ -221,6 +230,7 @@ class Supervisor:
         self.write_status(
             SecondaryStatus="EvaluatingRules", exit_code=code, training_exited_at=utc_now()
         )
+        self.log_metrics.finish()  # every metric the job logged, before its end is reported
         self.finish_evaluator()
         fields: dict[str, Any] = {"TrainingJobStatus": job_status, "TrainingEndTime": utc_now()}
         fields["SecondaryStatus"] = job_status

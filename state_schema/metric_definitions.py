@@ -1,0 +1,70 @@
+"""A job's own metrics, found in its log: the cloud service's MetricDefinitions.
+
+A script prints what it measures (`valid ppl 148.4`, `test accuracy 0.91`); a metric
+definition names one such figure and gives the regular expression that finds it, as
+CreateTrainingJob's AlgorithmSpecification.MetricDefinitions does ({"Name", "Regex"}, with the
+service's limits: a name of 1-255 and a regex of 1-500 characters, at most 40 definitions).
+Every log line the regex matches is one value of the metric (its first match on the line); the
+last value is the job's final value of that metric.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pydantic import Field, field_validator
+from remedy.state_schema.base import Strict
+
+MAX_METRIC_DEFINITIONS = 40  # the service's MetricDefinitionList limit
+
+
+class MetricDefinition(Strict):
+    """One metric of the job's log: its name and the regex with one group for its value."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=255,
+        pattern=r"^[^\r\n]+$",
+        description="The metric's name, e.g. test:perplexity (what success_criteria and the "
+        "reports call it).",
+    )
+    regex: str = Field(
+        min_length=1,
+        max_length=500,
+        description="A Python regular expression with exactly one capture group, the value, "
+        "matched against each line of the job's log, "
+        r'e.g. "test ppl\s+([0-9.eE+-]+)" (in JSON: "test ppl\\s+([0-9.eE+-]+)").',
+    )
+
+    @field_validator("regex")
+    @classmethod
+    def _one_group(cls, regex: str) -> str:
+        if "\n" in regex or "\r" in regex:
+            raise ValueError("is matched against one log line: it cannot contain a line break")
+        try:
+            compiled = re.compile(regex)
+        except re.error as error:
+            raise ValueError(f"is not a valid regular expression: {error}") from None
+        if compiled.groups != 1:
+            raise ValueError(
+                f"must have exactly one capture group, the metric's value; it has "
+                f"{compiled.groups} (write other groups as (?:...))"
+            )
+        return regex
+
+    def value_in(self, line: str) -> float | None:
+        """The metric's value on this log line; None when the line does not give one.
+        A non-finite value (nan, inf) is returned as it is: the job reported it."""
+        found = re.search(self.regex, line)  # re caches the compiled pattern
+        if found is None or found.group(1) is None:
+            return None
+        try:
+            return float(found.group(1))
+        except ValueError:
+            return None  # matched text that is not a number, e.g. "..." or "-"
+
+
+def is_finite(value: object) -> bool:
+    """A metric value fit for final metrics: a real, finite number (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
