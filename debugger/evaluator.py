@@ -12,7 +12,11 @@ the Notify action a JSON line describing the finding is appended to the notify f
 (default <status-dir>/notifications.jsonl) for the orchestrator to send on.
 At polls that bring no new step, rules about time (StalledTraining) are asked too.
 A rule that raises is Error (final); the others carry on. When end.json is seen and every
-step is evaluated, the rules left are NoIssuesFound. SIGTERM/SIGINT: evaluate what is
+step is evaluated, the rules left are NoIssuesFound.
+A store of several processes (torchrun) is read worker by worker: each rule gets one
+instance per worker, over that worker's steps alone (a rule keeps its state per worker,
+e.g. its window of losses), and fires for the job when it fires on any worker (the status
+names the worker). The job has ended when every worker's part has. SIGTERM/SIGINT: evaluate what is
 already written, mark rules still in progress Stopped. Exit 0 in all those cases; 2 when
 RULES.json is invalid (Error statuses name the problem); 1 on an unexpected failure.
 Imports numpy and safetensors only, so it starts fast beside the job.
@@ -28,7 +32,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +57,10 @@ NOTIFY_FILE = "notifications.jsonl"
 @dataclass
 class _RuleRun:
     config: RuleConfig
-    rule: Rule
+    rule: Rule  # over the whole trial: built at start, so a bad configuration fails there
     record: RuleStatusRecord
+    per_worker: dict[str, Rule] = field(default_factory=dict)  # built as workers show up
+    evaluated: dict[str, int] = field(default_factory=dict)  # steps evaluated per worker
 
 
 def instantiate_rules(trial: Trial, configs: Sequence[RuleConfig]) -> list[Rule]:
@@ -105,7 +111,8 @@ class RuleEvaluator:
             _RuleRun(config, rule, RuleStatusRecord(config.name, RuleStatus.IN_PROGRESS, ""))
             for config, rule in zip(configs, rules, strict=True)
         ]
-        self._cursor: dict[ModeKeys, int | None] = dict.fromkeys(STEP_MODES)  # last evaluated
+        # last step evaluated, per (worker, mode)
+        self._cursor: dict[tuple[str, ModeKeys], int] = {}
 
     @property
     def statuses(self) -> dict[str, RuleStatusRecord]:
@@ -129,11 +136,10 @@ class RuleEvaluator:
                 self._invoke_idle(run)
         if self.trial.has_ended:  # refresh() saw end.json, so every step was listed
             for run in self._active():
-                evaluated = run.record.steps_evaluated
-                self._set(run, RuleStatus.NO_ISSUES_FOUND, f"No issues found in {evaluated} steps")
+                self._set(run, RuleStatus.NO_ISSUES_FOUND, f"No issues found in {self._steps(run)}")
         for run in progressed:
             if not run.record.status.is_final:  # progress only; not a state change
-                run.record.details = f"Evaluated {run.record.steps_evaluated} steps"
+                run.record.details = f"Evaluated {self._steps(run)}"
                 write_status(self.status_dir, run.record)
         return self.done
 
@@ -142,8 +148,7 @@ class RuleEvaluator:
         if not self.done:
             self.poll()
         for run in self._active():
-            evaluated = run.record.steps_evaluated
-            self._set(run, RuleStatus.STOPPED, f"Stopped after evaluating {evaluated} steps")
+            self._set(run, RuleStatus.STOPPED, f"Stopped after evaluating {self._steps(run)}")
 
     def run(self, poll_interval: float, stop_event: threading.Event) -> None:
         self.start()
@@ -163,56 +168,92 @@ class RuleEvaluator:
         return [run for run in self._runs if not run.record.status.is_final]
 
     def _evaluate_new_steps(self) -> list[_RuleRun]:
-        # Per-mode cursors: per-mode listings only grow at the end, whereas a step of one
-        # mode can be listed after a later step of another. New steps run in global order.
-        pending: list[tuple[int, ModeKeys, int]] = []
-        for mode in STEP_MODES:
-            steps = self.trial.steps(mode)
-            cursor = self._cursor[mode]
-            start = 0 if cursor is None else bisect.bisect_right(steps, cursor)
-            for step in steps[start:]:
-                pending.append((self.trial.step_header(step, mode).global_step, mode, step))
+        # Per-(worker, mode) cursors: per-mode listings only grow at the end, whereas a step
+        # of one mode can be listed after a later step of another. New steps run in global
+        # order, the workers' steps of one global step in rank order.
+        pending: list[tuple[int, int, str, ModeKeys, int]] = []
+        for rank, worker in enumerate(self.trial.workers()):
+            trial = self.trial.worker(worker)
+            for mode in STEP_MODES:
+                steps = trial.steps(mode)
+                cursor = self._cursor.get((worker, mode))
+                start = 0 if cursor is None else bisect.bisect_right(steps, cursor)
+                for step in steps[start:]:
+                    global_step = trial.step_header(step, mode).global_step
+                    pending.append((global_step, rank, worker, mode, step))
         progressed: dict[str, _RuleRun] = {}
-        for _, mode, step in sorted(pending):
+        for _, _, worker, mode, step in sorted(pending):
             active = self._active()
             if not active:
                 break
             for run in active:
                 progressed[run.config.name] = run
-                self._invoke(run, step, mode)
-            self._cursor[mode] = step
+                self._invoke(run, worker, step, mode)
+            self._cursor[(worker, mode)] = step
         return list(progressed.values())
 
-    def _invoke(self, run: _RuleRun, step: int, mode: ModeKeys) -> None:
+    def _rule_of(self, run: _RuleRun, worker: str) -> Rule:
+        """The run's rule instance for one worker; a store of one process: the rule itself."""
+        rule = run.per_worker.get(worker)
+        if rule is None:
+            trial = self.trial.worker(worker)
+            rule = run.rule if trial is self.trial else instantiate_rules(trial, [run.config])[0]
+            run.per_worker[worker] = rule
+        return rule
+
+    def _invoke(self, run: _RuleRun, worker: str, step: int, mode: ModeKeys) -> None:
         try:
-            fired = run.rule.invoke_at_step(step, mode)
+            rule = self._rule_of(run, worker)
+            fired = rule.invoke_at_step(step, mode)
         except Exception as exc:  # a broken rule must not take the others down
             run.record.step, run.record.mode = step, mode
-            where = f"{mode.value} step {step}"
+            run.record.worker = self._worker_label(worker)
+            where = f"{mode.value} step {step}{self._on(worker)}"
             self._set(run, RuleStatus.ERROR, f"{type(exc).__name__}: {exc} (at {where})")
             return
-        run.record.steps_evaluated += 1
+        run.evaluated[worker] = run.evaluated.get(worker, 0) + 1
+        run.record.steps_evaluated = max(run.evaluated.values())
         if not fired:
             return
         run.record.step, run.record.mode = step, mode
-        self._issue(run, run.rule.finding)
+        self._issue(run, rule.finding, worker)
 
     def _invoke_idle(self, run: _RuleRun) -> None:
-        try:
-            fired = run.rule.invoke_idle()
-        except Exception as exc:
-            self._set(run, RuleStatus.ERROR, f"{type(exc).__name__}: {exc} (while idle)")
-            return
-        if fired:
-            self._issue(run, run.rule.finding)
+        # Before any step, the rule over the whole trial (its layout may not be known yet).
+        rules = list(run.per_worker.items()) or [(self.trial.workers()[0], run.rule)]
+        for worker, rule in rules:
+            try:
+                fired = rule.invoke_idle()
+            except Exception as exc:
+                where = f"while idle{self._on(worker)}"
+                self._set(run, RuleStatus.ERROR, f"{type(exc).__name__}: {exc} ({where})")
+                return
+            if fired:
+                self._issue(run, rule.finding, worker)
+                return
 
-    def _issue(self, run: _RuleRun, finding: Any) -> None:
+    def _worker_label(self, worker: str) -> str | None:
+        """The worker, named only in a job of several processes."""
+        return worker if self.trial.num_workers > 1 else None
+
+    def _on(self, worker: str) -> str:
+        label = self._worker_label(worker)
+        return "" if label is None else f", on {label}"
+
+    def _steps(self, run: _RuleRun) -> str:
+        steps = f"{run.record.steps_evaluated} steps"
+        workers = self.trial.num_workers
+        return steps if workers == 1 else f"{steps} ({workers} workers)"
+
+    def _issue(self, run: _RuleRun, finding: Any, worker: str) -> None:
         """IssuesFound, then the rule's actions."""
         if finding is not None:
             run.record.step, run.record.mode = finding.step, finding.mode
         run.record.tensor = None if finding is None else finding.tensor
+        run.record.worker = self._worker_label(worker)
         where = f"{run.record.mode.value} step {run.record.step}" if run.record.mode else "?"
         message = f"fired at {where}" if finding is None else finding.message
+        message += self._on(worker)
         self._set(run, RuleStatus.ISSUES_FOUND, message)
         if STOP_TRAINING in run.config.actions and self.stop_file is not None:
             self._request_stop(run, message)
@@ -237,6 +278,7 @@ class RuleEvaluator:
             "step": run.record.step,
             "mode": None if run.record.mode is None else run.record.mode.value,
             "tensor": run.record.tensor,
+            "worker": run.record.worker,
             "message": message,
             "time": store.utc_now_iso(),
         }

@@ -49,6 +49,14 @@ class TensorUnavailableForStep(DebuggerError):
         self.mode = mode
 
 
+class InvalidWorker(DebuggerError):
+    """A worker name the store does not have (the legacy library's InvalidWorker)."""
+
+    def __init__(self, worker: str, known: list[str]) -> None:
+        super().__init__(f"no worker {worker!r} in this store; its workers: {', '.join(known)}")
+        self.worker = worker
+
+
 class StoreFormatError(DebuggerError):
     """The folder holds a store of a format or version this reader does not understand."""
 

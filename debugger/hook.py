@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from remedy.debugger import store
 from remedy.debugger.collections import (
     DEFAULT_ACTIVATION_TYPES,
     CollectionSpec,
@@ -136,12 +137,24 @@ class Hook:
         self.config = HookConfig.build(
             out_dir, save_config, collections, collection_specs, reduction_config, tensorboard_dir
         )
+        rank, workers = process_rank()
+        self.worker = store.worker_name(rank)
+        root, tensorboard_dir = self.config.out_dir, self.config.tensorboard_dir
+        if workers > 1:
+            # One of several processes (torchrun): its own part of the store, so no process
+            # writes another's files; the top meta.json says how many parts to read.
+            top = None if is_s3(root) else store.read_json(os.path.join(root, META_FILE))
+            if top is not None and store.meta_workers(top) != workers:
+                raise FileExistsError(f"{root} already holds a debugger store")
+            root = store.worker_location(self.config.out_dir, self.worker)
+            if tensorboard_dir is not None:
+                tensorboard_dir = os.path.join(tensorboard_dir, self.worker)
         exporter = None
-        if self.config.tensorboard_dir is not None:
+        if tensorboard_dir is not None:
             from remedy.debugger.tensorboard import TensorBoardExporter
 
-            exporter = TensorBoardExporter(self.config.tensorboard_dir)
-        root, uploader = self.config.out_dir, None
+            exporter = TensorBoardExporter(tensorboard_dir)
+        uploader = None
         if is_s3(root):
             from remedy.debugger.s3 import S3Uploader  # boto3 only for s3:// stores
 
@@ -150,7 +163,9 @@ class Hook:
                 raise FileExistsError(f"{root} already holds a debugger store")
             root = tempfile.mkdtemp(prefix="remedy-debugger-")  # staging for uploads
         elif is_store(root):
-            raise FileExistsError(f"{self.config.out_dir} already holds a debugger store")
+            raise FileExistsError(f"{root} already holds a debugger store")
+        if workers > 1:  # before the worker's own files: a reader learns the layout first
+            _write_workers_meta(self.config.out_dir, workers, torch.__version__)
         self._staging = root if uploader is not None else None
         self._writer = StoreWriter(
             root,
@@ -444,6 +459,33 @@ class Hook:
         if key not in self._warned:
             self._warned.add(key)
             warnings.warn(message, DebuggerWarning, stacklevel=3)
+
+
+def process_rank() -> tuple[int, int]:
+    """(rank, number of processes) of this training process: torch.distributed's once the
+    script has set it up, else torchrun's RANK and WORLD_SIZE, else (0, 1)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0, 1
+
+
+def _write_workers_meta(out_dir: str, workers: int, torch_version: str) -> None:
+    """The top meta.json of a store of several workers; each writes the same one."""
+    meta = store.workers_meta(workers, "pytorch", torch_version)
+    if not is_s3(out_dir):
+        store.write_json(os.path.join(out_dir, META_FILE), meta)
+        return
+    from remedy.debugger.s3 import S3Uploader
+
+    with tempfile.TemporaryDirectory(prefix="remedy-debugger-") as staging:
+        path = os.path.join(staging, META_FILE)
+        store.write_json(path, meta)
+        S3Uploader(out_dir).upload(path, META_FILE)
 
 
 def _is_tensor(value: Any) -> bool:

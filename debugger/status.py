@@ -8,7 +8,8 @@ DescribeTrainingJob's DebugRuleEvaluationStatuses plus where the rule fired:
      "step": 12, "mode": "TRAIN", "tensor": "gradient/fc.weight", "steps_evaluated": 13}
 
 step/mode are set where the rule fired (IssuesFound) or raised (Error); tensor only when
-a finding names one.
+a finding names one; "worker" (e.g. "worker_1") only in a job of several processes, for the
+process whose tensors it fired on.
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ class RuleStatusRecord:
     tensor: str | None = None
     steps_evaluated: int = 0
     last_modified: str | None = None  # set when written
+    worker: str | None = None  # a job of several processes: where the rule fired
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "RuleConfigurationName": self.name,
             "RuleEvaluationStatus": self.status.value,
             "StatusDetails": self.details,
@@ -58,6 +60,9 @@ class RuleStatusRecord:
             "tensor": self.tensor,
             "steps_evaluated": self.steps_evaluated,
         }
+        if self.worker is not None:
+            data["worker"] = self.worker
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RuleStatusRecord:
@@ -71,6 +76,7 @@ class RuleStatusRecord:
             tensor=data.get("tensor"),
             steps_evaluated=data.get("steps_evaluated", 0),
             last_modified=data.get("LastModifiedTime"),
+            worker=data.get("worker"),
         )
 
 

@@ -6,6 +6,13 @@
                        every tensor saved at one step, keyed by tensor name
     end.json           end-of-training marker: last step per mode, wall time
 
+A store written by several processes (torchrun: one per rank) holds one such store per
+worker, as the legacy library's worker_N files did, so no process ever writes another's
+file:
+
+    meta.json          as above, version 2, plus "workers": the number of processes
+    workers/worker_<rank>/   meta.json, collections.json, steps/..., end.json of that rank
+
 A step file's safetensors header is its index (a reader fetches one tensor without reading
 the others); its metadata holds mode, mode_step, global_step and wall_time as strings.
 Every file is written under a dot-prefixed temp name in the same folder and then
@@ -30,7 +37,10 @@ import numpy as np
 from remedy.debugger.modes import ModeKeys
 
 FORMAT_NAME = "remedy-debugger"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # a store of one process, and each worker's part of a store of several
+# The top of a store of several workers: a reader that knows only version 1 refuses it
+# (StoreFormatError) instead of reading it as an empty store.
+WORKERS_FORMAT_VERSION = 2
 
 META_FILE = "meta.json"
 COLLECTIONS_FILE = "collections.json"
@@ -38,6 +48,7 @@ END_FILE = "end.json"
 STEPS_DIR = "steps"
 STEP_SUFFIX = ".safetensors"
 STEP_FILE_RE = re.compile(r"^(\d{12})\.safetensors$")
+WORKERS_DIR = "workers"
 
 
 @dataclass(frozen=True)
@@ -203,6 +214,49 @@ def write_end(
             "wall_time": datetime.now(UTC).timestamp(),
             "time": utc_now_iso(),
         },
+    )
+
+
+def worker_name(rank: int) -> str:
+    """The legacy library's name of a process: worker_<rank>."""
+    return f"worker_{rank}"
+
+
+def worker_location(root: str | os.PathLike[str], worker: str) -> str:
+    """Where one worker's part of a store of several lives (a folder or an s3:// URI)."""
+    location = os.fspath(root)
+    if location.startswith("s3://"):
+        return f"{location.rstrip('/')}/{WORKERS_DIR}/{worker}"
+    return os.path.join(location, WORKERS_DIR, worker)
+
+
+def workers_meta(workers: int, framework: str, framework_version: str) -> dict[str, Any]:
+    """meta.json at the top of a store of several workers (each of them writes it)."""
+    return {
+        "format": FORMAT_NAME,
+        "version": WORKERS_FORMAT_VERSION,
+        "workers": workers,
+        "created": utc_now_iso(),
+        "framework": framework,
+        "framework_version": framework_version,
+    }
+
+
+def meta_workers(meta: Mapping[str, Any] | None) -> int | None:
+    """The number of workers a meta.json announces; None for a store of one process."""
+    if not meta or "workers" not in meta:
+        return None
+    return int(meta["workers"])
+
+
+def has_ended(root: str | os.PathLike[str]) -> bool:
+    """True once a local store's writers have all written their end marker."""
+    workers = meta_workers(read_json(Path(root) / META_FILE))
+    if workers is None:
+        return (Path(root) / END_FILE).exists()
+    return all(
+        (Path(worker_location(root, worker_name(rank))) / END_FILE).exists()
+        for rank in range(workers)
     )
 
 

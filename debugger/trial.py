@@ -8,6 +8,18 @@
     trial.wait_for_steps([20, 30])                  # block until written (or never will be)
     trial.refresh()                                 # pick up steps written since
 
+A store written by several processes (torchrun) holds one part per worker; the trial reads
+them all, as the legacy library's did:
+
+    trial.workers()                                 # ["worker_0", "worker_1"]
+    trial.steps()                                   # steps no worker may still write
+    trial.tensor("loss").value(10)                  # the first worker that saved it
+    trial.tensor("loss").value(10, worker="worker_1")
+    trial.tensor("loss").workers(10)                # who saved it at step 10
+    trial.worker("worker_1")                        # a Trial of that worker's part alone
+
+A store of one process has the one worker "worker_0" and reads exactly as before.
+
 Reads are incremental: refresh() lists only step files newer than the last one seen and
 reads only their headers; tensor values are read on demand, one tensor at a time.
 A step lookup that misses refreshes once before raising, so a follower need not call
@@ -30,6 +42,7 @@ from remedy.debugger.collections import NORMS, REDUCTIONS, reduction_key, split_
 from remedy.debugger.exceptions import (
     CorruptStepFile,
     DebuggerWarning,
+    InvalidWorker,
     StepNotYetAvailable,
     StepUnavailable,
     StoreFormatError,
@@ -46,9 +59,16 @@ def create_trial(path: str | os.PathLike[str], name: str | None = None) -> Trial
 
 
 class Trial:
-    def __init__(self, reader: StoreReader, name: str | None = None) -> None:
+    def __init__(
+        self, reader: StoreReader, name: str | None = None, *, worker: str | None = None
+    ) -> None:
+        """`worker`: this trial reads that worker's part of a store of several workers."""
         self.reader = reader
         self.name = name or reader.location
+        self._worker = worker
+        # A store of several workers: one trial per worker, in rank order (set by the top
+        # meta.json, which every worker writes before its first step).
+        self._parts: list[Trial] | None = None
         self._headers: dict[ModeKeys, dict[int, store.StepHeader]] = {m: {} for m in STEP_MODES}
         self._steps: dict[ModeKeys, list[int]] = {m: [] for m in STEP_MODES}
         self._last_listed: dict[ModeKeys, int | None] = dict.fromkeys(STEP_MODES)
@@ -63,8 +83,32 @@ class Trial:
         self.refresh()
 
     def __repr__(self) -> str:
-        counts = ", ".join(f"{m.value}={len(self._steps[m])}" for m in STEP_MODES)
-        return f"Trial({self.name!r}, steps: {counts}, ended={self.has_ended})"
+        counts = ", ".join(f"{m.value}={len(self.steps(m))}" for m in STEP_MODES)
+        workers = f"workers: {self.num_workers}, " if self._parts is not None else ""
+        return f"Trial({self.name!r}, {workers}steps: {counts}, ended={self.has_ended})"
+
+    # -- workers --------------------------------------------------------------------------
+
+    @property
+    def num_workers(self) -> int:
+        return 1 if self._parts is None else len(self._parts)
+
+    def workers(self) -> list[str]:
+        """The processes that write the store, in rank order: ["worker_0"] for one."""
+        if self._parts is None:
+            return [self._worker or store.worker_name(0)]
+        return [part.workers()[0] for part in self._parts]
+
+    def worker(self, name: str) -> Trial:
+        """The trial of one worker's part of the store (this trial for a store of one)."""
+        if self._parts is None:
+            if name != self.workers()[0]:
+                raise InvalidWorker(name, self.workers())
+            return self
+        for part in self._parts:
+            if part.workers()[0] == name:
+                return part
+        raise InvalidWorker(name, self.workers())
 
     # -- following the store --------------------------------------------------------------
 
@@ -73,6 +117,10 @@ class Trial:
         if self._complete:
             return 0
         self._check_meta()
+        if self._parts is not None:
+            added = sum(part.refresh() for part in self._parts)
+            self._complete = all(part._complete for part in self._parts)
+            return added
         # end.json before listing: if it exists now, every step file is already there,
         # because the hook writes end.json last.
         if self._end is None:
@@ -97,18 +145,31 @@ class Trial:
 
     @property
     def has_ended(self) -> bool:
-        """True once end.json was seen (as of the last refresh): no more steps will come."""
+        """True once end.json was seen (as of the last refresh): no more steps will come;
+        for several workers, once every worker's was."""
+        if self._parts is not None:
+            return all(part.has_ended for part in self._parts)
         return self._end is not None
 
     # -- steps ----------------------------------------------------------------------------
 
-    def steps(self, mode: ModeKeys | str = ModeKeys.TRAIN) -> list[int]:
+    def steps(
+        self, mode: ModeKeys | str = ModeKeys.TRAIN, show_incomplete_steps: bool = False
+    ) -> list[int]:
         """Steps written for `mode` (GLOBAL: global step numbers), ascending.
 
         While the job runs, a GLOBAL list may later gain a step below its current last
         one (modes are listed one after the other); per-mode lists only grow at the end.
+        Several workers: the steps some worker wrote and no worker may still write (each
+        wrote it, passed it or ended), as the legacy library listed complete steps;
+        show_incomplete_steps=True lists every step some worker wrote.
         """
         mode = ModeKeys.parse(mode)
+        if self._parts is not None:
+            written = sorted(set().union(*(part.steps(mode) for part in self._parts)))
+            if show_incomplete_steps:
+                return written
+            return [s for s in written if all(p._settled(s, mode) for p in self._parts)]
         if mode is ModeKeys.GLOBAL:
             return list(self._global_steps)
         return list(self._steps[mode])
@@ -125,6 +186,8 @@ class Trial:
         it never will (the job ended, or later steps of the mode exist).
         """
         mode = ModeKeys.parse(mode)
+        if self._parts is not None:
+            return self._headers_at(step, mode)[0][1]
         header = self._lookup(step, mode)
         if header is None:
             self.refresh()
@@ -152,6 +215,14 @@ class Trial:
     ) -> list[str]:
         """Sorted tensor names, filtered by collection, regex (re.match; any of a list),
         mode (saved at some step of it) and step (saved at that step; mode defaults TRAIN)."""
+        if self._parts is not None:
+            if step is not None:  # the workers that wrote it; raises when none did
+                at = self._headers_at(step, ModeKeys.TRAIN if mode is None else mode)
+                parts = [part for part, _ in at]
+            else:
+                parts = self._parts
+            found = (part.tensor_names(collection, regex, mode, step) for part in parts)
+            return sorted(set().union(*found))
         names: Iterable[str]
         if step is not None:
             step_mode = ModeKeys.TRAIN if mode is None else mode
@@ -170,11 +241,16 @@ class Trial:
         return sorted(selected)
 
     def collection_names(self) -> list[str]:
+        if self._parts is not None:
+            return sorted(set().union(*(part.collection_names() for part in self._parts)))
         return sorted(self._collections)
 
     def collection_order(self, collection: str) -> list[str]:
         """A collection's tensor names in the order the job first saved them (for parameters:
         the model's order, first layer first)."""
+        if self._parts is not None:  # the first worker's order, then what others add
+            merged = [name for part in self._parts for name in part.collection_order(collection)]
+            return list(dict.fromkeys(merged))
         return list(self._collection_order.get(collection, []))
 
     def wait_for_steps(
@@ -196,6 +272,11 @@ class Trial:
                     self.step_header(step, mode)
                 except StepNotYetAvailable:
                     missing.append(step)
+                    continue
+                if self._parts is not None and not all(
+                    part._settled(step, mode) for part in self._parts
+                ):
+                    missing.append(step)  # written by one worker, still to come from another
             if not missing:
                 return
             wanted = missing
@@ -204,9 +285,9 @@ class Trial:
             time.sleep(poll_interval)
 
     def tensor(self, name: str) -> TensorView:
-        if name not in self._tensor_steps:
+        if not self._has_tensor(name):
             self.refresh()
-            if name not in self._tensor_steps:
+            if not self._has_tensor(name):
                 raise TensorUnavailable(name)
         return TensorView(self, name)
 
@@ -218,12 +299,59 @@ class Trial:
         meta = self.reader.read_json(store.META_FILE)
         if meta is None:
             return  # the job has not started writing yet
-        if meta.get("format") != store.FORMAT_NAME or meta.get("version", 0) > store.FORMAT_VERSION:
+        newest = store.WORKERS_FORMAT_VERSION
+        if meta.get("format") != store.FORMAT_NAME or meta.get("version", 0) > newest:
             raise StoreFormatError(
                 f"{self.reader.location}: store format {meta.get('format')!r} version "
-                f"{meta.get('version')!r} is not {store.FORMAT_NAME!r} <= {store.FORMAT_VERSION}"
+                f"{meta.get('version')!r} is not {store.FORMAT_NAME!r} <= {newest}"
             )
+        workers = store.meta_workers(meta)
+        if workers is not None and self._worker is None:
+            self._parts = [
+                Trial(
+                    self.reader.child(f"{store.WORKERS_DIR}/{store.worker_name(rank)}"),
+                    name=f"{self.name} {store.worker_name(rank)}",
+                    worker=store.worker_name(rank),
+                )
+                for rank in range(workers)
+            ]
         self._meta_checked = True
+
+    def _settled(self, step: int, mode: ModeKeys) -> bool:
+        """This worker will write `step` no more: it wrote it, passed it or ended."""
+        if self.has_ended or self._lookup(step, mode) is not None:
+            return True
+        last = self.last_step(mode)
+        return last is not None and step <= last
+
+    def _headers_at(
+        self, step: int, mode: ModeKeys | str, worker: str | None = None
+    ) -> list[tuple[Trial, store.StepHeader]]:
+        """(worker's trial, its header) for each worker that wrote `step`, in rank order
+        (only `worker`'s when given). Raises InvalidWorker, or as step_header does when no
+        worker wrote the step."""
+        mode = ModeKeys.parse(mode)
+        if worker is not None:
+            part = self.worker(worker)
+            return [(part, part.step_header(step, mode))]
+        if self._parts is None:
+            return [(self, self.step_header(step, mode))]
+        found, missing = [], []
+        for part in self._parts:
+            try:
+                found.append((part, part.step_header(step, mode)))
+            except (StepNotYetAvailable, StepUnavailable) as exc:
+                missing.append(exc)
+        if found:
+            return found
+        if all(isinstance(exc, StepUnavailable) for exc in missing):
+            raise StepUnavailable(step, mode)
+        raise StepNotYetAvailable(step, mode)
+
+    def _has_tensor(self, name: str) -> bool:
+        if self._parts is not None:
+            return any(part._has_tensor(name) for part in self._parts)
+        return name in self._tensor_steps
 
     def _load_collections(self) -> None:
         data = self.reader.read_json(store.COLLECTIONS_FILE) or {}
@@ -247,6 +375,9 @@ class Trial:
         return self._headers[mode].get(step)
 
     def _steps_of(self, name: str, mode: ModeKeys) -> list[int]:
+        if self._parts is not None:
+            listed = set(self.steps(mode))
+            return sorted({s for part in self._parts for s in part._steps_of(name, mode)} & listed)
         per_mode = self._tensor_steps.get(name, {})
         if mode is ModeKeys.GLOBAL:
             return sorted(
@@ -269,21 +400,35 @@ class TensorView:
         """Steps of `mode` at which this tensor was saved (GLOBAL: global step numbers)."""
         return self.trial._steps_of(self.name, ModeKeys.parse(mode))
 
-    def value(self, step: int, mode: ModeKeys | str = ModeKeys.TRAIN) -> np.ndarray:
-        """The tensor as saved at `step` (raises TensorUnavailableForStep when only its
-        reductions were saved there)."""
-        header = self.trial.step_header(step, mode)
-        if self.name not in header.tensor_names:
-            raise TensorUnavailableForStep(self.name, step, ModeKeys.parse(mode))
-        return self.trial.reader.read_tensor(header.mode, header.mode_step, self.name)
+    def workers(self, step: int, mode: ModeKeys | str = ModeKeys.TRAIN) -> list[str]:
+        """The workers that saved this tensor (or a reduction of it) at `step`."""
+        return [
+            part.workers()[0]
+            for part, header in self.trial._headers_at(step, mode)
+            if any(split_key(key)[0] == self.name for key in header.tensor_names)
+        ]
 
-    def values(self, mode: ModeKeys | str = ModeKeys.TRAIN) -> dict[int, np.ndarray]:
-        """{step: value} for every step of `mode` holding the raw tensor."""
+    def value(
+        self, step: int, mode: ModeKeys | str = ModeKeys.TRAIN, worker: str | None = None
+    ) -> np.ndarray:
+        """The tensor as saved at `step` by `worker` (default: the first worker, in rank
+        order, that saved it). Raises TensorUnavailableForStep when only its reductions
+        were saved there, InvalidWorker for a worker the store does not have."""
+        for part, header in self.trial._headers_at(step, mode, worker):
+            if self.name in header.tensor_names:
+                return part.reader.read_tensor(header.mode, header.mode_step, self.name)
+        raise TensorUnavailableForStep(self.name, step, ModeKeys.parse(mode))
+
+    def values(
+        self, mode: ModeKeys | str = ModeKeys.TRAIN, worker: str | None = None
+    ) -> dict[int, np.ndarray]:
+        """{step: value} for every step of `mode` holding the raw tensor (of `worker`)."""
         out = {}
         for step in self.steps(mode):
-            header = self.trial.step_header(step, mode)
-            if self.name in header.tensor_names:
-                out[step] = self.trial.reader.read_tensor(header.mode, header.mode_step, self.name)
+            try:
+                out[step] = self.value(step, mode, worker)
+            except (TensorUnavailableForStep, StepUnavailable):
+                continue  # reductions only there, or a step `worker` did not write
         return out
 
     def reduction_value(
@@ -292,21 +437,22 @@ class TensorView:
         reduction_name: str,
         mode: ModeKeys | str = ModeKeys.TRAIN,
         abs: bool = False,
+        worker: str | None = None,
     ) -> float:
         """A reduction (min, max, mean, std, variance, sum, prod, l1, l2; abs=True for the
         abs_ variant) saved by the hook, or computed from the raw tensor when only that
-        was saved."""
+        was saved (by `worker`; default: the first worker that saved either)."""
         if reduction_name not in REDUCTIONS and reduction_name not in NORMS:
             known = [*REDUCTIONS, *NORMS]
             raise ValueError(f"unknown reduction {reduction_name!r}; expected one of {known}")
-        header = self.trial.step_header(step, mode)
         key = reduction_key(self.name, reduction_name, abs)
-        if key in header.tensor_names:
-            return float(self.trial.reader.read_tensor(header.mode, header.mode_step, key))
-        if self.name not in header.tensor_names:
-            raise TensorUnavailableForStep(self.name, step, ModeKeys.parse(mode))
-        value = self.trial.reader.read_tensor(header.mode, header.mode_step, self.name)
-        return reduce_array(value, reduction_name, abs)
+        for part, header in self.trial._headers_at(step, mode, worker):
+            if key in header.tensor_names:
+                return float(part.reader.read_tensor(header.mode, header.mode_step, key))
+            if self.name in header.tensor_names:
+                value = part.reader.read_tensor(header.mode, header.mode_step, self.name)
+                return reduce_array(value, reduction_name, abs)
+        raise TensorUnavailableForStep(self.name, step, ModeKeys.parse(mode))
 
 
 def reduce_array(value: np.ndarray, reduction: str, abs: bool = False) -> float:

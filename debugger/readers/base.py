@@ -21,6 +21,10 @@ class StoreReader(ABC):
 
     location: str
 
+    def child(self, relative: str) -> StoreReader:
+        """A reader of the store in a sub-folder (one worker's part of a store of several)."""
+        raise NotImplementedError(f"{type(self).__name__} reads one process's store only")
+
     @abstractmethod
     def read_json(self, name: str) -> Any | None:
         """A top-level JSON file (meta.json, collections.json, end.json); None if absent."""

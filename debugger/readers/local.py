@@ -37,6 +37,9 @@ class LocalStoreReader(StoreReader):
             except OSError:
                 pass
 
+    def child(self, relative: str) -> LocalStoreReader:
+        return LocalStoreReader(os.path.join(self.location, relative))
+
     def read_json(self, name: str) -> Any | None:
         return store.read_json(Path(self.location) / name)
 

@@ -29,6 +29,9 @@ class S3StoreReader(StoreReader):
         # (mode, step) -> offsets of its tensors; a few dozen bytes per tensor name.
         self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
 
+    def child(self, relative: str) -> S3StoreReader:
+        return S3StoreReader(f"{self.location.rstrip('/')}/{relative}")
+
     def read_json(self, name: str) -> Any | None:
         try:
             body = self._get(self._where.key(name))
