@@ -87,6 +87,10 @@ if TYPE_CHECKING:
 ZERO_CODE_COLLECTIONS = (LOSSES, GRADIENTS, WEIGHTS, BIASES)
 # backward() calls without an optimizer step (an optimizer existing) before saying so
 UNSEEN_STEPS_WARNING = 1000
+# AMP: with a GradScaler, saved in "losses" beside "loss" (so at its interval): the scale of
+# each step, and 1.0 at a step whose update the scaler skipped (gradients not finite).
+LOSS_SCALE_TENSOR_NAME = "loss_scale"
+SCALER_SKIPPED_TENSOR_NAME = "scaler_skipped"
 # torch warns that a global module hook also fires for the OptimizedModule; the registry
 # expects exactly that (it unwraps it), so the warning would only confuse a job's log.
 _COMPILE_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
@@ -104,6 +108,12 @@ class Update:
     manual: bool  # True: no torch.optim optimizer; the backward() is the update
     wall_time: float  # seconds since the Unix epoch
     _named: Callable[[], list[tuple[str, torch.Tensor]]] = field(repr=False, compare=False)
+    # With an AMP GradScaler: the scale the update's losses and gradients were multiplied by
+    # (loss and grad_norm above are divided by it); None when no scaler took part.
+    loss_scale: float | None = None
+    # The scaler found non-finite gradients and did not apply the update (it then lowers
+    # its scale): the update is reported after the fact, its gradients as they overflowed.
+    scaler_skipped: bool = False
 
     @property
     def finite(self) -> bool:
@@ -167,6 +177,8 @@ class ZeroCodeCapture:
         self._backward_depth = 0
         self._undo: list[Callable[[], None]] = []
         self._entry_codes: list[Any] = []  # code objects of the functions torch calls
+        self._scaler: Any = None  # the GradScaler whose step() is running, if any
+        self._stepped = False  # an optimizer step ran inside that scaler step
         self._dynamo_kept_out = False
 
     @classmethod
@@ -250,8 +262,30 @@ class ZeroCodeCapture:
             return result
 
         self._patch(torch.nn.Module, "compile", compile_in_place)
+        entries = [on_module_call, on_step, backward, optimizer_init, compile_in_place]
 
-        entries = (on_module_call, on_step, backward, optimizer_init, compile_in_place)
+        scaler_class = _grad_scaler_class()
+        if scaler_class is not None:
+            original_scaler_step = scaler_class.step
+
+            @functools.wraps(original_scaler_step)
+            def scaler_step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+                # The scaler calls optimizer.step() only when the gradients are finite: our
+                # step pre-hook then reads the scale here, and a step it skips is seen.
+                if is_compiling() or self._scaler is not None:
+                    return original_scaler_step(scaler, optimizer, *args, **kwargs)
+                self._scaler, self._stepped = scaler, False
+                try:
+                    result = original_scaler_step(scaler, optimizer, *args, **kwargs)
+                finally:
+                    self._scaler = None
+                if not self._stepped and scaler.is_enabled():
+                    self._skipped_update(optimizer, scaler)
+                return result
+
+            self._patch(scaler_class, "step", scaler_step)
+            entries.append(scaler_step)
+
         self._entry_codes = [f.__code__ for f in entries]
         self._keep_dynamo_out()
         warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
@@ -298,9 +332,24 @@ class ZeroCodeCapture:
             )
 
     def _optimizer_update(self, optimizer: torch.optim.Optimizer) -> None:
+        scaler = self._scaler
+        if scaler is not None:
+            self._stepped = True
         params = [p for group in optimizer.param_groups for p in group["params"]]
         names = self.names
-        self._update(params, functools.partial(names.named, params), optimizer, manual=False)
+        named = functools.partial(names.named, params)
+        self._update(params, named, optimizer, manual=False, scaler=scaler)
+
+    def _skipped_update(self, optimizer: Any, scaler: Any) -> None:
+        """scaler.step(optimizer) returned without calling optimizer.step(): non-finite
+        gradients, an update not applied. Still a step of the script's loop: recorded."""
+        import torch
+
+        if not isinstance(optimizer, torch.optim.Optimizer) or not self._optimizers:
+            return  # manual updates: its backward() was the step
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        named = functools.partial(self.names.named, params)
+        self._update(params, named, optimizer, manual=False, scaler=scaler, skipped=True)
 
     def _update(
         self,
@@ -309,12 +358,33 @@ class ZeroCodeCapture:
         optimizer: torch.optim.Optimizer | None,
         *,
         manual: bool,
+        scaler: Any = None,
+        skipped: bool = False,
     ) -> None:
         self.steps += 1
         losses, self._losses = self._losses, []
         micro_batches, self._micro_batches = self._micro_batches, 0
         loss = _mean(losses)
-        loss_value, norm_value = _host_values(loss, [p.grad for p in params if p.grad is not None])
+        # With a GradScaler the losses backpropagated were multiplied by its scale (until
+        # scaler.update() after the step), and so were the gradients unless unscaled
+        # already: an optimizer that unscales inside its own step (fused=True) is handed
+        # the scale as optimizer.grad_scale and the scaler's verdict as optimizer.found_inf.
+        scale = found_inf = grad_scale = None
+        if scaler is not None:
+            scale = _loss_scale(scaler)
+            if not skipped:
+                found_inf = getattr(optimizer, "found_inf", None)
+                grad_scale = getattr(optimizer, "grad_scale", None)
+        if loss is not None and scale is not None:
+            loss = loss / scale.to(device=loss.device, dtype=loss.dtype)
+        grads = [p.grad for p in params if p.grad is not None]
+        loss_value, norm_value, (scale_value, found_value, grad_scale_value) = _host_values(
+            loss, grads, [scale, found_inf, grad_scale]
+        )
+        if found_value:  # a fused step skips the update itself
+            skipped = True
+        if grad_scale_value and norm_value is not None:
+            norm_value /= grad_scale_value
         update = Update(
             step=self.steps,
             loss=loss_value,
@@ -324,6 +394,8 @@ class ZeroCodeCapture:
             manual=manual,
             wall_time=time.time(),
             _named=_Once(named),
+            loss_scale=scale_value,
+            scaler_skipped=skipped,
         )
         self.last_update = update
         self._save(update, loss)
@@ -340,7 +412,14 @@ class ZeroCodeCapture:
             hook.begin_step(ModeKeys.TRAIN)
             if loss is not None:
                 hook.save_tensor(LOSS_TENSOR_NAME, loss, collection=LOSSES)
-            hook.save_parameters(_lazy(update.named_parameters))
+            if update.loss_scale is not None:  # scalars beside the loss, saved when it is
+                hook.save_tensor(LOSS_SCALE_TENSOR_NAME, update.loss_scale, collection=LOSSES)
+            if update.scaler_skipped:
+                # Nothing of the parameters: the overflowed gradients were never applied
+                # (ExplodingTensor would call the scaler's routine a divergence).
+                hook.save_tensor(SCALER_SKIPPED_TENSOR_NAME, 1.0, collection=LOSSES)
+            else:
+                hook.save_parameters(_lazy(update.named_parameters))
             hook.end_step()
         except Exception:  # a store that fails must not end the training
             self._store_state = "off"
@@ -482,24 +561,58 @@ def _norms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _host_values(
-    loss: torch.Tensor | None, grads: list[torch.Tensor]
-) -> tuple[float | None, float | None]:
-    """(loss, L2 norm of all gradients) as numbers, in one device-to-host transfer."""
+    loss: torch.Tensor | None,
+    grads: list[torch.Tensor],
+    extras: Sequence[torch.Tensor | float | None] = (),
+) -> tuple[float | None, float | None, list[float | None]]:
+    """(loss, L2 norm of all gradients, the extra scalars) as numbers, in one
+    device-to-host transfer (None stays None)."""
     import torch
 
     norms = _norms(grads)
-    if loss is None and not norms:
-        return None, None
-    device = norms[0].device if norms else loss.device  # type: ignore[union-attr]
-    parts = list(norms)
+    present = [(i, x) for i, x in enumerate(extras) if x is not None]
+    extra_values: list[float | None] = [None] * len(extras)
+    if loss is None and not norms and not present:
+        return None, None, extra_values
+    device = norms[0].device if norms else loss.device if loss is not None else None
+    if device is None:
+        device = present[0][1].device if isinstance(present[0][1], torch.Tensor) else "cpu"
+    wide = _wide(torch.device(device))
+    parts = [torch.as_tensor(x, device=device).reshape(()).to(wide) for _, x in present]
     if loss is not None:
-        parts.insert(0, loss.to(device=device, dtype=_wide(device)))
+        parts.append(loss.to(device=device, dtype=wide))
+    parts.extend(norms)
     try:
         values = torch.stack(parts).tolist()
     except RuntimeError:  # gradients on several devices
         values = torch.stack([p.to(device) for p in parts]).tolist()
+    for (i, _), value in zip(present, values, strict=False):
+        extra_values[i] = value
+    values = values[len(present) :]
     loss_value = values.pop(0) if loss is not None else None
-    return loss_value, (math.hypot(*values) if norms else None)
+    return loss_value, (math.hypot(*values) if norms else None), extra_values
+
+
+def _grad_scaler_class() -> Any:
+    """torch.amp.GradScaler (torch.cuda.amp's and torch.cpu.amp's derive from it); None in
+    a torch without it."""
+    try:
+        from torch.amp.grad_scaler import GradScaler
+    except ImportError:
+        return None
+    return GradScaler if "step" in GradScaler.__dict__ else None
+
+
+def _loss_scale(scaler: Any) -> torch.Tensor | None:
+    """The scaler's current scale as a 0-d tensor; None when it is disabled (no scaling)."""
+    import torch
+
+    if not scaler.is_enabled():
+        return None
+    scale = getattr(scaler, "_scale", None)  # on the loss's device: read with it, no sync
+    if isinstance(scale, torch.Tensor):
+        return scale
+    return torch.tensor(float(scaler.get_scale()))  # another torch: its public value
 
 
 def _learning_rate(optimizer: torch.optim.Optimizer | None) -> float | None:

@@ -130,6 +130,8 @@ class ScriptMonitor:
                 update.loss,
                 grad_norm=update.grad_norm,
                 learning_rate=update.learning_rate,
+                loss_scale=update.loss_scale,  # AMP's GradScaler only (None: left out)
+                scaler_skipped=update.scaler_skipped or None,
                 wall_time=update.wall_time,
             )
         self.guard.check(update)  # raises StopTraining on a non-finite update ("stop")

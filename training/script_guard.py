@@ -13,6 +13,16 @@ finite. When they are not:
   - "off": nothing.
 Unlike the built-in job's guard, it writes no repro bundle: the launcher does not know the
 script's batch, data or model layout.
+
+AMP: a GradScaler skips an update whose (scaled) gradients overflow and lowers its scale;
+that is its normal calibration, not a divergence, and the guard lets it be. It is one when
+  - the loss itself, unscaled, is not finite (the scaler would skip forever), or
+  - the scaler skips an update at a loss scale of MIN_LOSS_SCALE or less: the gradients
+    overflow even when not amplified, the scale is collapsing. DeepSpeed ends a run then
+    ("loss scale already at minimum", min_loss_scale 1), Megatron's min_scale is 1 too,
+    fairseq raises "Minimum loss scale reached ... your loss is probably exploding".
+With torch's defaults (2**16, halved at each skip) that is 17 skips in a row. Such an
+update is a bad one as a non-finite update without a scaler is.
 """
 
 from __future__ import annotations
@@ -26,6 +36,9 @@ from remedy.training.environment import NanGuardMode
 from remedy.training.guard import MAX_SKIPPED_BATCHES, request_stop, write_rule_status
 from remedy.training.stopping import StopTraining
 
+# A GradScaler skipping an update at this scale or below is a divergence (see above).
+MIN_LOSS_SCALE = 1.0
+
 
 class ScriptNanGuard:
     def __init__(self, mode: NanGuardMode, status_dir: Path | None) -> None:
@@ -34,15 +47,20 @@ class ScriptNanGuard:
         self.bad_updates = 0
         self.first_bad_step: int | None = None
         self.stopped = False
+        self.scaler_skips = 0  # updates a GradScaler skipped in a row
 
     def check(self, update: Update) -> None:
-        """Raises StopTraining ("stop"), or discards the update ("skip"), when non-finite."""
-        if self.mode == "off" or update.finite:
+        """Raises StopTraining ("stop"), or discards the update ("skip"), when non-finite
+        (an overflow a GradScaler handles is not; see the module docstring)."""
+        if self.mode == "off":
+            return
+        self.scaler_skips = self.scaler_skips + 1 if update.scaler_skipped else 0
+        if update.finite or (update.scaler_skipped and not _diverged(update)):
             return
         self.bad_updates += 1
         if self.first_bad_step is None:
             self.first_bad_step = update.step
-        what = _what(update)
+        what = _what(update, self.scaler_skips)
         stop = self.mode == "stop" or self.bad_updates >= MAX_SKIPPED_BATCHES
         if stop:
             action = "update not applied, job stopped"
@@ -66,11 +84,23 @@ class ScriptNanGuard:
             raise StopTraining(f"nan guard: non-finite update at step {update.step}")
 
 
-def _what(update: Update) -> str:
+def _diverged(update: Update) -> bool:
+    """A step the GradScaler skipped: a divergence rather than its calibration?"""
+    collapsed = update.loss_scale is not None and update.loss_scale <= MIN_LOSS_SCALE
+    return collapsed or (update.loss is not None and not math.isfinite(update.loss))
+
+
+def _what(update: Update, scaler_skips: int) -> str:
     parts = []
     if update.loss is not None and not math.isfinite(update.loss):
         parts.append(f"loss {update.loss}")
-    if update.grad_norm is not None and not math.isfinite(update.grad_norm):
+    if update.scaler_skipped:
+        scale = "?" if update.loss_scale is None else f"{update.loss_scale:g}"
+        parts.append(
+            f"non-finite gradients: the GradScaler skipped {scaler_skips} update(s) in a row, "
+            f"loss scale {scale} (collapsed at {MIN_LOSS_SCALE:g} or below)"
+        )
+    elif update.grad_norm is not None and not math.isfinite(update.grad_norm):
         names = update.nonfinite_gradients()
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         parts.append(f"non-finite gradients ({shown or 'gradient norm overflows'})")
