@@ -1,4 +1,9 @@
-"""The leaderboard of a search: one row per candidate from its run folder, ranked."""
+"""The leaderboard of a search: one row per candidate from its run folder, ranked.
+
+Beside the accuracy a candidate is ranked by, a row has the final metrics its run has
+(metric_columns.py: those its run_spec defines or its success criteria name), "-" where a
+candidate's job did not report one.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from remedy.records.messages import redact
+from remedy.records.metric_columns import BUILTIN_METRICS, metric_names, unique
 from remedy.records.run_folder import load_run, state_path
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import write_atomic
@@ -51,6 +57,11 @@ def leaderboard_row(
         "attempts": len(state.history.attempts),
         "strategies": ", ".join(strategies) or "-",
         "accuracy": last.final_accuracy if completed and last else None,
+        "metrics": {
+            name: last.metrics.get(name) if last else None
+            for name in metric_names(state)
+            if name not in BUILTIN_METRICS  # the accuracy is its own column
+        },
         "steps_used": sum(a.steps_run for a in state.history.attempts),
         "status": "repaired" if completed and strategies else "clean" if completed else "failed",
         "why": "" if completed else redact(state.end_reason or (ran if flow_run else "unknown")),
@@ -84,9 +95,15 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
     ]
     if any(row.get("flow_run") for row in rows):  # candidates ran as deployment runs
         columns.append("flow_run")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    metrics = unique(name for row in rows for name in row.get("metrics", {}))
+    at = columns.index("accuracy") + 1
+    lines = ["| " + " | ".join(columns[:at] + metrics + columns[at:]) + " |"]
+    lines.append("|" + "---|" * (len(columns) + len(metrics)))
     for row in rows:
-        lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+        own = row.get("metrics", {})
+        cells = [str(row.get(c, "")) for c in columns]
+        values = ["-" if own.get(name) is None else f"{own[name]:.4g}" for name in metrics]
+        lines.append("| " + " | ".join(cells[:at] + values + cells[at:]) + " |")
     return "\n".join(lines) + "\n"
 
 

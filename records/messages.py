@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from remedy.records.metric_columns import metric_names
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import Attempt, State
 
@@ -42,7 +43,37 @@ def cell(value: object) -> str:
     return fmt(value) if isinstance(value, float) else str(value)
 
 
-def attempt_row(number: int, attempt: Attempt) -> list[str]:
+def metric_cells(metrics: dict[str, float], names: list[str]) -> list[str]:
+    """An attempt's final metrics under the run's metric columns, "-" where it has none."""
+    return [fmt(metrics.get(name)) for name in names]
+
+
+def metrics_text(metrics: dict[str, float], names: list[str]) -> str:
+    """`test:perplexity 148.4, train:loss 4.873`: final metrics under the run's columns."""
+    found = [f"{name} {fmt(metrics[name])}" for name in names if name in metrics]
+    return ", ".join(found) or "none reported"
+
+
+# The roles the table shows (label, role): a script shows those it maps, not the ResNet's.
+ROLE_COLUMNS = [
+    ("warmup_lr", "warmup_learning_rate"),
+    ("lr", "learning_rate"),
+    ("bn", "add_batch_norm"),
+]
+
+
+def role_columns(state: State) -> list[tuple[str, str]]:
+    specs = [attempt.spec for attempt in state.history.attempts] or [state.run_spec]
+    return [
+        (label, role)
+        for label, role in ROLE_COLUMNS
+        if any(spec.is_builtin or role in spec.hyperparameter_roles for spec in specs)
+    ]
+
+
+def attempt_row(
+    number: int, attempt: Attempt, roles: list[tuple[str, str]], metrics: list[str]
+) -> list[str]:
     spec = attempt.spec
     finding = attempt.findings[0] if attempt.findings else None
     found = "-" if finding is None else finding.rule
@@ -51,25 +82,28 @@ def attempt_row(number: int, attempt: Attempt) -> list[str]:
     return [
         str(number),
         attempt.strategy or "initial",
-        cell(spec.role_as_given("warmup_learning_rate")),
-        cell(spec.role_as_given("learning_rate")),
-        cell(spec.role_as_given("add_batch_norm")),
+        *(cell(spec.role_as_given(role)) for _, role in roles),
         str(attempt.steps_run),
         found,
         attempt.outcome.value if attempt.outcome else "running",
-        fmt(attempt.final_accuracy, 3),
+        *metric_cells(attempt.metrics, metrics),
     ]
 
 
-ATTEMPT_HEADER = ["#", "strategy", "warmup_lr", "lr", "bn", "steps", "finding", "outcome", "acc"]
+def attempt_rows(state: State) -> list[list[str]]:
+    """The attempt table, its header first: the roles the job has, the metrics it reports."""
+    roles, metrics = role_columns(state), metric_names(state)
+    header = ["#", "strategy", *(label for label, _ in roles), "steps", "finding", "outcome"]
+    return [header + metrics] + [
+        attempt_row(i, attempt, roles, metrics)
+        for i, attempt in enumerate(state.history.attempts, start=1)
+    ]
 
 
 def attempt_table(state: State) -> str:
     """A plain-text table of every attempt, aligned for a terminal or a phone."""
-    rows = [ATTEMPT_HEADER] + [
-        attempt_row(i, attempt) for i, attempt in enumerate(state.history.attempts, start=1)
-    ]
-    widths = [max(len(row[col]) for row in rows) for col in range(len(ATTEMPT_HEADER))]
+    rows = attempt_rows(state)
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         for row in rows
@@ -127,8 +161,8 @@ def final_message(state: State) -> tuple[str, str]:
     title = f"remedy: {state.run_spec.base_job_name} {verb}"
     body = [
         f"Run {verb}: {state.end_reason or ''}".rstrip(),
-        f"Attempts: {len(state.history.attempts)}; final accuracy "
-        f"{fmt(attempt.final_accuracy if attempt else None, 3)}.",
+        f"Attempts: {len(state.history.attempts)}; final metrics: "
+        f"{metrics_text(attempt.metrics if attempt else {}, metric_names(state))}.",
         "",
         attempt_table(state),
         *repro_lines(state),

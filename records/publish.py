@@ -30,7 +30,7 @@ from prefect.artifacts import (
 from prefect.context import FlowRunContext, TaskRunContext
 from prefect.events import emit_event
 from remedy.jobs import JobSnapshot
-from remedy.records.messages import ATTEMPT_HEADER, attempt_row, redact
+from remedy.records.messages import attempt_rows, redact
 from remedy.records.report_server import REPORTS_URL_ENV
 from remedy.records.run_folder import runs_root
 from remedy.state_schema import State
@@ -75,9 +75,7 @@ def publish_progress(state: State, job: JobSnapshot, line: str) -> None:
 
 
 def attempts_markdown(state: State) -> str:
-    rows = [ATTEMPT_HEADER] + [
-        attempt_row(i, attempt) for i, attempt in enumerate(state.history.attempts, start=1)
-    ]
+    rows = attempt_rows(state)
     table = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     table += ["| " + " | ".join(row) + " |" for row in rows[1:]]
     lines = [f"# remedy: {state.run_spec.base_job_name}", "", *table, ""]

@@ -4,9 +4,11 @@
                               RUN_DIR/report/summary.md
     run_figures(run_dir)   -> the numbers `remedy compare` puts side by side
 
-Curves come from each job's metric records (its backend's metrics()); per-layer gradient
-norms from each job's tensor store (the debugger's "gradients" collection, saved every
-debugger_save_interval steps).
+Curves come from each job's metric records (its backend's metrics()): the training loss per
+step, and each metric of the job (the built-in job's test accuracy per epoch, a script's own
+metrics from its log) beside it; the tables show the metrics the run has (metric_columns.py).
+Per-layer gradient norms come from each job's tensor store (the debugger's "gradients"
+collection, saved every debugger_save_interval steps).
 Everything shown passes through records.messages.redact: no role ARN or bucket appears.
 """
 
@@ -25,7 +27,8 @@ matplotlib.use("Agg")  # files only: no display on a server
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from remedy.jobs import backend_for  # noqa: E402
-from remedy.records.messages import fmt, redact  # noqa: E402
+from remedy.records.messages import fmt, metric_cells, metrics_text, redact  # noqa: E402
+from remedy.records.metric_columns import metric_names  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, state_path  # noqa: E402
 from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
 from remedy.state_schema import Attempt, State, load_state  # noqa: E402
@@ -40,22 +43,34 @@ class ReportError(ValueError):
 
 
 @dataclass
+class Series:
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)  # NaN where the job logged null
+
+
+@dataclass
 class Curve:
     steps: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)  # NaN where the job logged null
-    epoch_steps: list[int] = field(default_factory=list)
-    test_accuracy: list[float] = field(default_factory=list)
+    metrics: dict[str, Series] = field(default_factory=dict)  # metric name -> its values
+
+    def add(self, name: str, step: object, value: object) -> None:
+        series = self.metrics.setdefault(name, Series())
+        series.steps.append(step if isinstance(step, int) else 0)  # logged before any step
+        series.values.append(float(value) if isinstance(value, int | float) else math.nan)
 
 
 def read_curve(run_dir: Path, attempt: Attempt) -> Curve:
     curve = Curve()
     for record in backend_for(attempt.spec.backend, run_dir).metrics(attempt.job_name):
-        if record.get("type") == "step":
+        kind = record.get("type")
+        if kind == "step":
             curve.steps.append(int(record["step"]))
             curve.loss.append(math.nan if record.get("loss") is None else record["loss"])
-        elif record.get("type") == "epoch" and record.get("test_accuracy") is not None:
-            curve.epoch_steps.append(int(record["step"]))
-            curve.test_accuracy.append(float(record["test_accuracy"]))
+        elif kind == "epoch" and record.get("test_accuracy") is not None:  # the built-in job
+            curve.add("test:accuracy", record.get("step"), record["test_accuracy"])
+        elif kind == "metric" and isinstance(record.get("name"), str):  # the job's own
+            curve.add(record["name"], record.get("step"), record.get("value"))
     return curve
 
 
@@ -88,6 +103,8 @@ class RunFigures:
     final_accuracy: float | None
     duration_s: float | None
     end_reason: str
+    metric_names: list[str] = field(default_factory=list)  # the run's metric columns
+    final_metrics: dict[str, float] = field(default_factory=dict)  # of the last attempt
 
     @property
     def overhead(self) -> float | None:
@@ -116,6 +133,8 @@ def run_figures(run_dir: str | Path) -> RunFigures:
         final_accuracy=last.final_accuracy if last else None,
         duration_s=sum(durations) if durations else None,
         end_reason=redact(state.end_reason or "running"),
+        metric_names=metric_names(state),
+        final_metrics=dict(last.metrics) if last else {},
     )
 
 
@@ -134,22 +153,36 @@ def label(number: int, attempt: Attempt) -> str:
     return f"#{number} {attempt.strategy or 'initial'}"
 
 
-def plot_losses(run_dir: Path, attempts: list[Attempt]) -> str:
-    figure, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(12, 4))
-    for number, attempt in enumerate(attempts, start=1):
-        curve = read_curve(run_dir, attempt)
+MAX_METRIC_PLOTS = 5  # beside the loss; a run with more metrics plots the first ones
+
+
+def plot_losses(run_dir: Path, attempts: list[Attempt], names: list[str]) -> str:
+    """The training loss, and each metric of the run's columns that has values, per attempt
+    (one chart each: a perplexity and an accuracy do not share a scale)."""
+    curves = [read_curve(run_dir, attempt) for attempt in attempts]
+    found = {name for curve in curves for name in curve.metrics}
+    plotted = [n for n in names if n in found] + sorted(found - set(names))
+    plotted = plotted[:MAX_METRIC_PLOTS]
+    columns = min(len(plotted) + 1, 3)
+    rows = math.ceil((len(plotted) + 1) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(6 * columns, 4 * rows), squeeze=False)
+    loss_ax, *metric_axes = axes.flat
+    for number, (attempt, curve) in enumerate(zip(attempts, curves, strict=True), start=1):
         if curve.steps:
             (line,) = loss_ax.plot(curve.steps, curve.loss, label=label(number, attempt))
             bad = [s for s, v in zip(curve.steps, curve.loss, strict=True) if not math.isfinite(v)]
             if bad:  # where the loss stopped being a number
                 loss_ax.axvline(bad[0], color=line.get_color(), linestyle=":", linewidth=1)
-        if curve.epoch_steps:
-            acc_ax.plot(
-                curve.epoch_steps, curve.test_accuracy, marker="o", label=label(number, attempt)
-            )
+        for name, ax in zip(plotted, metric_axes, strict=False):
+            if name in curve.metrics:
+                series = curve.metrics[name]
+                ax.plot(series.steps, series.values, marker="o", label=label(number, attempt))
     loss_ax.set(title="training loss per attempt", xlabel="step", ylabel="loss", yscale="log")
-    acc_ax.set(title="test accuracy per epoch", xlabel="step", ylabel="accuracy", ylim=(0, 1))
-    for ax in (loss_ax, acc_ax):
+    for name, ax in zip(plotted, metric_axes, strict=False):
+        ax.set(title=f"{name} per attempt", xlabel="step", ylabel=name)
+    for ax in metric_axes[len(plotted) :]:
+        ax.set_visible(False)  # the grid's unused places
+    for ax in (loss_ax, *metric_axes):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     return png(figure)
@@ -207,7 +240,7 @@ def plot_timeline(state: State) -> str:
 # tables and documents
 
 
-def attempt_rows(attempts: list[Attempt]) -> list[list[str]]:
+def attempt_rows(attempts: list[Attempt], names: list[str]) -> list[list[str]]:
     rows = []
     for number, a in enumerate(attempts, start=1):
         found = "; ".join(
@@ -225,14 +258,28 @@ def attempt_rows(attempts: list[Attempt]) -> list[list[str]]:
                 str(a.steps_run),
                 fmt(a.duration_s, 3),
                 fmt(a.final_loss),
-                fmt(a.final_accuracy, 3),
+                *metric_cells(a.metrics, names),
                 a.outcome.value if a.outcome else "running",
             ]
         )
     return [[redact(cell) for cell in row] for row in rows]
 
 
-HEADER = ["#", "strategy", "why", "spec diff", "findings", "steps", "s", "loss", "acc", "outcome"]
+def header(names: list[str]) -> list[str]:
+    """The attempt table's columns: `loss` is the final loss (the test loss when the job
+    reports one, else the latest training loss), then the run's metrics."""
+    return [
+        "#",
+        "strategy",
+        "why",
+        "spec diff",
+        "findings",
+        "steps",
+        "s",
+        "loss",
+        *names,
+        "outcome",
+    ]
 
 
 def summary_lines(figures: RunFigures) -> list[str]:
@@ -242,7 +289,7 @@ def summary_lines(figures: RunFigures) -> list[str]:
         f"clean completed run: {'yes' if figures.clean else 'no'}",
         f"- training steps: {figures.total_steps} in all, {figures.final_steps} in the final "
         f"run (total / final = {overhead})",
-        f"- final test accuracy: {fmt(figures.final_accuracy, 3)}; "
+        f"- final metrics: {metrics_text(figures.final_metrics, figures.metric_names)}; "
         f"job time: {fmt(figures.duration_s, 4)} s",
         f"- ended: {figures.end_reason}",
     ]
@@ -250,21 +297,22 @@ def summary_lines(figures: RunFigures) -> list[str]:
 
 def markdown(state: State, figures: RunFigures) -> str:
     escape = lambda cell: cell.replace("|", "\\|")  # noqa: E731
+    columns = header(figures.metric_names)
     lines = [f"# remedy run {Path(figures.run_dir).name}", "", *summary_lines(figures), ""]
-    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(escape(c) for c in columns) + " |", "|" + "---|" * len(columns)]
     lines += [
         "| " + " | ".join(escape(c) for c in row) + " |"
-        for row in attempt_rows(state.history.attempts)
+        for row in attempt_rows(state.history.attempts, figures.metric_names)
     ]
     return "\n".join(lines) + "\n"
 
 
 def html_document(state: State, figures: RunFigures, images: list[tuple[str, str]]) -> str:
     e = html.escape
-    head = "".join(f"<th>{e(h)}</th>" for h in HEADER)
+    head = "".join(f"<th>{e(h)}</th>" for h in header(figures.metric_names))
     body = "".join(
         "<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
-        for row in attempt_rows(state.history.attempts)
+        for row in attempt_rows(state.history.attempts, figures.metric_names)
     )
     summary = "".join(f"<li>{e(line[2:])}</li>" for line in summary_lines(figures))
     plots = "".join(
@@ -290,7 +338,8 @@ def build_report(run_dir: str | Path) -> Path:
     attempts = state.history.attempts
     images: list[tuple[str, str]] = []
     if attempts:
-        images.append(("loss and accuracy per attempt", plot_losses(run_dir, attempts)))
+        plot = plot_losses(run_dir, attempts, figures.metric_names)
+        images.append(("loss and metrics per attempt", plot))
         images.append(("timeline of findings and strategies", plot_timeline(state)))
         for number, attempt in enumerate(attempts, start=1):
             norms = layer_grad_norms(run_dir, attempt)

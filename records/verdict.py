@@ -1,8 +1,9 @@
 """Was this run clean? The one definition every message, report, leaderboard and exit code uses.
 
 An attempt is clean when its job completed, no rule reported an issue on it, it ran at least
-one update, and its model trained: it meets run_spec.success_criteria, or, when none are
-given, its final training loss is finite and clearly below the loss at the start of the run.
+one update, and its model trained: it meets run_spec.success_criteria (a metric the job did
+not report, or whose last value was not finite, is not met), or, when none are given, its
+final training loss is finite and clearly below the loss at the start of the run.
 A run is clean when its last attempt is.
 """
 
@@ -46,9 +47,13 @@ def unmet_criterion(attempt: Attempt) -> str | None:
         measured = attempt.metrics.get(criterion.metric)
         if measured is None:
             reported = ", ".join(sorted(attempt.metrics)) or "none"
+            # A script's printed figure becomes a metric only through a definition.
+            defined = {d.name for d in attempt.spec.metric_definitions}
+            undefined = not attempt.spec.is_builtin and criterion.metric not in defined
+            hint = "; run_spec.metric_definitions has none" if undefined else ""
             return (
                 f"success criterion {criterion}: the job reported no {criterion.metric} "
-                f"(reported: {reported})"
+                f"(reported: {reported}{hint})"
             )
         if not criterion.holds(measured):
             return f"success criterion {criterion} not met ({criterion.metric} {measured:.4g})"

@@ -19,7 +19,6 @@ ROWS = [
     ("total steps", lambda f: str(f.total_steps)),
     ("final run steps", lambda f: str(f.final_steps)),
     ("total / final", lambda f: f"{f.overhead:.2f}x" if f.overhead else "-"),
-    ("final accuracy", lambda f: "-" if f.final_accuracy is None else f"{f.final_accuracy:.3f}"),
     ("job time (s)", lambda f: "-" if f.duration_s is None else f"{f.duration_s:.0f}"),
 ]
 
@@ -36,8 +35,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def comparison(figures: list[Any]) -> list[list[str]]:
+    """ROWS, then a row per final metric any run has (its own metric names: a language
+    model's perplexity, the built-in job's test:accuracy), "-" for a run without it."""
     header = ["", *(Path(f.run_dir).name or f.run_dir for f in figures)]
-    return [header] + [[name, *(get(f) for f in figures)] for name, get in ROWS]
+    metrics = list(dict.fromkeys(name for f in figures for name in f.metric_names))
+    return (
+        [header]
+        + [[name, *(get(f) for f in figures)] for name, get in ROWS]
+        + [[name, *(metric(f.final_metrics.get(name)) for f in figures)] for name in metrics]
+    )
+
+
+def metric(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def text_table(rows: list[list[str]]) -> str:

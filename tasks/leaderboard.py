@@ -43,7 +43,7 @@ def publish_leaderboard(
     )
     write_leaderboard(search_dir, rows)
     create_table_artifact(
-        [{k: v for k, v in row.items() if k != "run_dir"} for row in rows],
+        [table_row(row) for row in rows],
         key="remedy-search-leaderboard",
         description=f"Leaderboard of {search_dir}",
     )
@@ -51,3 +51,10 @@ def publish_leaderboard(
     send("remedy: search finished", best + "\n\n" + leaderboard_markdown(rows[:5]), notify_config)
     task_logger().info("search finished: %s", best)
     return rows
+
+
+def table_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A leaderboard row as the UI's table shows it: its metrics as columns of their own."""
+    flat = {k: v for k, v in row.items() if k not in ("run_dir", "metrics")}
+    metrics = row.get("metrics", {})
+    return flat | {name: value for name, value in metrics.items() if name not in flat}

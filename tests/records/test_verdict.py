@@ -52,3 +52,32 @@ def test_success_criteria_replace_the_default() -> None:
     assert run_flaw(bad) == "success criterion test:accuracy >= 0.9 not met (test:accuracy 0.5)"
     missing = ended(state, metrics={"train:loss": 0.1})
     assert "reported no test:accuracy (reported: train:loss)" in run_flaw(missing)
+
+
+def test_a_criterion_can_name_a_metric_of_the_scripts_log() -> None:
+    ppl = {"name": "test:perplexity", "regex": r"test ppl ([0-9.]+)"}
+    spec = RunSpec.model_validate(
+        {
+            "source_dir": ".",
+            "entry_point": "main.py",
+            "metric_definitions": [ppl],
+            "success_criteria": [{"metric": "test:perplexity", "op": "<", "value": 500}],
+        }
+    )
+    state = State(run_spec=spec)
+    assert run_is_clean(ended(state, metrics={"test:perplexity": 148.4, "train:loss": 4.9}))
+    high = ended(state, metrics={"test:perplexity": 3000.0})
+    assert run_flaw(high) == (
+        "success criterion test:perplexity < 500 not met (test:perplexity 3000)"
+    )
+    # the job never printed it (or its last value was not finite): not clean, and said
+    never = run_flaw(ended(state, metrics={"train:loss": 4.9}))
+    assert never == (
+        "success criterion test:perplexity < 500: the job reported no test:perplexity "
+        "(reported: train:loss)"
+    )
+    # a criterion on a figure no definition finds says where it is missing
+    undefined = State(run_spec=spec.model_copy(update={"metric_definitions": []}))
+    assert run_flaw(ended(undefined, metrics={"train:loss": 4.9})).endswith(
+        "(reported: train:loss; run_spec.metric_definitions has none)"
+    )
