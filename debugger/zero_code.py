@@ -33,6 +33,17 @@ discard the update's gradients. observer.between_updates() runs when a backward(
 the previous update is complete, a point for stopping cleanly. Store step numbers count
 from 0 (store step = Update.step - 1).
 
+AMP: torch.autocast needs nothing. torch.amp.GradScaler.step (torch.cuda.amp's and
+torch.cpu.amp's GradScaler derive from it) is wrapped while installed, and restored at
+close: the scaler calls optimizer.step() only when the gradients are finite, so an update
+it skips is known when its step() returns without one, and is recorded then as a step
+(Update.scaler_skipped; "scaler_skipped" = 1.0 in "losses", no gradients or weights, which
+were not applied). Every update under a scaler carries its scale (Update.loss_scale,
+"loss_scale" in "losses"), and its loss and gradient norm are divided by it: the losses
+backpropagated were scaled, and so were the gradients of an optimizer that unscales in its
+own step (fused=True; torch hands it optimizer.grad_scale and optimizer.found_inf, from
+which such a skip is read). Instances and pickling are untouched: only the class's method.
+
 Per update, when nothing is due, the cost is one pass over the gradients (their float64
 L2 norms, one fused kernel), one device-to-host transfer (the loss and those norms), and
 the observer. Per module call it is one dictionary lookup.
