@@ -1,7 +1,9 @@
 """The remediation loop: train -> monitor -> (stop -> plan -> notify) -> ... -> end.
 
 The flow is a pure function of the payload: any State starts or resumes it. The state is
-persisted to the run directory after every transition. At its end the flow writes the run's
+persisted to the run directory after every transition; one process at a time drives a run
+directory, and calling the flow again on it (a retry, a resume) goes on from its saved
+state. At its end the flow writes the run's
 HTML report (RUN_DIR/report/index.html) and links it from the flow run's page.
 """
 
@@ -17,7 +19,7 @@ from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
 from remedy.tasks.monitor import monitor
 from remedy.tasks.notify import announce, announce_end
 from remedy.tasks.plan import plan
-from remedy.tasks.record import open_run, record
+from remedy.tasks.record import finish, open_run, record, release_run
 from remedy.tasks.stop import stop_job, stop_latest_job
 from remedy.tasks.train import ensure_launched, train
 
@@ -39,14 +41,20 @@ class RemediateSettings(BaseModel):
     )
 
 
-@flow(name="remediate", on_cancellation=[stop_latest_job], log_prints=True)
+@flow(
+    name="remediate",
+    on_cancellation=[stop_latest_job, release_run],
+    on_failure=[release_run],
+    on_crashed=[release_run],
+    log_prints=True,
+)
 def remediate(
     state: State = State(),  # noqa: B008 (pydantic defaults are copied, and the UI shows them)
     run_dir: str | None = None,
     settings: RemediateSettings | None = None,
 ) -> State | Any:
     settings = settings or RemediateSettings()
-    run_dir = open_run(state, run_dir, flow_run.name)
+    run_dir, state = open_run(state, run_dir, flow_run.name)  # a retry resumes, never redoes
     state = ensure_launched(state, run_dir)
 
     while state.next_action is not NextAction.end:
@@ -72,6 +80,7 @@ def remediate(
 
         report_dir = report(run_dir)
     announce_end(state, run_dir, report_dir, settings.notify_config)
+    finish(state, run_dir)
     get_run_logger().info("done: %s", state.end_reason)
     if (state.end_reason or "").startswith("cancelled"):
         return Cancelled(message=state.end_reason, data=state)

@@ -1,9 +1,20 @@
-"""The run directory: state.json after every transition, plus an append-only journal."""
+"""The run directory: state.json after every transition, plus an append-only journal.
+
+One run directory holds one run, driven by one process at a time:
+  state.json          the payload after every transition
+  start.json          the payload the run started from (a retry with it resumes the run)
+  transitions.jsonl   the journal: one line per transition; "finished" once the run's end
+                      (report, final notification) is done
+  .lock               held (flock) by the process driving the run; the kernel drops it
+                      when that process dies, so a crash never keeps a run locked
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +22,18 @@ from remedy.state_schema import State, load_state, save_state
 
 RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
 REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (records/report.py)
+START_FILE = "start.json"
+JOURNAL_FILE = "transitions.jsonl"
+LOCK_FILE = ".lock"
+FINISHED = "finished"  # the journal's last event once nothing of the run is left to do
+
+
+class RunBusy(RuntimeError):
+    """Another process drives this run right now."""
+
+
+class RunMismatch(ValueError):
+    """The run directory holds another run than the one asked for."""
 
 
 def runs_root() -> Path:
@@ -38,9 +61,74 @@ def persist(run_dir: str | Path, state: State, event: str) -> None:
         "job_status": state.job_status.value if state.job_status else None,
         "rule_status": state.rule_status.value if state.rule_status else None,
     }
-    with (Path(run_dir) / "transitions.jsonl").open("a") as journal:
+    with (Path(run_dir) / JOURNAL_FILE).open("a") as journal:
         journal.write(json.dumps(line) + "\n")
 
 
 def load_run(run_dir: str | Path) -> State:
     return load_state(state_path(run_dir))
+
+
+def is_finished(run_dir: str | Path) -> bool:
+    """True once the run has ended and its end (report, final notification) is done."""
+    try:
+        lines = (Path(run_dir) / JOURNAL_FILE).read_text().splitlines()
+    except FileNotFoundError:
+        return False
+    return bool(lines) and json.loads(lines[-1]).get("event") == FINISHED
+
+
+def open_run_folder(run_dir: str | Path, state: State) -> State:
+    """The state to go on from: `state` for a new run (state.json and start.json written),
+    the saved state when `state` is this run's start or its saved state (a retry of the same
+    flow run, a resume). RunMismatch for any other state: a run is never overwritten."""
+    run_dir = Path(run_dir)
+    path = state_path(run_dir)
+    if not path.exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_state(run_dir / START_FILE, state)
+        persist(run_dir, state, "start")
+        return state
+    saved = load_run(run_dir)
+    start = run_dir / START_FILE
+    if state == saved or (start.exists() and state == load_state(start)):
+        persist(run_dir, saved, "resume")
+        return saved
+    raise RunMismatch(
+        f"{run_dir} already holds another run (state.json, next action "
+        f"{saved.next_action.value}): resume it with `remedy resume {run_dir}`, or give "
+        "another run directory"
+    )
+
+
+_held: dict[Path, int] = {}  # run directory -> descriptor of its locked .lock file
+
+
+def lock_run(run_dir: str | Path, holder: str) -> None:
+    """Hold the run's lock in this process (again: nothing to do). RunBusy, naming the
+    holder, while another process holds it."""
+    folder = Path(run_dir).resolve()
+    if folder in _held:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder_text = os.pread(descriptor, 1000, 0).decode(errors="replace").strip()
+        os.close(descriptor)
+        raise RunBusy(
+            f"{run_dir} is being run by another process ({holder_text or 'unknown'}); "
+            "wait for it to end, or stop it first"
+        ) from None
+    os.ftruncate(descriptor, 0)
+    since = datetime.now(UTC).isoformat(timespec="seconds")
+    who = f"pid {os.getpid()} on {socket.gethostname()}, {holder}, since {since}"
+    os.write(descriptor, f"{who}\n".encode())
+    _held[folder] = descriptor
+
+
+def unlock_run(run_dir: str | Path) -> None:
+    descriptor = _held.pop(Path(run_dir).resolve(), None)
+    if descriptor is not None:
+        os.close(descriptor)  # closing drops the flock

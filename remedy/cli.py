@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 from pydantic import ValidationError
 
@@ -87,7 +89,14 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     from remedy.preflight import preflight
     from remedy.records.messages import attempt_table
     from remedy.records.notifications import notifier
-    from remedy.records.run_folder import REPORT_DIR, load_run, state_path
+    from remedy.records.run_folder import (
+        REPORT_DIR,
+        RunBusy,
+        load_run,
+        lock_run,
+        state_path,
+        unlock_run,
+    )
     from remedy.records.verdict import run_is_clean
 
     settings = RemediateSettings(
@@ -98,13 +107,20 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         notifier(settings.notify_config)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock_run(run_dir, f"remedy {args.command}")  # the flow takes it again, in this process
+    except RunBusy as error:
+        raise UsageError(str(error)) from None
     print(f"remedy: run directory {run_dir}", flush=True)
+    previous = signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops the job, as Ctrl-C
     try:
         remediate(state=state, run_dir=str(run_dir), settings=settings, return_state=True)
     except KeyboardInterrupt:
         stop_after_interrupt(run_dir)
         return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        unlock_run(run_dir)
     if not state_path(run_dir).exists():
         print(f"remedy: the flow ended before writing {state_path(run_dir)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
@@ -118,6 +134,10 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     if args.state_out:
         save_state(args.state_out, final)
     return EXIT_OK if run_is_clean(final) else EXIT_NOT_COMPLETED
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 def stop_after_interrupt(run_dir: Path) -> None:
@@ -158,7 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from remedy.records.run_folder import state_path
+    from remedy.records.run_folder import is_finished, state_path
     from remedy.records.verdict import run_is_clean
 
     run_dir = Path(args.run_dir)
@@ -167,7 +187,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         raise UsageError(f"{run_dir}: no state.json here (not a run directory)")
     state = load_state(path)
     check_state_out(args.state_out)
-    if state.next_action is NextAction.end:
+    if state.next_action is NextAction.end and is_finished(run_dir):
         print(f"remedy: {run_dir} has already ended: {state.end_reason}")
         print(payload_json(state))
         if args.state_out:

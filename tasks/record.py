@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from remedy.records.publish import publish_attempts
-from remedy.records.run_folder import default_run_dir, persist
+from remedy.records.run_folder import (
+    FINISHED,
+    default_run_dir,
+    lock_run,
+    open_run_folder,
+    persist,
+    unlock_run,
+)
 from remedy.state_schema import State
 
 
 @task(cache_policy=NO_CACHE)
-def open_run(state: State, run_dir: str | None, flow_run_name: str) -> str:
-    """The run's folder (default: named after the flow run) with the starting state in it."""
+def open_run(state: State, run_dir: str | None, flow_run_name: str) -> tuple[str, State]:
+    """The run's folder (default: named after the flow run), locked for this process, and
+    the state to go on from: the given one for a new run, the saved one when the folder
+    holds this run already (a retry, a resume). Another run in the folder is refused."""
     run_dir = run_dir or default_run_dir(flow_run_name)
-    persist(run_dir, state, "start")
-    return run_dir
+    lock_run(run_dir, f"flow run {flow_run_name}")
+    try:
+        return run_dir, open_run_folder(run_dir, state)
+    except Exception:
+        unlock_run(run_dir)
+        raise
 
 
 @task(cache_policy=NO_CACHE)
@@ -22,3 +37,17 @@ def record(state: State, run_dir: str, event: str) -> None:
     """state.json and the journal after a transition; the attempt table in the UI."""
     persist(run_dir, state, event)
     publish_attempts(state, run_dir)
+
+
+@task(cache_policy=NO_CACHE)
+def finish(state: State, run_dir: str) -> None:
+    """Nothing of the run is left to do (a resume now only reports): journal it, unlock."""
+    persist(run_dir, state, FINISHED)
+    unlock_run(run_dir)
+
+
+def release_run(flow: Any, flow_run: Any, state: Any) -> None:
+    """Flow hook: a flow run that fails, crashes or is cancelled leaves its run unlocked
+    (a process that dies drops the lock anyway)."""
+    run_dir = flow_run.parameters.get("run_dir") or default_run_dir(flow_run.name)
+    unlock_run(run_dir)

@@ -1,0 +1,113 @@
+"""A run is driven by one process, never overwritten, never left half-ended, and stops its
+job whichever signal ends `remedy run` (real processes, one shared Prefect server)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from remedy.jobs.local import LocalBackend
+from remedy.records.run_folder import REPORT_DIR, is_finished
+from remedy.state_schema import JobStatus, RunSpec, load_state
+
+from tests.cli.test_cli import remedy, remedy_env, start_gated_run, write_spec
+
+
+def events(run_dir: Path) -> list[str]:
+    lines = (run_dir / "transitions.jsonl").read_text().splitlines()
+    return [json.loads(line)["event"] for line in lines]
+
+
+def test_a_second_process_on_a_running_run_is_refused(prefect_api_url: str, tmp_path: Path) -> None:
+    flow, run_dir = start_gated_run(tmp_path, prefect_api_url)
+    try:
+        second = remedy("resume", str(run_dir), api_url=prefect_api_url)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"is being run by another process (pid {flow.pid} on " in second.stderr
+        assert "remedy run" in second.stderr
+    finally:
+        (run_dir / "release").touch()
+        output, _ = flow.communicate(timeout=300)
+    assert flow.returncode == 0, output
+    assert len(list((run_dir / "jobs").iterdir())) == 1  # one job, one supervisor
+
+
+def test_sigterm_of_remedy_run_stops_the_job(prefect_api_url: str, tmp_path: Path) -> None:
+    flow, run_dir = start_gated_run(tmp_path, prefect_api_url)
+    flow.send_signal(signal.SIGTERM)
+    output, _ = flow.communicate(timeout=180)
+    assert flow.returncode == 130, output
+    assert f"continue with `remedy resume {run_dir}`" in output
+    job = load_state(run_dir / "state.json").history.latest_job_name
+    assert LocalBackend(run_dir).describe(job).status is JobStatus.Stopped
+
+
+def quick_run(prefect_api_url: str, tmp_path: Path) -> Path:
+    spec = RunSpec(entry_point="tests.jobs.entry_points.quick", rules=[])
+    run_dir = tmp_path / "run"
+    done = remedy(
+        "run", str(write_spec(tmp_path / "spec.json", spec)), "--run-dir", str(run_dir),
+        "--poll-interval", "0.3", api_url=prefect_api_url,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert is_finished(run_dir)
+    return run_dir
+
+
+def test_a_run_that_crashed_after_its_final_state_is_finished_by_resume(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    run_dir = quick_run(prefect_api_url, tmp_path)
+    # The flow dies after saving its final state, before the report and the last message:
+    journal = run_dir / "transitions.jsonl"
+    journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:-1]))
+    for path in sorted((run_dir / REPORT_DIR).rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    assert not is_finished(run_dir)
+
+    resumed = remedy("resume", str(run_dir), "--poll-interval", "0.3", api_url=prefect_api_url)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (run_dir / REPORT_DIR / "index.html").is_file()
+    assert events(run_dir)[-2:] == ["resume", "finished"]
+    assert len(load_state(run_dir / "state.json").history.attempts) == 1  # nothing redone
+    again = remedy("resume", str(run_dir), api_url=prefect_api_url)
+    assert again.returncode == 0 and "already ended" in again.stdout
+
+
+CALL_FLOW = """
+import sys
+from remedy.flows.remediate import remediate
+from remedy.state_schema import load_state
+remediate(state=load_state(sys.argv[1]), run_dir=sys.argv[2])
+"""
+
+
+def test_calling_the_flow_again_on_its_run_dir_never_overwrites_it(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    """What a Prefect retry of a run started from the UI does: the same parameters again."""
+    run_dir = quick_run(prefect_api_url, tmp_path)
+    start = run_dir / "start.json"
+    before = load_state(run_dir / "state.json")
+
+    def call_flow(state_file: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", CALL_FLOW, str(state_file), str(run_dir)],
+            capture_output=True, text=True, timeout=300, env=remedy_env(prefect_api_url),
+        )  # fmt: skip
+
+    again = call_flow(start)
+    assert again.returncode == 0, again.stderr
+    after = load_state(run_dir / "state.json")
+    assert after == before  # went on from the saved, ended state: no second job
+    assert len(list((run_dir / "jobs").iterdir())) == 1
+
+    other = tmp_path / "other.json"
+    other.write_text(load_state(start).model_copy(update={"policy": "adaptive"}).model_dump_json())
+    refused = call_flow(other)
+    assert refused.returncode != 0
+    assert "already holds another run" in refused.stderr
+    assert load_state(run_dir / "state.json") == before
