@@ -19,7 +19,9 @@ torch.save(model), copy.deepcopy(model) and pickling keep working):
 A step is one update:
   - when a torch.optim optimizer exists, an update is its step(). The gradients are taken
     at its step pre-hook, i.e. accumulated over every backward() since the previous
-    update, once; the loss is the mean of the losses backpropagated since then.
+    update, once; the loss is the mean of the losses backpropagated since then. A
+    step(closure) (PyTorch Lightning, LBFGS) runs its backward inside step(), after the
+    pre-hook: the closure is wrapped (_AfterClosure) and the update taken when it returns.
   - when none exists (manual updates such as p.data.add_(p.grad, alpha=-lr)), each
     backward() is an update, taken as soon as it returns (before the script applies it),
     with the gradients of the parameters of the modules seen.
@@ -221,9 +223,20 @@ class ZeroCodeCapture:
             if not is_compiling():
                 saw(module)
 
-        def on_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            if not is_compiling():
+        def on_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
+            if is_compiling():
+                return None
+            # args are step()'s own: (optimizer, closure?)
+            closure = kwargs["closure"] if "closure" in kwargs else (args[1:2] or [None])[0]
+            if closure is None:
                 self._optimizer_update(optimizer)
+                return None
+            # step(closure) (PyTorch Lightning, LBFGS): the backward runs inside step(),
+            # after this pre-hook; the update is taken when the closure returns.
+            wrapped = _AfterClosure(self, optimizer, closure)
+            if "closure" in kwargs:
+                return args, {**kwargs, "closure": wrapped}
+            return (args[0], wrapped, *args[2:]), kwargs
 
         for handle in (
             register_module_forward_pre_hook(on_module_call),
@@ -274,6 +287,7 @@ class ZeroCodeCapture:
 
         self._patch(torch.nn.Module, "compile", compile_in_place)
         entries = [on_module_call, on_step, backward, optimizer_init, compile_in_place]
+        entries.append(_AfterClosure.__call__)
 
         scaler_class = _grad_scaler_class()
         if scaler_class is not None:
@@ -500,6 +514,33 @@ class ZeroCodeCapture:
         original = owner.__dict__[name]
         setattr(owner, name, replacement)
         self._undo.append(lambda: setattr(owner, name, original))
+
+
+class _AfterClosure:
+    """The closure an optimizer's step(closure) gets instead of the script's: when the
+    closure first returns (its backward has run, the optimizer has not updated yet), the
+    update is taken, as the step pre-hook takes it when there is no closure. Later calls
+    (LBFGS evaluates the closure again within one step) are part of the same update: their
+    losses and backward() calls are not counted towards the next one."""
+
+    __slots__ = ("_capture", "_closure", "_optimizer", "_taken")
+
+    def __init__(self, capture: ZeroCodeCapture, optimizer: Any, closure: Any) -> None:
+        self._capture = capture
+        self._optimizer = optimizer
+        self._closure = closure
+        self._taken = False
+
+    def __call__(self) -> Any:
+        result = self._closure()
+        capture = self._capture
+        if not self._taken:
+            self._taken = True
+            capture._optimizer_update(self._optimizer)
+        else:
+            capture._losses.clear()
+            capture._micro_batches = 0
+        return result
 
 
 class _Once:

@@ -291,3 +291,51 @@ def test_only_one_capture_at_a_time() -> None:
     with ZeroCodeCapture(None):
         with pytest.raises(RuntimeError, match="already installed"):
             ZeroCodeCapture(None).install()
+
+
+@pytest.mark.parametrize("style", ["positional", "keyword", "lbfgs"])
+def test_a_step_with_a_closure_is_taken_after_its_backward(tmp_path: Path, style: str) -> None:
+    """optimizer.step(closure) (PyTorch Lightning's loop, LBFGS) runs the forward and backward
+    inside step(), after the step pre-hook: the update is the closure's, before it is
+    applied, not the previous one's."""
+    model, recorder = mlp(), Recorder()
+    x, y = data()
+    losses: list[float] = []
+    states: list[dict[str, torch.Tensor]] = []
+    with ZeroCodeCapture(config(tmp_path, losses=1, gradients=1), recorder) as capture:
+        if style == "lbfgs":
+            optimizer: torch.optim.Optimizer = torch.optim.LBFGS(model.parameters(), max_iter=4)
+        else:
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            states.append(copy.deepcopy(model.state_dict()))
+            losses.append(nn.functional.mse_loss(model(x), y).item())  # no backward
+            if style == "keyword":
+                optimizer.step(closure=closure)
+            else:
+                optimizer.step(closure)
+        assert capture.steps == 3
+
+    assert [u.step for u in recorder.updates] == [1, 2, 3]
+    # LBFGS evaluates the closure several times in one step: still one update, of 1 backward
+    assert all(u.micro_batches == 1 for u in recorder.updates)
+    probe = mlp()
+    for update, loss, grads, state in zip(
+        recorder.updates, losses, recorder.grads, states, strict=True
+    ):
+        assert update.loss == pytest.approx(loss, rel=1e-6)  # this step's loss, not the last
+        probe.load_state_dict(state)  # the gradient at the weights before the update
+        probe.zero_grad()
+        nn.functional.mse_loss(probe(x), y).backward()
+        for name, param in probe.named_parameters():
+            torch.testing.assert_close(grads[name], param.grad)
+    trial = create_trial(tmp_path)
+    assert trial.steps() == [0, 1, 2]
+    assert [float(trial.tensor("loss").value(s)) for s in range(3)] == pytest.approx(losses)
