@@ -164,7 +164,10 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
     if seen.job_status is JobStatus.Completed:
         if (flaw := run_flaw(state)) is not None:
             return end(state, f"completed, but the run is not clean: {flaw}")
-        return end(state, "completed: the job finished and no rule found an issue")
+        attempt = state.current_attempt
+        criteria = attempt.spec.success_criteria if attempt else []
+        met = f", and it met {', '.join(map(str, criteria))}" if criteria else ""
+        return end(state, f"completed: the job finished and no rule found an issue{met}")
     if seen.job_status is JobStatus.Failed and is_infrastructure_failure(seen.failure_reason):
         relaunch = PlannedChange(
             strategy="relaunch_unchanged",

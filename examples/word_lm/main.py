@@ -1,8 +1,9 @@
 """A word-level LSTM language model in the style of PyTorch's classic example script.
 
 Its own flags, a manual SGD update without torch.optim, gradient clipping by --clip, the
-learning rate divided by 4 when validation stops improving, and torch.save(model) at the
-end. It knows nothing about remedy: remedy runs it unchanged.
+learning rate divided by 4 when validation stops improving, the validation loss and
+perplexity printed after each epoch and the test ones at the end, and torch.save(model). It
+knows nothing about remedy: remedy runs it unchanged.
 
     python generate_corpus.py --out data
     python main.py --data data --epochs 2 --lr 20 --clip 0.25
@@ -100,6 +101,7 @@ def main() -> None:
     corpus = Corpus(args.data)
     train_data = batchify(corpus.train, args.batch_size)
     val_data = batchify(corpus.valid, 10)
+    test_data = batchify(corpus.test, 10)
     ntokens = len(corpus.dictionary.idx2word)
     model = RNNModel(ntokens, args.emsize, args.nhid, args.nlayers, args.dropout)
     criterion = nn.NLLLoss()
@@ -142,6 +144,9 @@ def main() -> None:
             best_val = val_loss
         else:
             lr /= 4.0
+    test_loss = evaluate(test_data)
+    test_ppl = math.exp(min(test_loss, 700))
+    print(f"End of training | test loss {test_loss:.3f} | test ppl {test_ppl:.1f}", flush=True)
     with open(args.save, "wb") as handle:
         torch.save(model, handle)
 

@@ -3,8 +3,10 @@
 examples/blobs/train.py (cloud script-mode style: --learning-rate, torch.optim, gradient
 accumulation, SM_MODEL_DIR) explodes for real at --learning-rate 5 and is repaired through its
 own flag; examples/word_lm/main.py (PyTorch's classic language-model style: --lr, --clip,
-manual SGD, torch.save(model)) trains cleanly at its defaults, and at --lr 1000 completes
-with a finite loss far above where it started, which is not a clean run.
+manual SGD, torch.save(model)) trains cleanly at its defaults, with the perplexity it prints
+as its metric (metric_definitions), shown by `remedy status`, `compare` and `report` and
+judged by its success criterion; at --lr 1000 it completes with a finite loss far above where
+it started, which is not a clean run.
 """
 
 from __future__ import annotations
@@ -66,6 +68,21 @@ def test_an_exploding_script_is_repaired_through_its_own_flag(
     assert "completed: the job finished" in state.end_reason
 
 
+def remedy(*argv: str, cwd: Path) -> str:
+    """A remedy command that reads run folders (no Prefect needed): its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "remedy", *argv], cwd=cwd, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def columns(table: str) -> dict[str, list[str]]:
+    """A printed attempt table as column name -> its cells (names and cells hold no spaces)."""
+    header, *rows = (line.split() for line in table.strip().splitlines())
+    return {name: [row[i] for row in rows] for i, name in enumerate(header)}
+
+
 def test_a_classic_language_model_script_trains_cleanly(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
@@ -84,18 +101,54 @@ def test_a_classic_language_model_script_trains_cleanly(
             "save": str(tmp_path / "model.pt"),
         },
         "hyperparameter_roles": {"learning_rate": "lr", "grad_clip_norm": "clip"},
+        # what the script prints: "... valid ppl 58.2", "End of training | ... | test ppl 56.1"
+        "metric_definitions": [
+            {"name": "valid:perplexity", "regex": r"valid ppl ([0-9.eE+-]+)"},
+            {"name": "test:perplexity", "regex": r"test ppl ([0-9.eE+-]+)"},
+        ],
+        # a uniform guess over its 300 words is perplexity 300
+        "success_criteria": [{"metric": "test:perplexity", "op": "<", "value": 100}],
     }
     code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
     assert code == 0, output
-    (attempt,) = load_state(run_dir / "state.json").history.attempts
+    state = load_state(run_dir / "state.json")
+    assert state.end_reason.endswith("and it met test:perplexity < 100"), state.end_reason
+    (attempt,) = state.history.attempts
     assert attempt.outcome is JobStatus.Completed and attempt.steps_run > 20
     assert attempt.final_loss < attempt.initial_loss - 1.0
     assert (tmp_path / "model.pt").stat().st_size > 0  # torch.save(model) still works
+    perplexity = attempt.metrics["test:perplexity"]
+    assert 1 < perplexity < 100 and attempt.metrics["valid:perplexity"] < 100
+    shown = f"{perplexity:.4g}"
+
+    # its own metrics in the attempt table, not the ResNet's accuracy or batch norm
+    status = columns(remedy("status", "run", cwd=tmp_path).split("\n\n")[0])
+    assert status["test:perplexity"] == [shown] and status["lr"] == ["20"]
+    assert "valid:perplexity" in status and "train:loss" in status
+    assert not {"acc", "test:accuracy", "bn", "warmup_lr"} & set(status)
+
+    # the same run judged by a stricter criterion: it trained, and yet it is not clean
+    spec["success_criteria"] = [{"metric": "test:perplexity", "op": "<", "value": 2}]
+    code, output, strict_dir = remedy_run(spec, tmp_path / "strict", prefect_api_url)
+    assert code != 0, output
+    reason = load_state(strict_dir / "state.json").end_reason
+    assert "success criterion test:perplexity < 2 not met (test:perplexity" in reason, reason
 
     # at --lr 1000 the loss stays finite but ends far above its start: not clean, and said
+    del spec["success_criteria"]
     spec["hyperparameters"] |= {"lr": 1000, "clip": 1000}
-    code, output, run_dir = remedy_run(spec, tmp_path / "diverged", prefect_api_url)
+    code, output, diverged_dir = remedy_run(spec, tmp_path / "diverged", prefect_api_url)
     assert code != 0, output
-    state = load_state(run_dir / "state.json")
+    state = load_state(diverged_dir / "state.json")
     assert state.history.attempts[-1].outcome is JobStatus.Completed
     assert "the model did not train" in state.end_reason, state.end_reason
+    assert state.history.attempts[-1].metrics["test:perplexity"] > 1e6
+
+    compared = remedy("compare", "run", "diverged/run", cwd=tmp_path)
+    rows = {line.split()[0]: line.split()[1:] for line in compared.splitlines()}
+    assert rows["test:perplexity"][0] == shown and float(rows["test:perplexity"][1]) > 1e6
+    assert "accuracy" not in compared
+    remedy("report", "run", cwd=tmp_path)
+    summary = (run_dir / "report" / "summary.md").read_text()
+    assert "final metrics: valid:perplexity" in summary and f"test:perplexity {shown}" in summary
+    assert "| loss | valid:perplexity | test:perplexity | train:loss | outcome |" in summary
