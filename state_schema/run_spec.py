@@ -55,6 +55,32 @@ def field_error(loc: tuple[str, ...], message: str, value: Any) -> InitErrorDeta
     return InitErrorDetails(type=PydanticCustomError("run_spec", message), loc=loc, input=value)
 
 
+class TorchDistributed(Strict):
+    """torchrun on one host, as the cloud estimator's distribution={"torch_distributed":
+    {"enabled": True}} starts a job; processes_per_host is the count its mpi option takes."""
+
+    enabled: bool = Field(True, description="false: one process, as without distribution.")
+    processes_per_host: int | None = Field(
+        None,
+        ge=1,
+        description="Processes torchrun starts (--nproc-per-node). null: one per GPU the "
+        "job gets, as the toolkit does; one on a machine without GPUs.",
+    )
+
+
+class Distribution(Strict):
+    """How a job is spread over processes (the cloud estimator's `distribution` argument)."""
+
+    torch_distributed: TorchDistributed = Field(
+        description="Start the job with torchrun: one process per rank, each with RANK, "
+        "LOCAL_RANK and WORLD_SIZE in its environment."
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.torch_distributed.enabled
+
+
 class SuccessCriterion(Strict):
     """A final metric a clean run must reach (metric names as the job reports them:
     test:accuracy, test:loss, train:loss, or the script's own)."""
@@ -116,6 +142,11 @@ class RunSpec(Hyperparameters):
         description='Role -> the script\'s flag name, e.g. {"learning_rate": "lr"}: which '
         "flags the remediation strategies may change. A strategy applies only when the "
         "roles it changes are mapped.",
+    )
+    distribution: Distribution | None = Field(
+        None,
+        description='Several processes: {"torch_distributed": {"enabled": true, '
+        '"processes_per_host": 2}} starts the script with torchrun. null: one process.',
     )
     rules: list[RuleSpec] = Field(
         default_factory=lambda: [exploding_tensor_rule()],
@@ -195,7 +226,7 @@ class RunSpec(Hyperparameters):
             f"the built-in job ({BUILTIN_ENTRY_POINT}) takes its hyperparameters as run_spec "
             "fields (learning_rate, batch_size, ...); {field} is for a script's own flags"
         )
-        return [
+        errors = [
             field_error((alias,), why.format(field=alias), value)
             for alias, value in (
                 ("hyperparameters", self.script_hyperparameters),
@@ -203,6 +234,14 @@ class RunSpec(Hyperparameters):
             )
             if value
         ]
+        if self.distribution is not None and self.distribution.enabled:
+            # Under torchrun every rank would train its own copy and write the same files.
+            message = (
+                f"the built-in job ({BUILTIN_ENTRY_POINT}) runs as one process; "
+                "distribution is for a script that uses torch.distributed"
+            )
+            errors.append(field_error(("distribution",), message, self.distribution))
+        return errors
 
     def _script_errors(self) -> list[InitErrorDetails]:
         errors = []

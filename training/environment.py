@@ -1,7 +1,7 @@
 """What the backend tells a script-mode job through its environment, as the launcher reads it.
 
 The names are the job contract's, defined once in remedy.state_schema.job_env
-(docs/job-contract.md, "The environment").
+(docs/job-contract.md, "The environment"); RANK, WORLD_SIZE and LOCAL_RANK are torchrun's.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ class JobEnvironment:
     nan_guard: NanGuardMode
     torch_threads: int | None
     debugger_config: Path | None
+    rank: int = 0  # torchrun's RANK: this process among the job's (0 without torchrun)
+    world_size: int = 1  # torchrun's WORLD_SIZE
+    under_torchrun: bool = False  # started by torchrun (LOCAL_RANK set)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnvironment:
@@ -63,6 +66,12 @@ class JobEnvironment:
                 raise JobEnvironmentError(
                     f"{TORCH_THREADS_ENV}={threads_text!r}: expected a positive integer"
                 )
+        try:
+            rank, world_size = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
+        except ValueError:
+            raise JobEnvironmentError(
+                f"RANK={env.get('RANK')!r}, WORLD_SIZE={env.get('WORLD_SIZE')!r}: expected integers"
+            ) from None
         output_dir = path(OUTPUT_DIR_ENV)
         status_dir = path(RULE_STATUS_DIR_ENV)
         if status_dir is None and output_dir is not None:
@@ -74,4 +83,7 @@ class JobEnvironment:
             nan_guard=nan_guard,  # type: ignore[arg-type]  # checked above
             torch_threads=threads,
             debugger_config=path(DEBUGGER_CONFIG_ENV),
+            rank=rank,
+            world_size=world_size,
+            under_torchrun="LOCAL_RANK" in env,
         )

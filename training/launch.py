@@ -19,14 +19,19 @@ printed and status 1. Before it starts, the launcher
     which writes its rule status into REMEDY_RULE_STATUS_DIR;
   - turns REMEDY_STOP_FILE appearing, or SIGTERM, into a clean stop between two updates
     (training/stopping.py): store closed, result.json "Stopped", exit status 0.
+Under torchrun it runs once per rank: each rank writes its own part of the store, rank 0
+alone the progress files, the NaN guard's status is shared, every rank watches the stop
+file, and a rank ends with torchrun if torchrun is killed.
 Bad contract values (REMEDY_NAN_GUARD, REMEDY_TORCH_THREADS, the debugger config) end the
 launcher with status 2 before the script starts. See docs/job-contract.md.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import runpy
+import signal
 import sys
 import traceback
 import zipfile
@@ -159,17 +164,37 @@ def main(argv: list[str] | None = None) -> int:
     return launch(target, args, env, config)
 
 
+def end_with_parent() -> None:
+    """This rank gets SIGKILL when torchrun dies. torchrun starts each rank in a session of
+    its own, so the backend's last resort (SIGKILL to torchrun and its process group) would
+    not reach the rank, which would train on, orphaned. Linux only (prctl)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # torchrun died before prctl took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def launch(target: Target, args: list[str], env: JobEnvironment, config: HookConfig | None) -> int:
     """Run the target with capture, NaN guard, stop handling and progress files; its status."""
+    if env.under_torchrun:
+        end_with_parent()
     if env.torch_threads is not None:
         torch.set_num_threads(env.torch_threads)
     stop = StopRequest(env.stop_file).install()
-    progress = ProgressFiles(env.output_dir) if env.output_dir is not None else None
-    guard = ScriptNanGuard(env.nan_guard, env.rule_status_dir)
+    # Rank 0 alone writes the progress files: the others would overwrite them.
+    progress = None
+    if env.output_dir is not None and env.rank == 0:
+        progress = ProgressFiles(env.output_dir)
+    worker = f"worker_{env.rank}" if env.world_size > 1 else None
+    guard = ScriptNanGuard(env.nan_guard, env.rule_status_dir, worker)
     capture = ZeroCodeCapture(config, ScriptMonitor(progress, guard, stop)).install()
+    ranks = f" | {worker} of {env.world_size}" if worker else ""
     log(
-        f"{target} | store {config.out_dir if config else 'off'} | nan guard {env.nan_guard} "
-        f"| output {env.output_dir or 'off'}"
+        f"{target}{ranks} | store {config.out_dir if config else 'off'} | nan guard "
+        f"{env.nan_guard} | output {env.output_dir if progress else 'off'}"
     )
     code, reason = 0, None
     try:

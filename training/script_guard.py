@@ -27,13 +27,20 @@ update is a bad one as a non-finite update without a scaler is.
 
 from __future__ import annotations
 
+import fcntl
 import math
 from pathlib import Path
 
-from remedy.debugger.status import RuleStatus
+from remedy.debugger import store
+from remedy.debugger.status import RuleStatus, status_path
 from remedy.debugger.zero_code import Update
 from remedy.training.environment import NanGuardMode
-from remedy.training.guard import MAX_SKIPPED_BATCHES, request_stop, write_rule_status
+from remedy.training.guard import (
+    MAX_SKIPPED_BATCHES,
+    RULE_NAME,
+    request_stop,
+    write_rule_status,
+)
 from remedy.training.stopping import StopTraining
 
 # A GradScaler skipping an update at this scale or below is a divergence (see above).
@@ -41,9 +48,13 @@ MIN_LOSS_SCALE = 1.0
 
 
 class ScriptNanGuard:
-    def __init__(self, mode: NanGuardMode, status_dir: Path | None) -> None:
+    def __init__(
+        self, mode: NanGuardMode, status_dir: Path | None, worker: str | None = None
+    ) -> None:
+        """`worker`: this process's name in a job of several (they share the status)."""
         self.mode = mode
         self.status_dir = status_dir
+        self.worker = worker
         self.bad_updates = 0
         self.first_bad_step: int | None = None
         self.stopped = False
@@ -73,15 +84,30 @@ class ScriptNanGuard:
             f"{self.bad_updates} non-finite update(s), latest at step {update.step}: "
             f"{what}; {action}"
         )
+        if self.worker is not None:
+            text = f"{self.worker}: {text}"
         if self.status_dir is not None:
-            write_rule_status(
-                self.status_dir, status, update.step, text, bad_batches=self.bad_updates
-            )
+            self._write_status(status, update.step, text)
         print(f"nan guard: {text}", flush=True)
         if stop:
             self.stopped = True
             request_stop()
             raise StopTraining(f"nan guard: non-finite update at step {update.step}")
+
+    def _write_status(self, status: RuleStatus, step: int, text: str) -> None:
+        assert self.status_dir is not None
+        if self.worker is None:
+            write_rule_status(self.status_dir, status, step, text, bad_batches=self.bad_updates)
+            return
+        # Every rank writes the one NonFiniteGradient status: under a lock, and a rank's
+        # "skipped, training goes on" never replaces another rank's stop.
+        self.status_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.status_dir / f".{RULE_NAME}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            current = store.read_json(status_path(self.status_dir, RULE_NAME)) or {}
+            stopped = current.get("RuleEvaluationStatus") == RuleStatus.ISSUES_FOUND.value
+            if status is RuleStatus.ISSUES_FOUND or not stopped:
+                write_rule_status(self.status_dir, status, step, text, bad_batches=self.bad_updates)
 
 
 def _diverged(update: Update) -> bool:

@@ -4,7 +4,9 @@ Every job, the built-in one or a user's, gets the same environment (the names ar
 remedy.state_schema.job_env's; docs/job-contract.md is the user's page). The built-in job
 keeps its command line (--hyperparameters FILE --output-dir DIR); any other entry point is
 run by the launcher, exactly as `python SCRIPT ARGS` or `python -m MODULE ARGS` would run it,
-with its hyperparameters as flags.
+with its hyperparameters as flags. With run_spec.distribution, torchrun starts the launcher
+once per rank (`python -m torch.distributed.run --standalone --nproc-per-node N -m
+remedy.training.launch SCRIPT ARGS`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ class Launch:
     env: dict[str, str]  # added to the supervisor's own environment, less its secrets
 
 
-def job_command(spec: RunSpec, paths: JobPaths) -> list[str]:
+TORCHRUN_MODULE = "torch.distributed.run"  # the torchrun command, run by this interpreter
+
+
+def job_command(spec: RunSpec, paths: JobPaths, processes: int | None = None) -> list[str]:
+    """The training command; `processes`: torchrun starts the launcher that many times."""
     if spec.is_builtin:
         return [
             sys.executable,
@@ -45,14 +51,29 @@ def job_command(spec: RunSpec, paths: JobPaths) -> list[str]:
         ]
     target = [spec.entry_point] if spec.is_script else ["-m", spec.entry_point]
     flags = flag_arguments(spec.script_hyperparameters)
-    return [sys.executable, "-m", names.LAUNCHER_MODULE, *target, *flags]
+    launcher = ["-m", names.LAUNCHER_MODULE, *target, *flags]
+    if processes is None:
+        return [sys.executable, *launcher]
+    # --standalone: a rendezvous on this host at a free port. Its workers run in sessions
+    # of their own; the launcher ends a rank whose torchrun is killed (training/launch.py).
+    torchrun = [sys.executable, "-m", TORCHRUN_MODULE, "--standalone"]
+    return [*torchrun, f"--nproc-per-node={processes}", *launcher]
 
 
-def thread_variables(environ: Mapping[str, str]) -> dict[str, str]:
+def job_processes(spec: RunSpec, environ: Mapping[str, str]) -> int | None:
+    """How many processes torchrun starts, None for a job of one process (no torchrun):
+    processes_per_host, else one per GPU the job gets (at least one), as the toolkit does."""
+    if spec.distribution is None or not spec.distribution.enabled:
+        return None
+    wanted = spec.distribution.torch_distributed.processes_per_host
+    return wanted if wanted is not None else max(1, job_gpus(spec, environ))
+
+
+def thread_variables(environ: Mapping[str, str], processes: int = 1) -> dict[str, str]:
     """One core is left to the rule evaluator and the flow: torch threads that compete for
-    every core slow a step down by up to 10x on a small machine. A count set in the flow's
-    environment wins."""
-    default = str(max(1, (os.cpu_count() or 2) - 1))
+    every core slow a step down by up to 10x on a small machine. Several processes share
+    the rest. A count set in the flow's environment wins (it is per process)."""
+    default = str(max(1, ((os.cpu_count() or 2) - 1) // processes))
     threads = environ.get(names.TORCH_THREADS_ENV) or default
     variables = {names.TORCH_THREADS_ENV: threads}
     for name in names.THREAD_ENVS:
@@ -79,6 +100,10 @@ def toolkit_variables(
         "output_data_dir": str(paths.output_data),
         "user_entry_point": spec.entry_point,
     }
+    if job_processes(spec, environ) is not None:  # how the toolkit knows to run torchrun
+        training_env["additional_framework_parameters"] = {
+            "sagemaker_torch_distributed_enabled": True
+        }
     variables = {
         names.SM_MODEL_DIR_ENV: str(paths.model),
         names.SM_OUTPUT_DATA_DIR_ENV: str(paths.output_data),
@@ -118,8 +143,9 @@ def job_launch(
         names.NAN_GUARD_ENV: spec.nan_guard,
         "PYTHONUNBUFFERED": environ.get("PYTHONUNBUFFERED") or "1",
     }
-    env |= thread_variables(environ)
+    processes = job_processes(spec, environ)
+    env |= thread_variables(environ, processes or 1)
     env |= toolkit_variables(spec, job_name, paths, environ)
     if spec.source_dir is not None:  # first on the import path, as the toolkit's code dir
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), environ.get("PYTHONPATH")]))
-    return Launch(command=job_command(spec, paths), cwd=str(cwd), env=env)
+    return Launch(command=job_command(spec, paths, processes), cwd=str(cwd), env=env)

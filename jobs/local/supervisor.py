@@ -26,6 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from remedy.debugger.store import has_ended
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.gpus import (
     CUDA_VISIBLE_DEVICES,
@@ -144,7 +145,7 @@ class Supervisor:
     def finish_evaluator(self) -> None:
         if self.evaluator is None:
             return
-        clean_end = (self.paths.tensors / "end.json").exists()
+        clean_end = has_ended(self.paths.tensors)  # every worker's end marker, if several
         try:
             self.evaluator.wait(timeout=EVALUATOR_DRAIN_S if clean_end else 0.01)
             return
