@@ -207,11 +207,15 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
         print_script_traceback(exc)
         code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
+        stop.check_file()  # one the watcher has not polled yet counts too (below)
         stop.close()  # no StopTraining from here on
         try:
             capture.close()  # the store's last steps and end.json
         except Exception as exc:  # the training ran: its status matters more than the store
             log(f"closing the tensor store failed: {exc}")
+    # A script that ends by itself after a request (a framework callback saw the stop file
+    # and ended the training) was stopped too.
+    reason = reason or stop.reason
     stopped = reason is not None or stop.raised or guard.stopped
     if progress is not None:
         if code == 0:  # a failed script writes no result: the backend reports the failure
