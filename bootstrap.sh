@@ -34,6 +34,11 @@ if [ -n "$extras" ]; then
     fi
 fi
 echo "bootstrap: installing remedy$extras"
-pip install -e ".$extras"
+# Every later requirement (the dev extra's lightning and transformers too) must take the
+# torch installed above: pinned to its exact version, no resolution can swap the build.
+constraints=$(mktemp)
+trap 'rm -f "$constraints"' EXIT
+.venv/bin/python -c "import torch; print('torch==' + torch.__version__)" >"$constraints"
+pip install -c "$constraints" -e ".$extras"
 
 echo "bootstrap: ready (.venv/bin/remedy)"

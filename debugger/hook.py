@@ -213,11 +213,18 @@ class Hook:
 
     # -- registration ---------------------------------------------------------------------
 
-    def register_module(self, module: torch.nn.Module) -> None:
-        """Count a step at each forward of this (top-level) module; learn parameter names."""
+    def register_module(self, module: torch.nn.Module, *, count_steps: bool = True) -> None:
+        """Count a step at each forward of this (top-level) module; learn parameter names.
+
+        count_steps=False: only the activation and input hooks, for a caller that begins
+        the steps itself (begin_step), such as a training framework's callback whose
+        training step need not call the module's forward."""
         for name, param in module.named_parameters():
             self._param_names.setdefault(id(param), name)
-        self._handles.append(module.register_forward_pre_hook(_Callback(self._on_forward)))
+        if count_steps:
+            self._handles.append(module.register_forward_pre_hook(_Callback(self._on_forward)))
+        elif INPUTS in self.config.collections:
+            self._handles.append(module.register_forward_pre_hook(_Callback(self._on_input)))
         for collection, spec in self._module_specs().items():
             types = set(spec.module_types)
             patterns = [re.compile(p) for p in spec.include_regex]
@@ -303,17 +310,26 @@ class Hook:
 
     # -- driving steps without registered modules (zero-code capture) -------------------
 
-    def begin_step(self, mode: ModeKeys | str = ModeKeys.TRAIN) -> int:
+    def begin_step(self, mode: ModeKeys | str = ModeKeys.TRAIN, step: int | None = None) -> int:
         """Begin the next step of `mode` (writing the open one); returns its step number.
 
         For callers that decide themselves what a step is, e.g. the zero-code capture,
         which counts one step per update: begin_step(), save_tensor(...) /
-        save_parameters(...), end_step()."""
+        save_parameters(...), end_step(). `step` numbers the step when the caller counts
+        steps itself (a framework's global step, which starts above 0 in a resumed run);
+        it must be above the mode's last step. None: the one after it."""
         mode = ModeKeys.parse(mode)
         if mode is ModeKeys.GLOBAL:
             raise ValueError("GLOBAL is not a mode a job runs in; use TRAIN, EVAL or PREDICT")
+        if step is not None:
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise TypeError(f"step must be an int, got {type(step).__name__}")
+            if step <= self._mode_steps[mode]:
+                raise ValueError(
+                    f"{mode.value} step {step} does not follow step {self._mode_steps[mode]}"
+                )
         self._mode = mode
-        self._begin_step(mode)
+        self._begin_step(mode, step)
         return self._mode_steps[mode]
 
     def is_due(self, collection: str) -> bool:
@@ -358,6 +374,9 @@ class Hook:
         if not self._mode_set_by_user:
             self._mode = ModeKeys.TRAIN if module.training else ModeKeys.EVAL
         self._begin_step(self._mode)
+        self._on_input(module, args)
+
+    def _on_input(self, module: torch.nn.Module, args: Any) -> None:
         if INPUTS in self.config.collections and args and _is_tensor(args[0]):
             self._capture(INPUT_TENSOR_NAME, INPUTS, args[0])
 
@@ -383,9 +402,9 @@ class Hook:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _begin_step(self, mode: ModeKeys) -> None:
+    def _begin_step(self, mode: ModeKeys, step: int | None = None) -> None:
         self._finish_step()
-        self._mode_steps[mode] += 1
+        self._mode_steps[mode] = self._mode_steps[mode] + 1 if step is None else step
         self._global_step += 1
         record = StepRecord(mode, self._mode_steps[mode], self._global_step, time.time())
         self._step = _OpenStep(record)

@@ -235,3 +235,34 @@ def test_a_model_and_optimizer_with_the_hook_pickle_and_copies_do_not_capture(
     assert "loss" in trial.step_header(2).tensor_names
     assert "gradient/0.weight" in trial.step_header(2).tensor_names
     assert trial.tensor_names(collection="activations")  # the per-submodule hooks too
+
+
+def test_a_caller_numbers_its_steps_and_registers_a_module_for_activations_only(
+    tmp_path: Path,
+) -> None:
+    """What a framework callback does: steps numbered by the framework's global step (a
+    resumed run starts above 0), the module's forward begins no step, its activations and
+    input go into the caller's step."""
+    every = SaveConfig(save_interval=1)
+    hook = Hook(tmp_path, collections={"losses": every, "activations": every, "inputs": every})
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    hook.register_module(model, count_steps=False)
+    x = torch.randn(2, 3)
+    for step in (5, 6, 9):
+        assert hook.begin_step(ModeKeys.TRAIN, step) == step
+        model(x)
+        model(x)  # a second micro-batch: the same step
+        hook.save_tensor("loss", torch.tensor(float(step)), collection="losses")
+        hook.end_step()
+    assert hook.begin_step("EVAL") == 0  # a mode without a number counts from 0
+    with pytest.raises(ValueError, match="TRAIN step 9 does not follow step 9"):
+        hook.begin_step(ModeKeys.TRAIN, 9)
+    with pytest.raises(TypeError):
+        hook.begin_step(ModeKeys.TRAIN, True)  # type: ignore[arg-type]
+    hook.close()
+
+    trial = create_trial(tmp_path)
+    assert trial.steps() == [5, 6, 9]
+    assert {s: float(v) for s, v in trial.tensor("loss").values().items()} == {5: 5, 6: 6, 9: 9}
+    assert trial.tensor_names(collection="activations") == ["1/relu_output"]
+    np.testing.assert_array_equal(trial.tensor("input").value(9), x.numpy())
