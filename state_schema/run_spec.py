@@ -174,6 +174,12 @@ class RunSpec(Hyperparameters):
     kill_after_s: float = Field(
         20.0, gt=0, description="Seconds from SIGTERM to SIGKILL for a job that does not end."
     )
+    progress_timeout_s: float | None = Field(
+        1800.0,
+        gt=0,
+        description="A job whose progress file and log stay unchanged this long is frozen "
+        "(a stopped or deadlocked process): it is ended and fails, naming that. null: never.",
+    )
     gpus_per_job: int | None = Field(
         None,
         ge=0,

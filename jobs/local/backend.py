@@ -7,6 +7,7 @@ the training process and the rule evaluator and escalates a stop request (escala
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from remedy.jobs.base import (
+    FINAL_JOB_STATUSES,
     JobBackend,
     JobNotFound,
     JobSnapshot,
@@ -29,12 +31,13 @@ from remedy.jobs.base import (
 )
 from remedy.jobs.local.environment import job_launch
 from remedy.jobs.local.escalation import Escalation
-from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
+from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_written_by_job
 from remedy.jobs.local.log_metrics import final_values, read_records
 from remedy.jobs.registry import register_backend
 from remedy.state_schema import Checkpoint, JobStatus, RunSpec, write_atomic
 from remedy.state_schema.metric_definitions import is_finite
 
+SUPERVISOR_GONE = "InternalServerError: the job's supervisor process disappeared"
 START_TIMEOUT_S = 60.0  # a job whose supervisor has not reported by then never started
 # After the training process has been killed, time for the supervisor to let the evaluator
 # judge what was written and to record the end (supervisor.EVALUATOR_KILL_S and some).
@@ -119,6 +122,7 @@ class LocalBackend(JobBackend):
             "stop_grace_s": spec.stop_grace_s,
             "kill_after_s": spec.kill_after_s,
             "gpus_per_job": spec.gpus_per_job,
+            "progress_timeout_s": spec.progress_timeout_s,
         }
         write_atomic(paths.job, json.dumps(record, indent=2))  # from now on: launched
         with paths.supervisor_log.open("ab") as log:
@@ -133,10 +137,13 @@ class LocalBackend(JobBackend):
         write_atomic(paths.supervisor_pid, f"{child.pid}\n")
 
     def _supervisor_pid(self, paths: JobPaths) -> int | None:
+        """supervisor.pid, else what the supervisor wrote itself (a launch that died
+        between starting it and writing the file)."""
         try:
             return int(paths.supervisor_pid.read_text())
         except (FileNotFoundError, ValueError):
-            return None
+            pid = (read_json(paths.status) or {}).get("supervisor_pid")
+            return pid if isinstance(pid, int) else None
 
     def _supervisor_alive(self, paths: JobPaths) -> bool:
         pid = self._supervisor_pid(paths)
@@ -151,7 +158,7 @@ class LocalBackend(JobBackend):
         job_status = JobStatus(status.get("TrainingJobStatus", "InProgress"))
         failure_reason = status.get("FailureReason")
         if job_status not in (JobStatus.Completed, JobStatus.Failed, JobStatus.Stopped):
-            lost = self._lost_reason(paths, record, bool(status))
+            lost = self._lost_reason(paths, record, status)
             stopping = paths.stop_request.exists()
             if lost and stopping:
                 job_status = JobStatus.Stopped  # ended by our own kill
@@ -160,6 +167,10 @@ class LocalBackend(JobBackend):
             elif stopping:
                 job_status = JobStatus.Stopping
         result = read_json_written_by_job(paths.result) or {}
+        if job_status is JobStatus.Failed and failure_reason == SUPERVISOR_GONE:
+            # Its training process finished the work before anyone noticed: not redone.
+            if result.get("status") in ("Completed", "Stopped"):
+                job_status, failure_reason = JobStatus(result["status"]), None
         # A job that writes no progress file still says in its result how far it got.
         progress = read_json_written_by_job(paths.progress) or (
             {"step": result["steps"]} if isinstance(result.get("steps"), int) else None
@@ -173,7 +184,7 @@ class LocalBackend(JobBackend):
             created=record["created"],
             started=status.get("TrainingStartTime"),
             ended=status.get("TrainingEndTime"),
-            rules=self.rule_statuses(paths),
+            rules=self.rule_statuses(paths, job_status in FINAL_JOB_STATUSES),
             progress=Progress.model_validate(progress) if progress else None,
             final_metrics=self.final_metrics(paths, result),
         )
@@ -188,22 +199,44 @@ class LocalBackend(JobBackend):
             found |= {name: float(value) for name, value in own.items() if is_finite(value)}
         return found | final_values(read_records(paths.log_metrics))
 
-    def _lost_reason(self, paths: JobPaths, record: dict, reported: bool) -> str | None:
+    def _lost_reason(self, paths: JobPaths, record: dict, status: dict) -> str | None:
         """Why a job that is not final can never finish, or None while it may."""
         if self._supervisor_alive(paths):
             return None
-        if reported:
-            return "InternalServerError: the job's supervisor process disappeared"
+        if status:  # it reported, then vanished; its training process may still run
+            training = status.get("training_pid")
+            if isinstance(training, int) and pid_alive(training):
+                return None  # it ends on its own; stop() signals it
+            return SUPERVISOR_GONE
+        if self._supervisor_pid(paths) is not None:  # it died before its first word
+            return (
+                "ClientError: the job's supervisor exited before starting the job: "
+                f"{error_line(paths.supervisor_log)}"
+            )
         created = datetime.fromisoformat(record["created"])
         if (datetime.now(UTC) - created).total_seconds() > START_TIMEOUT_S:
             return "InternalServerError: the job's supervisor never started"
         return None
 
-    def rule_statuses(self, paths: JobPaths) -> list[RuleEvaluation]:
-        if not paths.rule_status.is_dir():
-            return []
-        found = (read_json(p) for p in sorted(paths.rule_status.glob("*.json")))
-        return [RuleEvaluation.model_validate(status) for status in found if status]
+    def rule_statuses(self, paths: JobPaths, job_ended: bool = False) -> list[RuleEvaluation]:
+        """The rules' statuses; once the job has ended, a rule still pending never will be
+        judged (its evaluator is gone): it reads as Error, saying so."""
+        names = [rule["name"] for rule in read_json(paths.rules) or []]
+        found = {
+            status["RuleConfigurationName"]: RuleEvaluation.model_validate(status)
+            for path in sorted(paths.rule_status.glob("*.json"))
+            if (status := read_json(path))
+        }
+        for name in names if job_ended else []:
+            rule = found.get(name)
+            if rule is None or rule.status in ("InProgress", "Stopping"):
+                found[name] = RuleEvaluation(
+                    name=name,
+                    status="Error",
+                    details="the job ended before the rule evaluator judged this rule "
+                    f"(its last word: {rule.details if rule else 'none'})",
+                )
+        return list(found.values())
 
     def stop(self, job_name: str) -> None:
         """The stop file; the supervisor escalates (SIGTERM after run_spec.stop_grace_s,
@@ -233,12 +266,12 @@ class LocalBackend(JobBackend):
 
     def _signal_group(self, paths: JobPaths, sig: signal.Signals) -> None:
         pid = self._supervisor_pid(paths)
-        if pid is None or not self._supervisor_alive(paths):
+        if pid is None:
             return
-        try:
-            os.killpg(pid, sig)  # the supervisor leads its own group: training + evaluator too
-        except ProcessLookupError:
-            pass
+        # The supervisor leads its own group: training + evaluator too, and they stay in it
+        # when the supervisor itself is gone.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
 
     def _wait_final(self, job_name: str, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,3 +109,25 @@ def read_json_written_by_job(path: Path) -> Any | None:
         return read_json(path)
     except json.JSONDecodeError:
         return None
+
+
+# An exception line ("ValueError: ...", "torch.OutOfMemoryError: ..."), or the interpreter's own.
+ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b|Fatal Python error)")
+
+
+def error_line(path: Path, passed_over: tuple[str, ...] = ()) -> str:
+    """What a process said last about its end, from its log: the last exception line of
+    its last 200 lines, else its last unindented line (lines starting with `passed_over`,
+    e.g. the launcher's own closing words, left out)."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()[-200:]
+    except FileNotFoundError:
+        return f"no {path.name}"
+    lines = [line for line in lines if line.strip() and not line.startswith(passed_over)]
+    for line in reversed(lines):
+        if ERROR_LINE.match(line):
+            return line.strip()[:500]
+    for line in reversed(lines):
+        if not line.startswith((" ", "\t")):
+            return line.strip()[:500]
+    return f"no output in {path.name}"

@@ -26,6 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from remedy.debugger.evaluator import write_errors
+from remedy.debugger.status import read_statuses
 from remedy.debugger.store import has_ended
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.gpus import (
@@ -38,7 +40,7 @@ from remedy.jobs.local.gpus import (
     try_lease,
     visible_devices,
 )
-from remedy.jobs.local.layout import JobPaths, read_json, read_json_written_by_job
+from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_written_by_job
 from remedy.jobs.local.log_metrics import LogMetrics
 from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, without_secrets
@@ -48,6 +50,7 @@ EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge
 EVALUATOR_KILL_S = 30.0
 POLL_S = 0.1  # how often the training process and the stop file are looked at
 GPU_POLL_S = 1.0  # how often a job waiting for a GPU tries again
+HEALTH_EVERY_S = 1.0  # how often a training job's evaluator and progress are checked
 
 
 def utc_now() -> str:
@@ -69,6 +72,9 @@ class Supervisor:
         self.trainer: subprocess.Popen[bytes] | None = None
         self.evaluator: subprocess.Popen[bytes] | None = None
         self.gpus: GpuLease | None = None
+        self.failure: str | None = None  # why the supervisor ended the job itself
+        self.trainer_started = time.time()
+        self.next_health_check = 0.0
         self.job_devices: str | None = None  # CUDA_VISIBLE_DEVICES for the training process
         self.escalation = Escalation(
             grace_s=float(self.record.get("stop_grace_s", 10.0)),
@@ -116,8 +122,60 @@ class Supervisor:
                     with contextlib.suppress(ProcessLookupError):  # it has just ended
                         trainer.send_signal(due)
             self.log_metrics.scan()
+            if time.monotonic() >= self.next_health_check:
+                self.next_health_check = time.monotonic() + HEALTH_EVERY_S
+                self.check_health(trainer)
             time.sleep(POLL_S)
         return code
+
+    def check_health(self, trainer: subprocess.Popen[bytes]) -> None:
+        """A job that nothing judges any more, or that makes no progress, is ended now
+        (SIGTERM, then SIGKILL) and fails with the reason, instead of hanging."""
+        if self.failure is not None:
+            return
+        why = self.evaluator_gone() or self.stalled(trainer)
+        if why is None:
+            return
+        self.failure = f"InternalServerError: {why}"
+        self.stop_signalled = True  # urgent: SIGTERM now, SIGKILL kill_after_s later
+        with contextlib.suppress(ProcessLookupError):
+            trainer.send_signal(signal.SIGCONT)  # a stopped (SIGSTOP) process must run to end
+
+    def pending_rules(self) -> list[str]:
+        """Configured rules without a final status."""
+        statuses = read_statuses(self.paths.rule_status)
+        names = [rule["name"] for rule in read_json(self.paths.rules) or []]
+        return [n for n in names if n not in statuses or not statuses[n].status.is_final]
+
+    def evaluator_gone(self) -> str | None:
+        """Why the rules can no longer be judged: the evaluator exited with rules pending
+        (their statuses become Error, saying so). None while it runs or had judged all."""
+        if self.evaluator is None or (code := self.evaluator.poll()) is None:
+            return None
+        pending = self.pending_rules()
+        if not pending:
+            return None
+        said = error_line(self.paths.evaluator_log)
+        how = f"the rule evaluator exited with status {code}: {said}"
+        write_errors(self.paths.rule_status, pending, {}, f"{how} (before judging this rule)")
+        return f"{how}; unjudged: {', '.join(pending)}"
+
+    def stalled(self, trainer: subprocess.Popen[bytes]) -> str | None:
+        """Why the training process looks frozen: neither progress.json nor the training
+        log changed for run_spec.progress_timeout_s. None while it moves."""
+        timeout = self.record.get("progress_timeout_s")
+        if not timeout:
+            return None
+        watched = (self.paths.progress, self.paths.training_log, self.paths.metrics)
+        times = [path.stat().st_mtime for path in watched if path.exists()]
+        idle = time.time() - max([self.trainer_started, *times])
+        if idle < timeout:
+            return None
+        return (
+            f"no progress for {idle:.0f} s (run_spec.progress_timeout_s {timeout:g}): "
+            f"progress.json and the training log unchanged; the training process is "
+            f"{process_state(trainer.pid)}"
+        )
 
     def start_evaluator(self) -> subprocess.Popen[bytes] | None:
         rules = read_json(self.paths.rules) or []
@@ -159,6 +217,8 @@ class Supervisor:
 
     def outcome(self, code: int) -> tuple[str, str | None]:
         """(TrainingJobStatus, FailureReason) from the training process's exit."""
+        if self.failure is not None:
+            return "Failed", self.failure
         if self.stop_requested:
             return "Stopped", None
         if code == 0:
@@ -170,7 +230,8 @@ class Supervisor:
                 f"InternalServerError: the training process was killed by {name} "
                 "(not by a stop request; out of memory or killed by the host?)"
             )
-        return "Failed", f"AlgorithmError: exit code {code}: {last_error_line(self.paths)}"
+        said = error_line(self.paths.training_log, (LAUNCHER_LOG_PREFIX,))
+        return "Failed", f"AlgorithmError: exit code {code}: {said}"
 
     def lease_gpus(self) -> bool:
         """Hold the job's GPUs (gpus.py), waiting while other jobs hold them. False when the
@@ -217,6 +278,7 @@ class Supervisor:
         if not self.lease_gpus():
             return 0
         self.trainer = self.start_trainer()
+        self.trainer_started = time.time()
         self.evaluator = self.start_evaluator()
         self.write_status(
             SecondaryStatus="Training",
@@ -233,6 +295,15 @@ class Supervisor:
         )
         self.log_metrics.finish()  # every metric the job logged, before its end is reported
         self.finish_evaluator()
+        if self.evaluator is not None and (pending := self.pending_rules()):
+            code = self.evaluator.returncode
+            write_errors(
+                self.paths.rule_status,
+                pending,
+                {},
+                f"the rule evaluator exited with status {code} before judging this rule: "
+                f"{error_line(self.paths.evaluator_log)}",
+            )
         fields: dict[str, Any] = {"TrainingJobStatus": job_status, "TrainingEndTime": utc_now()}
         fields["SecondaryStatus"] = job_status
         if reason:
@@ -241,17 +312,15 @@ class Supervisor:
         return 0
 
 
-def last_error_line(paths: JobPaths) -> str:
-    """The exception line of a Python traceback at the end of the training log (the
-    launcher's own closing lines passed over)."""
+def process_state(pid: int) -> str:
+    """How the kernel sees a process, e.g. 'stopped (T)', from /proc."""
+    names = {"R": "running", "S": "sleeping", "D": "in uninterruptible I/O wait",
+             "T": "stopped", "t": "stopped by a tracer", "Z": "a zombie"}  # fmt: skip
     try:
-        lines = paths.training_log.read_text(errors="replace").strip().splitlines()
-    except FileNotFoundError:
-        return "no training log"
-    for line in reversed(lines[-200:]):
-        if line and not line.startswith((" ", "\t", LAUNCHER_LOG_PREFIX)):
-            return line.strip()[:500]
-    return "no output"
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "gone"
+    return f"{names.get(state, 'in state')} ({state})"
 
 
 def main(argv: list[str] | None = None) -> int:
