@@ -310,6 +310,26 @@ def write_errors(
         write_status(status_dir, record)
 
 
+def watch_surroundings(
+    stop_event: threading.Event, status_dir: Path, with_parent: bool, interval: float
+) -> None:
+    """An evaluator nobody reads must not poll for ever: it stops when its parent exits
+    (with_parent), and exits at once, writing nothing, when the folder holding its status
+    folder is deleted (a write would only recreate part of it)."""
+    parent, holder = os.getppid(), status_dir.absolute().parent
+
+    def watch() -> None:
+        while not stop_event.wait(interval):
+            if not holder.is_dir():
+                print(f"{holder} was deleted: nothing to report to; exiting", flush=True)
+                os._exit(1)
+            if with_parent and os.getppid() != parent:
+                print(f"its parent process {parent} exited: stopping", flush=True)
+                stop_event.set()
+
+    threading.Thread(target=watch, name="surroundings", daemon=True).start()
+
+
 def _print_line(line: str) -> None:
     print(line, flush=True)  # flushed: the job backend tails this output live
 
@@ -327,6 +347,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"JSON lines appended when a Notify rule fires (default <status-dir>/{NOTIFY_FILE})",
     )
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL)
+    parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop (rules left Stopped) when the process that started it exits",
+    )
     return parser.parse_args(argv)
 
 
@@ -361,6 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_errors(args.status_dir, names, {}, f"cannot read the store: {exc}")
         print(f"cannot evaluate: {exc}", file=sys.stderr, flush=True)
         return 1
+    watch_surroundings(stop_event, Path(args.status_dir), args.exit_with_parent, args.poll_interval)
     try:
         evaluator.run(args.poll_interval, stop_event)
     except Exception as exc:

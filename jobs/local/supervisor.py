@@ -195,6 +195,7 @@ class Supervisor:
             str(self.paths.stop_request),
             "--poll-interval",
             str(self.record.get("evaluator_poll_interval", 0.5)),
+            "--exit-with-parent",  # a supervisor that dies leaves no evaluator polling
         ]
         log = self.paths.evaluator_log.open("ab")
         env = without_secrets(os.environ) | {"PYTHONUNBUFFERED": "1"}  # not the job's paths
