@@ -136,3 +136,25 @@ def test_a_rule_firing_on_the_ranks_stops_every_rank(tmp_path: Path) -> None:
         assert trial.worker(worker).steps(), f"{worker} wrote no step"
         assert len(trial.worker(worker).steps()) < 500 * 16
     wait_no_processes(paths.root)
+
+
+def test_sigterm_to_torchrun_stops_every_rank(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path / "run")
+    # No grace: the supervisor sends SIGTERM to torchrun as soon as the stop is asked for.
+    spec = ddp_spec(epochs=500).model_copy(update={"stop_grace_s": 0.0, "rules": []})
+    backend.launch("sigterm", spec)
+    paths = backend.paths("sigterm")
+    deadline = time.monotonic() + 120
+    while not (paths.progress.exists() and backend.describe("sigterm").progress):
+        assert time.monotonic() < deadline, backend.logs("sigterm", tail=100)
+        time.sleep(0.2)
+    backend.stop("sigterm")
+    snapshot = backend.describe("sigterm")
+    log = backend.logs("sigterm", tail=300)
+    assert snapshot.status is JobStatus.Stopped, log
+    # Both ranks' launchers ended: cleanly, or, for a rank left waiting in an all-reduce
+    # for one that had already stopped, with the collective's error (job-contract.md).
+    stopped, failed = log.count("remedy launch: stopped after"), log.count("remedy launch: failed")
+    assert stopped >= 1 and stopped + failed == 2, log
+    assert store.has_ended(paths.tensors)  # each rank closed its part of the store
+    wait_no_processes(paths.root)
