@@ -15,7 +15,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
-from remedy.state_schema import RunSpec
+from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
 
 
 class PreflightError(ValueError):
@@ -30,6 +30,8 @@ def preflight(spec: RunSpec) -> None:
         gpus_wanted(spec.gpus_per_job, len(visible_devices(os.environ)))
     except GpuSettingError as error:
         raise PreflightError(str(error)) from None
+    if spec.init_checkpoint:
+        check_checkpoint(Path(spec.init_checkpoint))
     code_dir = Path(spec.source_dir or ".").resolve()
     if spec.source_dir is not None and not code_dir.is_dir():
         raise PreflightError(f"run_spec.source_dir: no folder {code_dir}")
@@ -48,6 +50,17 @@ def preflight(spec: RunSpec) -> None:
             check_cifar10_folder(spec.data_path)
         except CifarFormatError as error:
             raise PreflightError(f"run_spec.data_path: {error}") from None
+
+
+def check_checkpoint(folder: Path) -> None:
+    """A warm start is a checkpoint folder: one with its sidecar (what the job reads)."""
+    if not folder.is_dir():
+        raise PreflightError(f"run_spec.init_checkpoint: no checkpoint folder {folder}")
+    if not (folder / CHECKPOINT_META_FILE).is_file():
+        raise PreflightError(
+            f"run_spec.init_checkpoint: {folder} is not a checkpoint (it has no "
+            f"{CHECKPOINT_META_FILE})"
+        )
 
 
 def check_script(entry_point: str, code_dir: Path, in_source_dir: bool) -> None:

@@ -25,6 +25,7 @@ from remedy.state_schema.base import Strict
 # The synthetic dataset's size when train_samples / test_samples are not given.
 SYNTHETIC_TRAIN_SAMPLES = 5000
 SYNTHETIC_TEST_SAMPLES = 1000
+MAX_SAMPLES = 10_000_000  # 120 GB of 32x32 RGB float images: more is a typo
 
 
 class Activation(StrEnum):
@@ -75,13 +76,18 @@ class Hyperparameters(Strict):
     add_batch_norm: Literal[0, 1] = Field(
         0, description="1 adds batch norm before each residual addition."
     )
-    num_epochs: int = Field(5, gt=0, description="Epochs to train.")
+    num_epochs: int = Field(5, gt=0, le=100_000, description="Epochs to train.")
 
     # --- ours ----------------------------------------------------------------------
-    depth: int = Field(20, ge=8, description="ResNet depth, 6n+2 (20, 32, 44, 56, ...).")
-    width: int = Field(16, gt=0, description="Filters of the first stack (then x2, x4).")
+    # Upper bounds: beyond them a value is a typo that would only exhaust memory.
+    depth: int = Field(
+        20, ge=8, le=2000, description="ResNet depth, 6n+2 (20, 32, 44, 56, ..., 1202)."
+    )
+    width: int = Field(
+        16, gt=0, le=1024, description="Filters of the first stack (then x2, x4)."
+    )
     activation: Activation = Field(Activation.elu, description="Activation in every block.")
-    batch_size: int = Field(128, gt=0, description="Mini-batch size.")
+    batch_size: int = Field(128, gt=0, le=1_000_000, description="Mini-batch size.")
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum.")
     weight_decay: float = Field(
         2e-4, ge=0, description="SGD weight decay; 2e-4 equals the reference's Keras L2 of 1e-4."
@@ -95,15 +101,19 @@ class Hyperparameters(Strict):
     train_samples: int | None = Field(
         None,
         gt=0,
+        le=MAX_SAMPLES,
         description=f"Use only this many training images (synthetic default "
         f"{SYNTHETIC_TRAIN_SAMPLES}).",
     )
     test_samples: int | None = Field(
         None,
         gt=0,
+        le=MAX_SAMPLES,
         description=f"Use only this many test images (synthetic default {SYNTHETIC_TEST_SAMPLES}).",
     )
-    seed: int = Field(0, description="Seed for data order, initialisation and synthetic data.")
+    seed: int = Field(
+        0, ge=0, lt=2**63, description="Seed for data order, initialisation and synthetic data."
+    )
     device: Literal["auto", "cuda", "cpu"] = Field(
         "auto",
         description="Where the job trains: auto = the first visible CUDA GPU when there is "
@@ -117,7 +127,7 @@ class Hyperparameters(Strict):
         description="Check loss and gradients before each update; on a non-finite value skip "
         "it and: stop with a repro bundle (stop), count and go on (skip); off: no check.",
     )
-    exclude_samples: list[Annotated[int, Field(ge=0)]] = Field(
+    exclude_samples: list[Annotated[int, Field(ge=0, lt=MAX_SAMPLES)]] = Field(
         default_factory=list, description="Training sample ids left out (bad records)."
     )
     # --- hyperparameters the remediation strategies change (defaults = the seed's) -----

@@ -47,10 +47,17 @@ def read_json(path: str | Path) -> Any:
         text = path.read_text()
     except OSError as error:
         raise PayloadError(f"{path}: cannot read ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        why = f"{error.reason} at byte {error.start}"
+        raise PayloadError(f"{path}: not UTF-8 text ({why})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise PayloadError(f"{path}: not valid JSON ({error})") from None
+    except RecursionError:
+        raise PayloadError(f"{path}: JSON nested too deeply to be a payload") from None
+    except ValueError as error:  # e.g. an integer of more than 4300 digits
+        raise PayloadError(f"{path}: a value cannot be read ({error})") from None
 
 
 def load_state(path: str | Path) -> State:

@@ -11,9 +11,9 @@ import json
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, StringConstraints, field_validator
 from remedy.state_schema.base import Strict
 from remedy.state_schema.run_spec import (  # noqa: F401  (RunSpec lives in run_spec.py)
     RuleSpec,
@@ -84,10 +84,19 @@ class Finding(Strict):
     data_problem: DataProblem | None = None
 
 
+# The cloud service's rule for job names; here they are also folder names, so a name can
+# never reach outside the run directory ("../x" is not one).
+JobName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9](-*[A-Za-z0-9]){0,62}$"),
+    Field(description="Letters, digits and single dashes, at most 63 characters."),
+]
+
+
 class Attempt(Strict):
     """One launched job: what ran, why, and how it ended."""
 
-    job_name: str
+    job_name: JobName
     spec: RunSpec
     strategy: str | None = Field(None, description="Strategy that produced this spec.")
     strategy_reason: str | None = None
@@ -139,13 +148,15 @@ class History(Strict):
     num_batch_layer_adjustments: int = Field(0, ge=0)
     num_learning_rate_adjustments: int = Field(0, ge=0)
     num_monitor_transitions: int = Field(0, ge=0)
-    latest_job_name: str | None = None
+    latest_job_name: JobName | None = None
     attempts: list[Attempt] = Field(default_factory=list)
 
 
 class Budgets(Strict):
-    max_num_retraining: int = Field(30, gt=0, description="Launches allowed in all.")
-    max_monitor_transitions: int = Field(200, gt=0, description="Monitor calls allowed in all.")
+    max_num_retraining: int = Field(30, gt=0, le=10_000, description="Launches allowed in all.")
+    max_monitor_transitions: int = Field(
+        200, gt=0, le=1_000_000, description="Monitor calls allowed in all."
+    )
 
 
 class State(Strict):

@@ -111,7 +111,7 @@ class RunSpec(Hyperparameters):
 
     # --- fields of the original run_spec -------------------------------------------
     debugger_save_interval: int = Field(
-        100, gt=0, description="Gradients are saved every this many steps."
+        100, gt=0, le=10**9, description="Gradients are saved every this many steps."
     )
     sm_role: str | None = Field(None, description="Cloud backend: execution role ARN.")
     bucket: str | None = Field(None, description="Cloud backend: bucket for outputs.")
