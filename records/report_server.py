@@ -5,8 +5,8 @@ beside its runner and sets REMEDY_REPORTS_URL for the flow runs it starts; a run
 directory lies under the runs directory then links its report as
 REMEDY_REPORTS_URL/<path under the runs directory>/report/index.html.
 
-Only files inside some run's report/ folder are served: never tensors, checkpoints, logs or
-state.
+Only regular files inside some run's report/ folder are served, reached without a symbolic
+link: never tensors, checkpoints, logs or state.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from remedy.records.run_folder import REPORT_DIR
+from remedy.records.run_folder import REPORT_DIR, state_path
 
 REPORTS_URL_ENV = "REMEDY_REPORTS_URL"
 
@@ -27,15 +27,35 @@ class ReportHandler(SimpleHTTPRequestHandler):
     """GET/HEAD of files under <run>/report/; 404 for everything else."""
 
     def send_head(self):  # type: ignore[no-untyped-def]  (the base class's signature)
-        parts = [part for part in unquote(urlsplit(self.path).path).split("/") if part]
-        inside_a_report = REPORT_DIR in parts[1:-1] and ".." not in parts
-        if not inside_a_report or not Path(self.translate_path(self.path)).is_file():
+        if report_file(Path(self.directory), self.path) is None:
             self.send_error(404, "not a file of a run's report")
             return None
         return super().send_head()
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass  # a page view is not worth a line in the runner's log
+
+
+def report_file(root: Path, url_path: str) -> Path | None:
+    """The file a URL path names when it is a regular file in a run's report folder
+    (<run>/report/..., <run> holding state.json), reached without any symbolic link;
+    None for anything else (a run directory that happens to be called "report", state,
+    tensors, a link to /etc/passwd)."""
+    parts = [part for part in unquote(urlsplit(url_path).path).split("/") if part]
+    if any(part in (".", "..") or "\x00" in part for part in parts):
+        return None
+    in_report = any(
+        part == REPORT_DIR and index > 0 and state_path(root.joinpath(*parts[:index])).is_file()
+        for index, part in enumerate(parts[:-1])
+    )
+    if not in_report:
+        return None
+    path = root
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            return None
+    return path if path.is_file() else None
 
 
 def start_report_server(runs_dir: str | Path, host: str, port: int) -> ThreadingHTTPServer:

@@ -41,6 +41,26 @@ def test_serves_the_files_of_reports_and_nothing_else(base_url: str) -> None:
     assert httpx.get(f"{base_url}/").status_code == 404  # no listing of the runs
 
 
+def test_no_link_and_no_run_called_report_opens_anything_else(runs: Path, base_url: str) -> None:
+    run = runs / "search-1" / "candidate-001"
+    (run / "report" / "passwd.html").symlink_to("/etc/passwd")  # a link inside a report
+    (run / "report" / "state.html").symlink_to(run / "state.json")
+    (run / "report" / "jobs").symlink_to(run)  # a linked folder
+    named_report = runs / "report"  # a run directory that is called "report"
+    (named_report / "jobs").mkdir(parents=True)
+    (named_report / "state.json").write_text('{"secret": 1}')
+    (named_report / "jobs" / "log.txt").write_text("a job's log")
+    for path in (
+        "search-1/candidate-001/report/passwd.html",
+        "search-1/candidate-001/report/state.html",
+        "search-1/candidate-001/report/jobs/state.json",
+        "report/state.json",
+        "report/jobs/log.txt",
+        "search-1/report/candidate-001/state.json",
+    ):
+        assert httpx.get(f"{base_url}/{path}").status_code == 404, path
+
+
 def test_report_links_use_the_server_for_runs_under_its_directory(
     runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
