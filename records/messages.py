@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from remedy.records.metric_columns import metric_names
 from remedy.records.verdict import run_is_clean
-from remedy.state_schema import Attempt, State
+from remedy.state_schema import Attempt, Payload, State
 
 _PATTERNS = [
     (re.compile(r"arn:aws[a-z-]*:[a-z0-9-]*:[a-z0-9-]*:\d{12}:[^\s\"',]+"), "arn:***"),
@@ -30,6 +31,23 @@ def redact(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def payload_for_people(state: State) -> str:
+    """The payload as JSON for a screen or a log: the PRIVATE_FIELDS of every run_spec
+    hidden (state.json and --state-out keep them; a payload shown to people does not)."""
+
+    def hidden(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                key: "<hidden>" if key in PRIVATE_FIELDS and item is not None else hidden(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [hidden(item) for item in value]
+        return value
+
+    return json.dumps(hidden(Payload(state=state).model_dump(mode="json")), indent=2)
 
 
 def fmt(value: float | None, digits: int = 4) -> str:

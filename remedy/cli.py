@@ -35,7 +35,6 @@ from remedy.state_schema import (
     RuleStatus,
     State,
     load_state,
-    payload_json,
     save_state,
 )
 from remedy.state_schema.io import describe_validation_error, schema_text
@@ -87,7 +86,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
     from remedy.flows.remediate import RemediateSettings, remediate
     from remedy.preflight import preflight
-    from remedy.records.messages import attempt_table
+    from remedy.records.messages import attempt_table, payload_for_people
     from remedy.records.notifications import notifier
     from remedy.records.run_folder import (
         REPORT_DIR,
@@ -130,7 +129,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     report = run_dir / REPORT_DIR / "index.html"
     if report.is_file():
         print(f"report: {report}")
-    print("\nfinal state:\n" + payload_json(final), flush=True)
+    print("\nfinal state:\n" + payload_for_people(final), flush=True)
     if args.state_out:
         save_state(args.state_out, final)
     return EXIT_OK if run_is_clean(final) else EXIT_NOT_COMPLETED
@@ -178,6 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from remedy.records.messages import payload_for_people
     from remedy.records.run_folder import is_finished, state_path
     from remedy.records.verdict import run_is_clean
 
@@ -189,7 +189,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     check_state_out(args.state_out)
     if state.next_action is NextAction.end and is_finished(run_dir):
         print(f"remedy: {run_dir} has already ended: {state.end_reason}")
-        print(payload_json(state))
+        print(payload_for_people(state))
         if args.state_out:
             save_state(args.state_out, state)
         return EXIT_OK if run_is_clean(state) else EXIT_NOT_COMPLETED
@@ -242,13 +242,14 @@ def check_policy(name: str) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from remedy.records.messages import payload_for_people
     from remedy.strategies import plan_next
 
     state = load_state(args.state)
     check_policy(state.policy)
     finding = Finding(rule=args.finding, step=args.step, tensor=args.tensor)
     state = state.model_copy(update={"rule_status": RuleStatus.IssuesFound})
-    print(payload_json(plan_next(state, [finding])))
+    print(payload_for_people(plan_next(state, [finding])))
     return EXIT_OK
 
 

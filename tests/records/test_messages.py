@@ -1,6 +1,9 @@
+import json
+
 from remedy.records.messages import (
     attempt_table,
     final_message,
+    payload_for_people,
     public_state_json,
     redact,
     retraining_message,
@@ -51,6 +54,17 @@ def test_final_message_and_public_state_hide_the_role_and_bucket() -> None:
     for text in (body, public):
         assert ROLE not in text and BUCKET not in text
     assert '"warmup_learning_rate": 0.003125' in public
+
+
+def test_a_payload_shown_to_people_hides_them_in_every_run_spec() -> None:
+    state = seed_state_after_finding()
+    assert state.run_spec.sm_role == ROLE and state.history.attempts[-1].spec.bucket == BUCKET
+    shown = payload_for_people(state)
+    assert ROLE not in shown and BUCKET not in shown and "111111111111" not in shown
+    document = json.loads(shown)
+    assert document["state"]["run_spec"]["sm_role"] == "<hidden>"
+    assert document["state"]["history"]["attempts"][-1]["spec"]["bucket"] == "<hidden>"
+    assert document["state"]["run_spec"]["region"] == state.run_spec.region  # not private
 
 
 def test_attempt_table_has_a_row_per_attempt() -> None:
