@@ -106,6 +106,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         notifier(settings.notify_config)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    start_temporary_server()
     try:
         lock_run(run_dir, f"remedy {args.command}")  # the flow takes it again, in this process
     except RunBusy as error:
@@ -133,6 +134,24 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     if args.state_out:
         save_state(args.state_out, final)
     return EXIT_OK if run_is_clean(final) else EXIT_NOT_COMPLETED
+
+
+def start_temporary_server() -> None:
+    """Without PREFECT_API_URL, the flow runs on Prefect's temporary server: start it here
+    (Prefect then uses this one) so that a watchdog ends it even if remedy is killed."""
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    from remedy.watchdog import start_watchdog
+
+    server = SubprocessASGIServer()  # the instance Prefect's client takes in ephemeral mode
+    server.start()
+    assert server.server_process is not None  # start() raises when it cannot start one
+    start_watchdog(server.server_process.pid)
+    print(f"remedy: temporary Prefect server at {server.address} (pid {server.server_process.pid})")
 
 
 def interrupt(signum: int, frame: FrameType | None) -> None:

@@ -4,16 +4,26 @@ job whichever signal ends `remedy run` (real processes, one shared Prefect serve
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from remedy.jobs.local import LocalBackend
 from remedy.records.run_folder import REPORT_DIR, is_finished
 from remedy.state_schema import JobStatus, RunSpec, load_state
 
-from tests.cli.test_cli import remedy, remedy_env, start_gated_run, write_spec
+from tests.cli.test_cli import (
+    job_is_training,
+    remedy,
+    remedy_env,
+    start_gated_run,
+    wait_for,
+    write_spec,
+)
 
 
 def events(run_dir: Path) -> list[str]:
@@ -111,3 +121,37 @@ def test_calling_the_flow_again_on_its_run_dir_never_overwrites_it(
     assert refused.returncode != 0
     assert "already holds another run" in refused.stderr
     assert load_state(run_dir / "state.json") == before
+
+
+def pid_running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.slow
+def test_a_killed_remedy_run_leaves_no_temporary_server(tmp_path: Path) -> None:
+    spec = RunSpec(entry_point="tests.jobs.entry_points.gated", rules=[])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")  # its own temporary server and database
+    run_dir = tmp_path / "run"
+    flow = subprocess.Popen(
+        [sys.executable, "-m", "remedy", "run", str(write_spec(tmp_path / "spec.json", spec)),
+         "--run-dir", str(run_dir), "--poll-interval", "0.3"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    assert flow.stdout is not None
+    server = None
+    for line in flow.stdout:
+        if match := re.search(r"temporary Prefect server at \S+ \(pid (\d+)\)", line):
+            server = int(match.group(1))
+            break
+    assert server is not None and pid_running(server)
+    wait_for(lambda: job_is_training(run_dir))
+    flow.send_signal(signal.SIGKILL)  # no handler, no atexit: only the watchdog is left
+    flow.wait()
+    wait_for(lambda: not pid_running(server), timeout=30)
+    job = load_state(run_dir / "state.json").history.latest_job_name
+    LocalBackend(run_dir).stop(job)  # the job itself outlives its flow by design (resume)
