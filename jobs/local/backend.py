@@ -35,6 +35,7 @@ from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_
 from remedy.jobs.local.log_metrics import final_values, read_records
 from remedy.jobs.registry import register_backend
 from remedy.state_schema import Checkpoint, JobStatus, RunSpec, write_atomic
+from remedy.state_schema.job_env import without_secrets
 from remedy.state_schema.metric_definitions import is_finite
 
 SUPERVISOR_GONE = "InternalServerError: the job's supervisor process disappeared"
@@ -133,6 +134,7 @@ class LocalBackend(JobBackend):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # own process group: survives the flow, stoppable whole
+                env=without_secrets(os.environ),  # nor the supervisor sees notification targets
             )
         write_atomic(paths.supervisor_pid, f"{child.pid}\n")
 

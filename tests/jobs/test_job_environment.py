@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,27 @@ def test_no_secret_reaches_the_job_or_its_files(backend: LocalBackend) -> None:
         if p.is_file()
     )
     assert not [value for value in SECRETS.values() if value in written]
+
+
+def test_no_process_of_a_job_holds_a_secret(backend: LocalBackend) -> None:
+    """The supervisor and the evaluator too: /proc/PID/environ of every process of the job."""
+    spec = RunSpec(entry_point="tests.jobs.entry_points.gated")
+    backend.launch("job", spec)
+    status_file = backend.paths("job").status
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = json.loads(status_file.read_text()) if status_file.exists() else {}
+        if status.get("evaluator_pid") and status.get("training_pid"):
+            break
+        time.sleep(0.1)
+    try:
+        for role in ("supervisor_pid", "training_pid", "evaluator_pid"):
+            environ = Path(f"/proc/{status[role]}/environ").read_bytes().decode(errors="replace")
+            names = {entry.split("=", 1)[0] for entry in environ.split("\0") if entry}
+            assert not set(SECRETS) & names, role
+            assert "AWS_ACCESS_KEY_ID" in names, role  # the cloud credentials stay
+    finally:
+        backend.stop("job")
 
 
 def test_a_module_is_found_in_source_dir_first(backend: LocalBackend, tmp_path: Path) -> None:
