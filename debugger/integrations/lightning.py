@@ -8,9 +8,9 @@ derives from the Callback of each of the two packages that is installed, so it w
 `lightning.pytorch.Trainer` and `pytorch_lightning.Trainer` alike.
 
 What it does, at Lightning's own hooks (debugger/integrations/common.py does the saving):
-  - setup: creates the store (REMEDY_DEBUGGER_CONFIG, or the config / out_dir given), on the
-    global-zero process only, and registers the LightningModule for the activation and
-    input collections;
+  - setup: creates the store (REMEDY_DEBUGGER_CONFIG, or the config / out_dir given) and
+    registers the LightningModule for the activation and input collections. Under DDP each
+    process writes its own part of the store (workers/worker_<rank>/), as the Hook does;
   - one TRAIN step per optimizer update, numbered by trainer.global_step (0 = the first
     update; a resumed run goes on from its checkpoint's step): begun at the update's first
     batch, "loss" = the sum of the losses backpropagated for it (on_before_backward;
@@ -101,8 +101,7 @@ class RemedyCallback(*_bases):  # type: ignore[misc]
     # -- Lightning's hooks ----------------------------------------------------------------
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if trainer.is_global_zero:
-            self.capture.start(pl_module)
+        self.capture.start(pl_module)
 
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int

@@ -8,7 +8,8 @@ Needs `transformers` (and `accelerate`, which its Trainer needs): pip install
 
 What it does, at the Trainer's own events (debugger/integrations/common.py does the saving):
   - on_init_end / on_train_begin: creates the store (REMEDY_DEBUGGER_CONFIG, or the config /
-    out_dir given), on the world-zero process only, and puts a forward hook on the model;
+    out_dir given) and puts a forward hook on the model. Under torch.distributed each
+    process writes its own part of the store (workers/worker_<rank>/), as the Hook does;
   - one TRAIN step per optimizer update, numbered by state.global_step (0 = the first
     update; a resumed run goes on from its checkpoint's step), begun at on_step_begin;
     "loss" = the loss the model returns (its output's `loss`: the batch carries labels),
@@ -120,7 +121,7 @@ class RemedyCallback(TrainerCallback):
     # -- the model's forward ------------------------------------------------------------
 
     def _start(self, state: Any, model: Any) -> None:
-        if self.capture.hook is not None or not state.is_world_process_zero:
+        if self.capture.hook is not None:
             return
         self.capture.start(model)
         if self.capture.hook is None or model is None:

@@ -7,6 +7,9 @@ missing package fails them at collection, it never skips them."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +217,86 @@ def test_arguments_are_checked() -> None:
     import pytorch_lightning
 
     assert isinstance(RemedyCallback(), pl.Callback | pytorch_lightning.Callback)
+
+
+DDP_SCRIPT = """\
+import sys
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from remedy.debugger import SaveConfig
+from remedy.debugger.integrations.lightning import RemedyCallback
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.mse_loss(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+class TouchOnRankZero(pl.Callback):
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_rank == 0 and trainer.global_step == 2:
+            Path(sys.argv[2]).touch()
+
+
+torch.manual_seed(0)
+x = torch.randn(256, 4)
+data = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
+every = SaveConfig(save_interval=1)
+callback = RemedyCallback(
+    out_dir=sys.argv[1], collections={"losses": every, "gradients": every}, stop_file=sys.argv[2]
+)
+trainer = pl.Trainer(
+    max_epochs=1, accelerator="cpu", devices=2, strategy="ddp", logger=False,
+    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    callbacks=[TouchOnRankZero(), callback],
+)
+trainer.fit(Tiny(), data)
+callback.close()
+print("rank", trainer.global_rank, "stopped at", trainer.global_step, flush=True)
+"""
+
+
+def test_under_ddp_each_process_writes_its_part_and_all_stop_together(tmp_path: Path) -> None:
+    """torchrun, 2 CPU processes (gloo): one store part per rank, the same steps and the
+    averaged (equal) gradients in both; the stop file, seen by rank 0 alone, stops both
+    after the same update (a rank stopping alone would hang the other)."""
+    script = tmp_path / "ddp_fit.py"
+    script.write_text(DDP_SCRIPT)
+    store, stop_file = tmp_path / "store", tmp_path / "stop-request"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name in ("REMEDY_DEBUGGER_CONFIG", "REMEDY_STOP_FILE", "RANK", "WORLD_SIZE"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+        + [str(script), str(store), str(stop_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(line for line in done.stdout.splitlines() if "stopped at" in line) == [
+        "rank 0 stopped at 2",
+        "rank 1 stopped at 2",
+    ]
+    trial = create_trial(store)
+    assert trial.has_ended and trial.workers() == ["worker_0", "worker_1"]
+    assert trial.steps() == [0, 1]
+    for step in (0, 1):
+        values = [
+            trial.tensor("gradient/net.0.weight").value(step, worker=worker)
+            for worker in trial.workers()
+        ]
+        torch.testing.assert_close(torch.from_numpy(values[0]), torch.from_numpy(values[1]))
