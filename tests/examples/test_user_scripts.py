@@ -6,7 +6,8 @@ own flag; examples/word_lm/main.py (PyTorch's classic language-model style: --lr
 manual SGD, torch.save(model)) trains cleanly at its defaults, with the perplexity it prints
 as its metric (metric_definitions), shown by `remedy status`, `compare` and `report` and
 judged by its success criterion; at --lr 1000 it completes with a finite loss far above where
-it started, which is not a clean run.
+it started, which is not a clean run. examples/ddp/train.py (PyTorch's DDP tutorial style)
+runs as two torchrun processes, stops whole on its real divergence and is repaired.
 """
 
 from __future__ import annotations
@@ -152,3 +153,33 @@ def test_a_classic_language_model_script_trains_cleanly(
     summary = (run_dir / "report" / "summary.md").read_text()
     assert "final metrics: valid:perplexity" in summary and f"test:perplexity {shown}" in summary
     assert "| loss | valid:perplexity | test:perplexity | train:loss | outcome |" in summary
+
+
+def test_a_two_process_ddp_script_is_repaired_under_remedy_run(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """examples/ddp/train.py, PyTorch's DDP tutorial style (gloo on CPU), started by torchrun
+    twice: its real divergence at --learning-rate 10 stops the whole job, and a lower rate
+    through its own flag trains cleanly on both processes."""
+    spec = {
+        "base_job_name": "ddp",
+        "source_dir": str(EXAMPLES / "ddp"),
+        "entry_point": "train.py",
+        "hyperparameters": {"learning-rate": 10, "epochs": 3},
+        "hyperparameter_roles": {"learning_rate": "learning-rate"},
+        "distribution": {"torch_distributed": {"enabled": True, "processes_per_host": 2}},
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url, "--policy", "adaptive")
+    assert code == 0, output
+    state = load_state(run_dir / "state.json")
+    first, *_, last = state.history.attempts
+    assert first.outcome is JobStatus.Stopped and first.findings
+    assert last.outcome is JobStatus.Completed and not last.findings
+    assert last.spec.script_hyperparameters["learning-rate"] == 1.0  # lower_lr_10x
+    assert last.final_loss < 0.5 * last.initial_loss
+    job = run_dir / "jobs" / last.job_name
+    assert sorted(p.name for p in (job / "tensors" / "workers").iterdir()) == [
+        "worker_0",
+        "worker_1",
+    ]
+    assert (job / "model" / "model.pt").is_file()  # rank 0 saved it to SM_MODEL_DIR
