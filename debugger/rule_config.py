@@ -23,7 +23,7 @@ NOTIFY = "Notify"  # acted on by the orchestrator; the evaluator only reports it
 ACTIONS = (STOP_TRAINING, NOTIFY)
 
 # The name becomes a file name: keep it to a safe alphabet.
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")  # and no ".."
 
 
 class RuleConfigError(ValueError):
@@ -58,7 +58,7 @@ class RuleConfig:
         if unknown:
             raise ValueError(f"unknown keys {sorted(unknown)}")
         name = data.get("name")
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
             raise ValueError(f"name: must match {_NAME_RE.pattern}, got {name!r}")
         rule = data.get("rule", name)
         if not isinstance(rule, str) or not rule:

@@ -23,7 +23,9 @@ class PreflightError(ValueError):
 
 
 def preflight(spec: RunSpec) -> None:
-    """Raise PreflightError naming the field when a local job could not start."""
+    """Raise PreflightError naming the field when a local job could not start, or when a
+    rule could not be evaluated (whatever the backend: a job must never run unwatched)."""
+    check_rules(spec)
     if spec.backend != "local":
         return
     try:
@@ -61,6 +63,21 @@ def check_checkpoint(folder: Path) -> None:
             f"run_spec.init_checkpoint: {folder} is not a checkpoint (it has no "
             f"{CHECKPOINT_META_FILE})"
         )
+
+
+def check_rules(spec: RunSpec) -> None:
+    """Every rule is built as the evaluator will build it: its class in the registry (a
+    typo gets a did-you-mean) or in its rule_file (found from source_dir, imported), its
+    parameters (names, types, regexes). The evaluator would only report such a rule as
+    Error once the job runs; here nothing launches."""
+    from remedy.debugger.rule_check import check_rule
+    from remedy.debugger.rule_config import RuleConfig
+
+    for index, rule in enumerate(spec.rules):
+        try:
+            check_rule(RuleConfig.from_dict(rule.model_dump(mode="json")), spec.source_dir)
+        except ValueError as error:
+            raise PreflightError(f"run_spec.rules[{index}] ({rule.name}): {error}") from None
 
 
 def check_script(entry_point: str, code_dir: Path, in_source_dir: bool) -> None:

@@ -9,6 +9,7 @@ contract a user reads is docs/job-contract.md.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 
@@ -30,16 +31,45 @@ from remedy.state_schema.roles import check_role_name, role_value, script_value
 FIELDS_OF_EVERY_JOB = frozenset({"base_job_name", "nan_guard", "init_checkpoint", "start_epoch"})
 
 
-class RuleSpec(Strict):
-    """One debugger rule to evaluate beside the job (DebugRuleConfiguration)."""
+# A rule's name becomes its status file's name (<name>.json): a safe alphabet, no path.
+RULE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$"
 
-    name: str = Field(description="RuleConfigurationName: how the rule's status is reported.")
-    rule: str = Field(description="Rule class name in the debugger's registry.")
+
+class RuleSpec(Strict):
+    """One debugger rule to evaluate beside the job (DebugRuleConfiguration). Whether the
+    class exists and takes these parameters is checked by the preflight, which knows the
+    debugger's registry (this package imports nothing of ours)."""
+
+    name: str = Field(
+        description="RuleConfigurationName: how the rule's status is reported; it names a "
+        "file, so letters, digits, '_', '-' and '.', not starting with '.', no '..'.",
+    )
+    rule: str = Field(
+        min_length=1,
+        description="Rule class name in the debugger's registry, or in rule_file.",
+    )
     parameters: dict[str, Any] = Field(default_factory=dict, description="Rule parameters.")
     actions: list[Literal["StopTraining", "Notify"]] = Field(
         default_factory=lambda: ["StopTraining"],
         description="What the evaluator does itself when the rule fires.",
     )
+    rule_file: str | None = Field(
+        None,
+        min_length=1,
+        exclude_if=lambda value: value is None,  # a built-in rule dumps as it always did
+        description="A Python file defining the rule class (a custom rule); relative to "
+        "source_dir, else to the current directory. null: a built-in rule.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_file_name(cls, name: str) -> str:
+        if not re.match(RULE_NAME_PATTERN, name) or ".." in name:
+            raise ValueError(
+                f"{name!r} cannot name a status file: use letters, digits, '_', '-' and '.' "
+                "(1-255, not starting with '.', no '..', no '/')"
+            )
+        return name
 
 
 def exploding_tensor_rule() -> RuleSpec:
@@ -212,6 +242,16 @@ class RunSpec(Hyperparameters):
         if twice:
             raise ValueError(f"each metric is defined once; defined twice: {', '.join(twice)}")
         return definitions
+
+    @field_validator("rules")
+    @classmethod
+    def _rule_names_unique(cls, rules: list[RuleSpec]) -> list[RuleSpec]:
+        # Each name is one status file: a second rule of the same name would overwrite it.
+        names = [rule.name for rule in rules]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"each rule name is used once; used twice: {', '.join(twice)}")
+        return rules
 
     @field_validator("script_hyperparameters", mode="before")
     @classmethod

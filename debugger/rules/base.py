@@ -22,14 +22,17 @@ mode), so evaluating a run costs time linear in its length.
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules import reads
 
 if TYPE_CHECKING:
     from remedy.debugger.trial import Trial
@@ -50,15 +53,56 @@ class Finding:
 
 class Rule:
     name: ClassVar[str] = ""
+    # Kinds of tensors (reads.py) the rule reads whatever its parameters. Parameters that
+    # select tensors add theirs (see reads()), so most rules need not list anything here.
+    READS: ClassVar[tuple[str, ...]] = ()
+    # False for rules about something else than tensors (time between steps): they never
+    # count as "has read nothing".
+    READS_TENSORS: ClassVar[bool] = True
 
     def __init__(self, trial: Trial, **params: Any) -> None:
         self.trial = trial
         self.finding: Finding | None = None
+        self._assign(params)
+        self.validate()
+        self.setup()
+
+    @classmethod
+    def check_parameters(cls, params: Mapping[str, Any]) -> Rule:
+        """The rule with `params` assigned and validated, but no trial and no setup(): raises
+        ValueError naming the rule and parameter when `params` would not build it (unknown
+        names, wrong types, values validate() refuses such as invalid regexes). A run's
+        rules are checked with it, and their reads() derived, before anything launches."""
+        rule = cls.__new__(cls)
+        rule.finding = None
+        rule._assign(dict(params))
+        rule.validate()
+        return rule
+
+    def reads(self) -> set[str]:
+        """Kinds of tensors (reads.py) this rule reads with its parameters: READS, plus
+        what its selecting parameters name: `collection_names` / `collection` (collections)
+        and any parameter ending in `_regex` (the kinds whose tensor names it matches).
+        Empty: the rule reads whatever the job saves (ExplodingTensor over every tensor)."""
+        kinds = set(self.READS)
+        for key in self.parameter_types():
+            value = getattr(self, key, None)
+            if key == "collection_names" and isinstance(value, list):
+                kinds |= reads.kinds_of_collections(value)
+            elif key == "collection" and isinstance(value, str):
+                kinds |= reads.kinds_of_collections([value])
+            elif key.endswith("_regex") and isinstance(value, str):
+                kinds |= reads.kinds_of_regex(value)
+        return kinds
+
+    def _assign(self, params: Mapping[str, Any]) -> None:
         spec = self.parameter_types()
         for key in params:
             if key not in spec:
+                close = difflib.get_close_matches(key, list(spec), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 raise ValueError(
-                    f"{self.name}: unknown parameter {key!r}; expected one of {sorted(spec)}"
+                    f"{self.name}: unknown parameter {key!r}; {hint}expected one of {sorted(spec)}"
                 )
         for key, hint in spec.items():
             if key in params:
@@ -72,8 +116,6 @@ class Rule:
                     f"{self.name}: parameter {key!r} must be {_describe(hint)}, got {value!r}"
                 )
             setattr(self, key, value)
-        self.validate()
-        self.setup()
 
     @classmethod
     def parameter_types(cls) -> dict[str, Any]:
@@ -161,6 +203,7 @@ class LossWindowRule(Rule):
     steps, kept per mode (`mode`: only that mode's losses). A subclass says what a window's
     mean means in `window_ended`."""
 
+    READS = (reads.LOSSES,)
     num_steps: int = 10
     mode: str | None = None
 

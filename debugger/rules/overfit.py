@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules import reads
 from remedy.debugger.rules.base import Rule
 from remedy.debugger.rules.registry import register_rule
 
@@ -14,6 +15,7 @@ class Overfit(Rule):
     EVAL steps in a row."""
 
     name = "Overfit"
+    READS = (reads.LOSSES,)
     start_step: int = 0
     patience: int = 1
     ratio_threshold: float = 0.1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules import reads
 from remedy.debugger.rules.base import Rule
 from remedy.debugger.rules.registry import register_rule
 
@@ -13,6 +14,7 @@ class Overtraining(Rule):
     `patience_train` saved steps, or the EVAL loss for `patience_validation` steps."""
 
     name = "Overtraining"
+    READS = (reads.LOSSES,)
     patience_train: int = 5
     patience_validation: int = 10
     delta: float = 0.01

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules import reads
 from remedy.debugger.rules.base import Rule, check_regex
 from remedy.debugger.rules.registry import register_rule
 
@@ -18,6 +19,7 @@ class PoorWeightInitialization(Rule):
     - the loss did not decrease for `patience` steps in a row."""
 
     name = "PoorWeightInitialization"
+    READS = (reads.LOSSES,)  # and the activation inputs its regex selects
     activation_inputs_regex: str = ".*relu_input"
     threshold: float = 10.0
     distribution_range: float = 0.001

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import os
 import sys
@@ -29,7 +30,10 @@ def get_rule(name: str) -> type[Rule]:
     try:
         return RULES[name]
     except KeyError:
-        raise ValueError(f"unknown rule {name!r}; known rules: {sorted(RULES)}") from None
+        # A typo must not leave a job unwatched: name the rule it probably meant.
+        close = difflib.get_close_matches(name, list(RULES), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ValueError(f"unknown rule {name!r}; {hint}known rules: {sorted(RULES)}") from None
 
 
 def load_rule_file(path: str | os.PathLike[str], class_name: str) -> type[Rule]:

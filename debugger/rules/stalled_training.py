@@ -16,6 +16,7 @@ class StalledTraining(Rule):
     started, before any step)."""
 
     name = "StalledTraining"
+    READS_TENSORS = False  # step times only: it judges a job that writes nothing too
     threshold: float = 1800.0
 
     def setup(self) -> None:

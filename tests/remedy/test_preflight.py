@@ -90,3 +90,76 @@ def test_the_built_in_job_is_found_from_the_checkout(monkeypatch: pytest.MonkeyP
     # The checkout's remedy/ folder (the CLI) is first on the job's path there.
     monkeypatch.chdir(Path(__file__).parents[2])
     preflight(RunSpec())
+
+
+# -- rules (issue 12): nothing launches with a rule the evaluator could not build -----------
+
+
+def rules_spec(*rules: dict[str, object], **fields: object) -> RunSpec:
+    return RunSpec(rules=list(rules), **fields)
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        (
+            {"name": "E", "rule": "ExplodingTensr"},
+            r"rules\[0\] \(E\): unknown rule 'ExplodingTensr'; did you mean ExplodingTensor\?",
+        ),
+        (
+            {"name": "D", "rule": "DeadRelu", "parameters": {"threshold": 3.0}},
+            r"DeadRelu: unknown parameter 'threshold'; did you mean 'threshold_layer'\?",
+        ),
+        (
+            {"name": "D", "rule": "DeadRelu", "parameters": {"threshold_layer": "50"}},
+            r"DeadRelu: parameter 'threshold_layer' must be float, got '50'",
+        ),
+        (
+            {"name": "D", "rule": "DeadRelu", "parameters": {"tensor_regex": "(relu"}},
+            r"DeadRelu: parameter 'tensor_regex' is not a valid regex",
+        ),
+        (
+            {"name": "T", "rule": "TensorVariance"},
+            r"TensorVariance: set 'max_threshold' or 'min_threshold'",
+        ),
+    ],
+)
+def test_a_rule_the_evaluator_could_not_build_is_refused(
+    rule: dict[str, object], message: str
+) -> None:
+    spec = rules_spec({"name": "ExplodingTensor", "rule": "ExplodingTensor"}, rule)
+    with pytest.raises(PreflightError, match=message.replace("rules\\[0\\]", "rules\\[1\\]")):
+        preflight(spec)
+
+
+CUSTOM_RULE = """
+from remedy.debugger import ModeKeys, Rule
+
+
+class LossAbove(Rule):
+    name = "LossAbove"
+    limit: float
+
+    def invoke_at_step(self, step, mode=ModeKeys.TRAIN):
+        return False
+"""
+
+
+def test_a_custom_rule_file_is_found_from_source_dir_and_checked(tmp_path: Path) -> None:
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "mine.py").write_text(CUSTOM_RULE)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    rule = {"name": "High", "rule": "LossAbove", "rule_file": "rules/mine.py"}
+    script = {"source_dir": str(tmp_path), "entry_point": "train.py"}
+    preflight(rules_spec(rule | {"parameters": {"limit": 2.0}}, **script))
+    with pytest.raises(PreflightError, match="LossAbove: missing required parameter 'limit'"):
+        preflight(rules_spec(rule, **script))
+    with pytest.raises(PreflightError, match="LossAbove: parameter 'limit' must be float"):
+        preflight(rules_spec(rule | {"parameters": {"limit": "2"}}, **script))
+    with pytest.raises(PreflightError, match="has no Rule subclass 'LossBelow'"):
+        preflight(rules_spec(rule | {"rule": "LossBelow"}, **script))
+    with pytest.raises(PreflightError, match=r"rule file '.*rules/nope.py' does not exist"):
+        preflight(rules_spec(rule | {"rule_file": "rules/nope.py"}, **script))
+    (tmp_path / "rules" / "broken.py").write_text("import no_such_module_here\n")
+    with pytest.raises(PreflightError, match="failed to import.*no_such_module_here"):
+        preflight(rules_spec(rule | {"rule_file": "rules/broken.py"}, **script))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 from remedy.state_schema import (
     ROLES,
     Hyperparameters,
@@ -190,3 +191,25 @@ def test_changes_of_a_scripts_flags_are_recorded_one_by_one() -> None:
         "hyperparameters.clip": [0.25, None],
         "hyperparameters.epochs": [2, None],
     }
+
+
+# -- rules (issue 12): names become status file names, used once ---------------------------
+
+
+@pytest.mark.parametrize("name", ["a/b", "../x", "a..b", ".hidden", "", "x" * 256, "a b"])
+def test_a_rule_name_that_is_not_a_safe_file_name_is_refused(name: str) -> None:
+    with pytest.raises(ValidationError, match=r"rules\.0\.name"):
+        RunSpec(rules=[{"name": name, "rule": "ExplodingTensor"}])
+
+
+def test_a_rule_name_used_twice_is_refused() -> None:
+    twice = [{"name": "Guard", "rule": "ExplodingTensor"}, {"name": "Guard", "rule": "DeadRelu"}]
+    with pytest.raises(ValidationError, match="each rule name is used once; used twice: Guard"):
+        RunSpec(rules=twice)
+
+
+def test_a_custom_rule_file_is_allowed_and_a_built_in_rule_dumps_as_before() -> None:
+    spec = RunSpec(rules=[{"name": "High", "rule": "LossAbove", "rule_file": "my_rules.py"}])
+    assert spec.rules[0].rule_file == "my_rules.py"
+    assert spec.model_dump()["rules"][0]["rule_file"] == "my_rules.py"
+    assert "rule_file" not in RunSpec().model_dump()["rules"][0]
