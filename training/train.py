@@ -56,6 +56,7 @@ from remedy.training.checkpoint import save_checkpoint
 from remedy.training.data import DataSplit, load_cifar10, make_synthetic
 from remedy.training.guard import NanGuard
 from remedy.training.progress import finite_or_none, write_json_atomic
+from remedy.training.rule_tensors import save_accuracy, save_classification
 from remedy.training.schedule import learning_rate_for_epoch
 from remedy.training.warm_start import restore
 from torch import nn
@@ -116,15 +117,20 @@ def load_data(config: Hyperparameters) -> tuple[DataSplit, DataSplit]:
 
 @torch.no_grad()
 def evaluate(
-    model: nn.Module, criterion: nn.Module, data: DataSplit, device: torch.device
+    model: nn.Module,
+    criterion: nn.Module,
+    data: DataSplit,
+    device: torch.device,
+    hook: Hook | None = None,
 ) -> tuple[float, float]:
-    """Mean loss and accuracy over the test split."""
+    """Mean loss and accuracy over the test split (each batch an EVAL step of the hook)."""
     total_loss, correct = 0.0, 0
     for images, labels in zip(
         data.images.split(EVAL_BATCH_SIZE), data.labels.split(EVAL_BATCH_SIZE), strict=True
     ):
         images, labels = images.to(device), labels.to(device)
         logits = model(images)
+        save_classification(hook, logits, labels)
         total_loss += criterion(logits, labels).item() * len(labels)
         correct += (logits.argmax(dim=1) == labels).sum().item()
     return total_loss / len(data), correct / len(data)
@@ -207,6 +213,7 @@ def train(
             guard.before_step()
             logits = model(images)
             loss = criterion(logits, labels)
+            save_classification(hook, logits.detach(), labels)  # before the update writes the step
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = total_grad_norm(model)
@@ -258,7 +265,8 @@ def train(
         model.eval()
         if hook is not None:
             hook.set_mode(ModeKeys.EVAL)
-        loss_value, test_accuracy = evaluate(model, criterion, test_data, device)
+        loss_value, test_accuracy = evaluate(model, criterion, test_data, device, hook)
+        save_accuracy(hook, test_accuracy)
         test_loss = finite_or_none(loss_value)
         epochs_completed = epoch + 1
         record = {

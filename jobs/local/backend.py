@@ -20,6 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from remedy.debugger.capture import capture_config
+from remedy.debugger.rule_check import check_rule, rule_file_path
+from remedy.debugger.rule_config import RuleConfig
 from remedy.jobs.base import (
     FINAL_JOB_STATUSES,
     JobBackend,
@@ -51,16 +54,26 @@ RESULT_METRICS = (
 )
 
 
+def rule_configs(spec: RunSpec) -> list[dict[str, Any]]:
+    """RULES.json: the run's rules, a custom rule's file as an absolute path (found from
+    source_dir, as the preflight found it), since the evaluator runs elsewhere."""
+    rules = [rule.model_dump(mode="json") for rule in spec.rules]
+    for rule in rules:
+        if rule.get("rule_file"):
+            rule["rule_file"] = str(rule_file_path(rule["rule_file"], spec.source_dir))
+    return rules
+
+
 def debugger_config(spec: RunSpec, tensors: Path) -> dict[str, object]:
-    """As the original: losses every step, gradients every debugger_save_interval steps."""
-    return {
-        "out_dir": str(tensors),
-        "save_config": {"save_interval": spec.debugger_save_interval},
-        "collections": {
-            "losses": {"save_interval": 1},
-            "gradients": {"save_interval": spec.debugger_save_interval},
-        },
-    }
+    """What the job saves, derived from its rules (debugger/capture.py): as the original,
+    losses every step and gradients every debugger_save_interval steps, plus what each rule
+    reads (activations for DeadRelu, labels and predictions for Confusion, ...). A rule
+    that cannot be built (the preflight refuses it) adds nothing; the evaluator reports it."""
+    rules = []
+    for config in rule_configs(spec):
+        with contextlib.suppress(ValueError):
+            rules.append(check_rule(RuleConfig.from_dict(config)))
+    return capture_config(rules, str(tensors), spec.debugger_save_interval)
 
 
 def pid_alive(pid: int) -> bool:
@@ -108,8 +121,7 @@ class LocalBackend(JobBackend):
             place_warm_start(Path(spec.init_checkpoint), paths.checkpoints)
         write_atomic(paths.hyperparameters, json.dumps(spec.job_hyperparameters(), indent=2))
         write_atomic(paths.debugger_config, json.dumps(debugger_config(spec, paths.tensors)))
-        rules = [rule.model_dump(mode="json") for rule in spec.rules]
-        write_atomic(paths.rules, json.dumps(rules, indent=2))
+        write_atomic(paths.rules, json.dumps(rule_configs(spec), indent=2))
         launch = job_launch(spec, job_name, paths)
         record = {
             "job_name": job_name,
