@@ -1,7 +1,8 @@
 """Users' own scripts, unmodified, under `remedy run`: real processes, real dynamics.
 
 examples/blobs/train.py (cloud script-mode style: --learning-rate, torch.optim, gradient
-accumulation, SM_MODEL_DIR) explodes for real at --learning-rate 5 and is repaired through its
+accumulation, SM_MODEL_DIR; fp32 and bf16 autocast) explodes for real at --learning-rate 5 and
+is repaired through its
 own flag; examples/word_lm/main.py (PyTorch's classic language-model style: --lr, --clip,
 manual SGD, torch.save(model)) trains cleanly at its defaults, with the perplexity it prints
 as its metric (metric_definitions), shown by `remedy status`, `compare` and `report` and
@@ -41,14 +42,15 @@ def remedy_run(spec: dict, tmp_path: Path, api_url: str, *options: str) -> tuple
     return done.returncode, done.stdout + done.stderr, tmp_path / "run"
 
 
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16-autocast"])
 def test_an_exploding_script_is_repaired_through_its_own_flag(
-    tmp_path: Path, prefect_api_url: str
+    tmp_path: Path, prefect_api_url: str, bf16: bool
 ) -> None:
     spec = {
         "base_job_name": "blobs",
         "source_dir": str(EXAMPLES / "blobs"),
         "entry_point": "train.py",
-        "hyperparameters": {"learning-rate": 5, "epochs": 2, "accumulate": 2},
+        "hyperparameters": {"learning-rate": 5, "epochs": 2, "accumulate": 2, "bf16": bf16},
         "hyperparameter_roles": {"learning_rate": "learning-rate"},
     }
     code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url, "--policy", "adaptive")
