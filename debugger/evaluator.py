@@ -11,8 +11,10 @@ the stop file is created so the job can stop without waiting for the orchestrato
 the Notify action a JSON line describing the finding is appended to the notify file
 (default <status-dir>/notifications.jsonl) for the orchestrator to send on.
 At polls that bring no new step, rules about time (StalledTraining) are asked too.
-A rule that raises is Error (final); the others carry on. When end.json is seen and every
-step is evaluated, the rules left are NoIssuesFound.
+A rule that raises is Error (final); the others carry on. A rule that has read no tensor
+after --unread-steps saved steps, or by the job's end, is Error naming what it waited for
+(never NoIssuesFound for having seen nothing). When end.json is seen and every step is
+evaluated, the rules left are NoIssuesFound.
 A store of several processes (torchrun) is read worker by worker: each rule gets one
 instance per worker, over that worker's steps alone (a rule keeps its state per worker,
 e.g. its window of losses), and fires for the job when it fires on any worker (the status
@@ -46,11 +48,15 @@ from remedy.debugger.rule_config import (
     RuleConfigError,
     load_rule_configs,
 )
-from remedy.debugger.rules import Rule, get_rule, load_rule_file
+from remedy.debugger.rules import Rule, get_rule, load_rule_file, reads
 from remedy.debugger.status import RuleStatus, RuleStatusRecord, write_status
 from remedy.debugger.trial import Trial, create_trial
 
 DEFAULT_POLL_INTERVAL = 0.5
+# A rule that has read no tensor after this many saved steps is Error: the job does not
+# save what it reads, and its silence must not pass for NoIssuesFound. Generous, because
+# some tensors come once per epoch (the accuracy); at the job's end any such rule is Error.
+DEFAULT_UNREAD_STEPS = 1000
 NOTIFY_FILE = "notifications.jsonl"
 
 
@@ -61,6 +67,7 @@ class _RuleRun:
     record: RuleStatusRecord
     per_worker: dict[str, Rule] = field(default_factory=dict)  # built as workers show up
     evaluated: dict[str, int] = field(default_factory=dict)  # steps evaluated per worker
+    has_read: bool = False  # some invocation read a tensor (Trial.tensor_reads grew)
 
 
 def instantiate_rules(trial: Trial, configs: Sequence[RuleConfig]) -> list[Rule]:
@@ -99,8 +106,10 @@ class RuleEvaluator:
         log: Callable[[str], None] = print,  # one line per state change
         notify_file: str | os.PathLike[str] | None = None,
         notify: Callable[[dict[str, Any]], None] | None = None,
+        unread_steps: int = DEFAULT_UNREAD_STEPS,
     ) -> None:
         self.trial = trial
+        self.unread_steps = unread_steps
         self.status_dir = Path(status_dir)
         self.stop_file = None if stop_file is None else Path(stop_file)
         self.notify_file = Path(notify_file or self.status_dir / NOTIFY_FILE)
@@ -134,6 +143,11 @@ class RuleEvaluator:
         if not progressed and not self.trial.has_ended:
             for run in self._active():
                 self._invoke_idle(run)
+        for run in self._active():
+            if self._unread(run) and (
+                self.trial.has_ended or run.record.steps_evaluated >= self.unread_steps
+            ):
+                self._set(run, RuleStatus.ERROR, self._unread_message(run))
         if self.trial.has_ended:  # refresh() saw end.json, so every step was listed
             for run in self._active():
                 self._set(run, RuleStatus.NO_ISSUES_FOUND, f"No issues found in {self._steps(run)}")
@@ -201,10 +215,24 @@ class RuleEvaluator:
             run.per_worker[worker] = rule
         return rule
 
+    def _unread(self, run: _RuleRun) -> bool:
+        return run.rule.READS_TENSORS and not run.has_read
+
+    def _unread_message(self, run: _RuleRun) -> str:
+        wanted = reads.describe(run.rule.reads())
+        return (
+            f"read nothing in {self._steps(run)}: it waits for {wanted}, which the job did "
+            "not save (the built-in job saves what its rules read; a script's zero-code "
+            "capture saves only losses, gradients, weights and biases: save the others with "
+            "the debugger's Hook or a framework callback)"
+        )
+
     def _invoke(self, run: _RuleRun, worker: str, step: int, mode: ModeKeys) -> None:
         try:
             rule = self._rule_of(run, worker)
+            reads_before = rule.trial.tensor_reads
             fired = rule.invoke_at_step(step, mode)
+            run.has_read = run.has_read or rule.trial.tensor_reads > reads_before
         except Exception as exc:  # a broken rule must not take the others down
             run.record.step, run.record.mode = step, mode
             run.record.worker = self._worker_label(worker)
@@ -348,6 +376,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL)
     parser.add_argument(
+        "--unread-steps",
+        type=int,
+        default=DEFAULT_UNREAD_STEPS,
+        help="a rule that has read no tensor after this many saved steps is Error "
+        f"(default {DEFAULT_UNREAD_STEPS}; at the job's end, any such rule is)",
+    )
+    parser.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="stop (rules left Stopped) when the process that started it exits",
@@ -375,6 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.stop_file,
             _print_line,
             notify_file=args.notify_file,
+            unread_steps=args.unread_steps,
         )
     except RuleConfigError as exc:
         fallback = f"not started: RULES.json is invalid: {exc}"

@@ -66,6 +66,7 @@ class Trial:
         self.reader = reader
         self.name = name or reader.location
         self._worker = worker
+        self.tensor_reads = 0  # tensor() calls that found their tensor
         # A store of several workers: one trial per worker, in rank order (set by the top
         # meta.json, which every worker writes before its first step).
         self._parts: list[Trial] | None = None
@@ -289,6 +290,9 @@ class Trial:
             self.refresh()
             if not self._has_tensor(name):
                 raise TensorUnavailable(name)
+        # Counted so the evaluator can tell a rule that read nothing from one that found
+        # nothing wrong (every rule, custom ones too, reads through here).
+        self.tensor_reads += 1
         return TensorView(self, name)
 
     # -- internals ------------------------------------------------------------------------

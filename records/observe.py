@@ -4,7 +4,7 @@ next action (the original workflow's Choice state after each monitor step)."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from remedy.jobs import JobSnapshot, RuleEvaluation, is_infrastructure_failure
 from remedy.records.verdict import run_flaw
@@ -29,6 +29,7 @@ class Observation:
     rules_final: bool
     findings: list[Finding]
     failure_reason: str | None
+    rule_errors: list[Finding] = field(default_factory=list)  # rules that could not judge
 
     @property
     def key(self) -> tuple[str, str]:
@@ -58,9 +59,14 @@ def finding(rule: RuleEvaluation) -> Finding:
     )
 
 
+def rule_error(rule: RuleEvaluation) -> Finding:
+    return Finding(rule=rule.name, status=RuleStatus.Error, step=rule.step, message=rule.details)
+
+
 def observe(snapshot: JobSnapshot) -> Observation:
     words = [rule.status for rule in snapshot.rules]
     findings = [finding(rule) for rule in snapshot.rules if rule.status == "IssuesFound"]
+    errors = [rule_error(rule) for rule in snapshot.rules if rule.status == "Error"]
     if findings:
         summary = RuleStatus.IssuesFound
     elif not words:
@@ -79,6 +85,7 @@ def observe(snapshot: JobSnapshot) -> Observation:
         rules_final=all(word in FINAL_RULE_STATUSES for word in words),
         findings=findings,
         failure_reason=snapshot.failure_reason,
+        rule_errors=errors,
     )
 
 
@@ -150,7 +157,9 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
             "findings": seen.findings,
         }
     )
-    state = update_current_attempt(record_progress(state, snapshot), findings=seen.findings)
+    state = update_current_attempt(
+        record_progress(state, snapshot), findings=seen.findings, rule_errors=seen.rule_errors
+    )
     if seen.settled:
         state = record_end(state, snapshot, metrics_location)
 

@@ -1,6 +1,7 @@
 """Was this run clean? The one definition every message, report, leaderboard and exit code uses.
 
-An attempt is clean when its job completed, no rule reported an issue on it, it ran at least
+An attempt is clean when its job completed, no rule reported an issue on it or could not
+judge it (status Error: a rule that read nothing or broke), it ran at least
 one update, and its model trained: it meets run_spec.success_criteria (a metric the job did
 not report, or whose last value was not finite, is not met), or, when none are given, its
 final training loss is finite and clearly below the loss at the start of the run.
@@ -35,6 +36,10 @@ def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | N
         return f"the job ended {attempt.outcome.value if attempt.outcome else 'running'}"
     if attempt.findings:
         return f"{attempt.findings[0].rule} reported an issue"
+    if attempt.rule_errors:
+        # A rule that could not judge (read nothing, broken) leaves the job unwatched.
+        error = attempt.rule_errors[0]
+        return f"rule {error.rule} could not judge the job: {error.message}"
     if attempt.steps_run <= 0:
         return "the job completed without running a single update"
     if attempt.spec.success_criteria:

@@ -104,6 +104,11 @@ class Attempt(Strict):
         default_factory=dict, description="Field -> [before, after] against the previous spec."
     )
     findings: list[Finding] = Field(default_factory=list)
+    rule_errors: list[Finding] = Field(
+        default_factory=list,
+        description="Rules that could not judge the job (status Error: a rule that read no "
+        "tensor, a broken rule): an attempt with one is never clean.",
+    )
     steps_run: int = 0
     initial_loss: float | None = Field(
         None, description="Training loss at the job's first step (null: non-finite or unknown)."

@@ -95,3 +95,26 @@ def test_the_progress_line_says_why_a_job_has_not_started() -> None:
     line = progress_line(running_state(), waiting)
     assert "| InProgress | waiting for 1 free GPU(s): all of 0 are taken |" in line
     assert "| starting |" in progress_line(running_state(), describe("InProgress"))
+
+
+def test_a_completed_job_with_a_rule_in_error_is_not_clean() -> None:
+    """Issue 12: a rule that read nothing (or broke) leaves the job unwatched; the run ends,
+    but is not called clean, and the attempt keeps the rule's words."""
+    done = describe(
+        "Completed",
+        ("Guard", "NoIssuesFound"),
+        ("Dead", "Error"),
+        progress={"step": 120, "loss": 0.1, "first_loss": 2.3},
+        final_metrics={"train:loss": 0.1},
+    )
+    state = decided(running_state(), done)
+    assert state.next_action is NextAction.end
+    assert state.rule_status is RuleStatus.Error
+    attempt = state.current_attempt
+    assert attempt.findings == []  # nothing for a strategy to repair
+    assert [(e.rule, e.status, e.message) for e in attempt.rule_errors] == [
+        ("Dead", RuleStatus.Error, "Dead says Error")
+    ]
+    assert state.end_reason == (
+        "completed, but the run is not clean: rule Dead could not judge the job: Dead says Error"
+    )

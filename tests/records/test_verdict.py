@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from remedy.records.verdict import attempt_flaw, run_flaw, run_is_clean
-from remedy.state_schema import Finding, JobStatus, RunSpec, State
+from remedy.state_schema import Finding, JobStatus, RuleStatus, RunSpec, State
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 
 
@@ -81,3 +81,11 @@ def test_a_criterion_can_name_a_metric_of_the_scripts_log() -> None:
     assert run_flaw(ended(undefined, metrics={"train:loss": 4.9})).endswith(
         "(reported: train:loss; run_spec.metric_definitions has none)"
     )
+
+
+def test_a_rule_that_could_not_judge_the_job_leaves_it_not_clean() -> None:
+    # Issue 12: e.g. DeadRelu on a job that saved no activations reports Error.
+    error = Finding(rule="DeadRelu", status=RuleStatus.Error, message="read nothing in 40 steps")
+    state = ended(rule_errors=[error])
+    assert not run_is_clean(state)
+    assert run_flaw(state) == "rule DeadRelu could not judge the job: read nothing in 40 steps"
