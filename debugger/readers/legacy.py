@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from remedy.debugger import store, tfevents
-from remedy.debugger.exceptions import CorruptStepFile
+from remedy.debugger.exceptions import CorruptStepFile, StoreFormatError
 from remedy.debugger.modes import STEP_MODES, ModeKeys
 from remedy.debugger.readers.base import StoreReader
 
@@ -125,6 +125,17 @@ class LegacyStoreReader(StoreReader):
             except (OSError, ValueError, KeyError, TypeError):
                 return
             global_step = int(_INDEX_RE.match(name).group(1))  # type: ignore[union-attr]
+            index_path = f"{INDEX_DIR}/{folder}/{name}"
             self._seen.add(key)
+            if mode is ModeKeys.GLOBAL:
+                # The legacy hook's default without set_mode(): its steps have no TRAIN,
+                # EVAL or PREDICT mode to read them in. Dropping them would read the store
+                # as empty (no tensors, no steps, no error), and rules over it as clean.
+                raise StoreFormatError(
+                    f"{self.location}: {index_path} holds a step in mode GLOBAL (the legacy "
+                    "hook's default when the script never calls set_mode); remedy reads "
+                    "TRAIN, EVAL and PREDICT steps only. Re-run with hook.set_mode("
+                    "smd.modes.TRAIN) (and EVAL for evaluation)"
+                )
             if mode in self._steps and tensors:
                 self._steps[mode][mode_step] = (global_step, event_file, tensors)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from remedy.debugger import CorruptStepFile, Hook, ModeKeys, RuleStatus, SaveConfig, create_trial
 from remedy.debugger.evaluator import RuleEvaluator
+from remedy.debugger.exceptions import StoreFormatError
 from remedy.debugger.readers import LegacyStoreReader
 from remedy.debugger.rule_config import RuleConfig
 from remedy.debugger.tfevents import read_events
@@ -159,3 +160,19 @@ def test_our_tensorboard_export_round_trips(tmp_path: Path) -> None:
         assert histogram["min"] == pytest.approx(grads[step].min())
         assert histogram["sum"] == pytest.approx(grads[step].sum(), rel=1e-5, abs=1e-6)
         assert sum(histogram["bucket"]) == grads[step].size
+
+
+def test_a_legacy_store_of_default_mode_steps_is_an_error_not_empty(tmp_path: Path) -> None:
+    """Issue 12: without set_mode() the legacy hook writes every step in mode GLOBAL (and its
+    mode_step is the global step). Those index files, as the library writes them (the
+    healthy fixture's, only their mode changed), must not read as an empty trial."""
+    store_dir = tmp_path / "default_mode"
+    shutil.copytree(FIXTURES / "healthy", store_dir)
+    for index in sorted((store_dir / "index").rglob("*_worker_0.json")):
+        data = json.loads(index.read_text())
+        data["meta"]["mode"] = "GLOBAL"
+        data["meta"]["mode_step"] = int(index.name.split("_")[0])
+        index.write_text(json.dumps(data))
+    with pytest.raises(StoreFormatError, match=r"index/000000000/000000000000_worker_0.json "
+                       r"holds a step in mode GLOBAL .*set_mode"):  # fmt: skip
+        create_trial(store_dir).steps()
