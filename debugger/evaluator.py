@@ -14,7 +14,10 @@ At polls that bring no new step, rules about time (StalledTraining) are asked to
 A rule that raises is Error (final); the others carry on. A rule that has read no tensor
 after --unread-steps saved steps, or by the job's end, is Error naming what it waited for
 (never NoIssuesFound for having seen nothing). When end.json is seen and every step is
-evaluated, the rules left are NoIssuesFound.
+evaluated, the rules left are NoIssuesFound. A damaged store (a corrupt or missing step
+file, a file that is not a regular file, JSON that fails its checks) ends the evaluation:
+the steps before the damage are evaluated, then the rules left are Error, naming the file
+and what is wrong, and the process exits 1 without a traceback.
 A store of several processes (torchrun) is read worker by worker: each rule gets one
 instance per worker, over that worker's steps alone (a rule keeps its state per worker,
 e.g. its window of losses), and fires for the job when it fires on any worker (the status
@@ -122,6 +125,7 @@ class RuleEvaluator:
         ]
         # last step evaluated, per (worker, mode)
         self._cursor: dict[tuple[str, ModeKeys], int] = {}
+        self.store_error: DebuggerError | None = None  # the store is damaged: evaluation over
 
     @property
     def statuses(self) -> dict[str, RuleStatusRecord]:
@@ -138,8 +142,14 @@ class RuleEvaluator:
 
     def poll(self) -> bool:
         """Evaluate steps written since the last poll; True once every rule is final."""
-        self.trial.refresh()
+        try:
+            self.trial.refresh()
+        except DebuggerError as exc:  # damaged: evaluate the steps before it, then say so
+            self.store_error = exc
         progressed = self._evaluate_new_steps()
+        if self.store_error is not None:
+            self.fail_all(f"cannot read the store: {self.store_error}")
+            return True
         if not progressed and not self.trial.has_ended:
             for run in self._active():
                 self._invoke_idle(run)
@@ -428,6 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         evaluator.fail_all(f"evaluator failed: {type(exc).__name__}: {exc}")
         raise  # traceback to stderr, exit 1
+    if evaluator.store_error is not None:
+        print(f"cannot evaluate: {evaluator.store_error}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

@@ -65,5 +65,17 @@ class DebuggerWarning(UserWarning):
     """Something was skipped (a foreign step file, a tensor saved too late); nothing crashed."""
 
 
-class CorruptStepFile(DebuggerError):
-    """A file named like a step file that is not one of ours (truncated, garbage, foreign)."""
+class CorruptStoreFile(DebuggerError):
+    """A file of a store is not what the layout says it is: not a regular file (a symlink,
+    a folder, a FIFO, a device), not valid JSON or not an object, out of bounds, or its
+    checksum does not match. The message starts with the file's path."""
+
+
+class CorruptStepFile(CorruptStoreFile):
+    """A file named like a step file that is not one of ours (truncated, garbage, foreign,
+    a tensor whose bytes do not match their checksum)."""
+
+
+class IncompleteStore(CorruptStoreFile):
+    """The store's end marker names steps whose step files are missing (or the store holds
+    step files the end marker does not name): a reader would otherwise skip them silently."""

@@ -14,7 +14,16 @@ file:
     workers/worker_<rank>/   meta.json, collections.json, steps/..., end.json of that rank
 
 A step file's safetensors header is its index (a reader fetches one tensor without reading
-the others); its metadata holds mode, mode_step, global_step and wall_time as strings.
+the others); its metadata holds mode, mode_step, global_step and wall_time as strings, the
+crc32 of each tensor's bytes ("crc32", a JSON object) and the crc32 of the header itself
+("header_crc32"). meta.json and end.json carry a "crc32" of their own content, each entry of
+collections.json one of its own (name included). end.json names the steps saved per mode
+("saved_steps", as ranges), so a reader reports a missing step file instead of skipping
+it. Stores written before the checksums read as before, unchecked.
+
+Readers open regular files only (never a symlink, FIFO or device: those could point out of
+the store, block or never end), and check every size against the header and the file size
+before allocating anything.
 Every file is written under a dot-prefixed temp name in the same folder and then
 os.replace'd, so readers never see half a file and skip anything dot-prefixed.
 No fsync: atomicity is for concurrent readers, not for surviving a power cut.
@@ -22,11 +31,14 @@ No fsync: atomicity is for concurrent readers, not for surviving a power cut.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile
 from remedy.debugger.modes import ModeKeys
 
 FORMAT_NAME = "remedy-debugger"
@@ -49,6 +62,14 @@ STEPS_DIR = "steps"
 STEP_SUFFIX = ".safetensors"
 STEP_FILE_RE = re.compile(r"^(\d{12})\.safetensors$")
 WORKERS_DIR = "workers"
+
+CRC_KEY = "crc32"  # in meta.json, end.json, each collections.json entry, step metadata
+HEADER_CRC_KEY = "header_crc32"  # step metadata: the crc32 of the rest of the header
+# The capture side computes the step files' checksums; False only to measure their cost.
+WRITE_CHECKSUMS = True
+MAX_JSON_BYTES = 64 * 1024 * 1024  # meta/collections/end: far above any real store's
+MAX_DIMS = 64  # numpy's own limit on a tensor's dimensions
+MAX_WORKERS = 65_536
 
 
 @dataclass(frozen=True)
@@ -129,32 +150,110 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 
-def read_json(path: str | os.PathLike[str]) -> Any | None:
-    """Parsed JSON, or None when the file does not exist (yet)."""
+def open_regular(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """(descriptor, size) of a regular file, opened without following a symlink and
+    without blocking (a FIFO would wait for a writer for ever, /dev/zero never ends).
+    FileNotFoundError when it is absent; CorruptStoreFile for anything else that is wrong."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        return json.loads(Path(path).read_text())
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptStoreFile(f"{path}: a symbolic link, not a store file") from None
+        raise CorruptStoreFile(f"{path}: cannot be opened ({exc.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO, socket or device"
+        raise CorruptStoreFile(f"{path}: {kind}, not a regular file")
+    return fd, info.st_size
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """A whole regular file of at most `limit` bytes (see open_regular)."""
+    fd, size = open_regular(path)
+    try:
+        if size > limit:
+            raise CorruptStoreFile(f"{path}: {size} bytes, more than the {limit} allowed")
+        data = os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
+    if len(data) != size:
+        raise CorruptStoreFile(f"{path}: changed while being read")
+    return data
+
+
+def parse_json(data: bytes, where: str) -> Any:
+    """JSON from bytes; CorruptStoreFile naming `where` when it is not (UTF-8) JSON."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise CorruptStoreFile(f"{where}: not valid JSON ({_short(exc)})") from None
+
+
+def read_json(path: str | os.PathLike[str]) -> Any | None:
+    """Parsed JSON, or None when the file does not exist (yet). CorruptStoreFile when it
+    is not a regular file, too large or not JSON."""
+    try:
+        data = read_regular(path, MAX_JSON_BYTES)
     except FileNotFoundError:
         return None
+    return parse_json(data, os.fspath(path))
+
+
+def json_crc32(data: Mapping[str, Any], **extra: Any) -> str:
+    """crc32 of a JSON object's canonical form, its own "crc32" left out (`extra` keys
+    added: a collection's name, which is its key in collections.json)."""
+    content = {k: v for k, v in data.items() if k != CRC_KEY} | extra
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return f"{zlib.crc32(text.encode()):08x}"
+
+
+def with_crc(data: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    return {**data, CRC_KEY: json_crc32(data, **extra)}
+
+
+def check_crc(data: Mapping[str, Any], where: str, **extra: Any) -> None:
+    """Raise CorruptStoreFile when the object's "crc32" does not match its content (an
+    object without one was written before checksums: nothing to check)."""
+    if CRC_KEY not in data:
+        return
+    try:
+        expected = json_crc32(data, **extra)
+    except (TypeError, ValueError) as exc:  # NaN and the like: we never write them
+        raise CorruptStoreFile(f"{where}: not canonical JSON ({exc})") from None
+    if data[CRC_KEY] != expected:
+        raise CorruptStoreFile(f"{where}: checksum mismatch (modified or damaged)")
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc)[:200] or type(exc).__name__
 
 
 def write_meta(root: str | os.PathLike[str], framework: str, framework_version: str) -> None:
     write_json(
         Path(root) / META_FILE,
-        {
-            "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
-            "created": utc_now_iso(),
-            "framework": framework,
-            "framework_version": framework_version,
-        },
+        with_crc(
+            {
+                "format": FORMAT_NAME,
+                "version": FORMAT_VERSION,
+                "created": utc_now_iso(),
+                "framework": framework,
+                "framework_version": framework_version,
+            }
+        ),
     )
 
 
 def write_collections(
     root: str | os.PathLike[str], collections: Mapping[str, Mapping[str, Any]]
 ) -> None:
-    """`collections` maps name -> {"tensor_names": [...], "save_config": {...}}."""
-    write_json(Path(root) / COLLECTIONS_FILE, dict(collections))
+    """`collections` maps name -> {"tensor_names": [...], "save_config": {...}}; each entry
+    gets the crc32 of its content and name."""
+    entries = {name: with_crc(entry, name=name) for name, entry in collections.items()}
+    write_json(Path(root) / COLLECTIONS_FILE, entries)
 
 
 def write_step(
@@ -162,17 +261,19 @@ def write_step(
 ) -> Path:
     """Write one step file holding all `tensors` (safetensors format); returns its path."""
     path = step_path(root, header.mode, header.mode_step)
-    chunks = encode_safetensors(tensors, header.metadata())
+    chunks = encode_safetensors(tensors, header.metadata(), checksums=WRITE_CHECKSUMS)
     atomic_write(path, lambda tmp: _write_chunks(tmp, chunks))
     return path
 
 
 def encode_safetensors(
-    tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]
+    tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], checksums: bool = True
 ) -> list[bytes | memoryview]:
     """A safetensors file as buffers to write in order: the header, then each array's own
-    memory (no serialised copy of the data; that halves the writer's CPU per step)."""
-    entries: dict[str, Any] = {"__metadata__": dict(metadata)}
+    memory (no serialised copy of the data; that halves the writer's CPU per step).
+    checksums: the crc32 of each tensor's bytes and of the header go in the metadata."""
+    entries: dict[str, Any] = {}
+    crcs: dict[str, str] = {}
     buffers: list[memoryview] = []
     offset = 0
     for name in sorted(tensors):
@@ -189,10 +290,17 @@ def encode_safetensors(
             "shape": list(array.shape),
             "data_offsets": [offset, offset + size],
         }
+        data = memoryview(array.reshape(-1).view(np.uint8)) if size else memoryview(b"")
         if size:
-            buffers.append(memoryview(array.reshape(-1).view(np.uint8)))
+            buffers.append(data)
+        if checksums:
+            crcs[name] = f"{zlib.crc32(data):08x}"
         offset += size
-    text = json.dumps(entries, separators=(",", ":")).encode()
+    meta = dict(metadata)
+    if checksums:
+        meta[CRC_KEY] = json.dumps(crcs, separators=(",", ":"))
+        meta[HEADER_CRC_KEY] = header_crc32(meta, entries)
+    text = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the format pads the header to 8 bytes
     return [len(text).to_bytes(8, "little"), text, *buffers]
 
@@ -204,17 +312,68 @@ def _write_chunks(path: str, chunks: list[bytes | memoryview]) -> None:
 
 
 def write_end(
-    root: str | os.PathLike[str], last_steps: Mapping[ModeKeys, int], global_step: int
+    root: str | os.PathLike[str],
+    last_steps: Mapping[ModeKeys, int],
+    global_step: int,
+    saved_steps: Mapping[ModeKeys, list[int]] | None = None,
 ) -> None:
-    write_json(
-        Path(root) / END_FILE,
-        {
-            "last_step": {mode.value: step for mode, step in last_steps.items()},
-            "global_step": global_step,
-            "wall_time": datetime.now(UTC).timestamp(),
-            "time": utc_now_iso(),
-        },
-    )
+    """The end marker; `saved_steps`: the mode steps that have a step file, per mode (a
+    reader then reports a missing one)."""
+    end: dict[str, Any] = {
+        "last_step": {mode.value: step for mode, step in last_steps.items()},
+        "global_step": global_step,
+        "wall_time": datetime.now(UTC).timestamp(),
+        "time": utc_now_iso(),
+    }
+    if saved_steps is not None:
+        end["saved_steps"] = {mode.value: step_ranges(s) for mode, s in saved_steps.items()}
+    write_json(Path(root) / END_FILE, with_crc(end))
+
+
+def step_ranges(steps: list[int]) -> list[list[int]]:
+    """Ascending steps as [start, stop, stride] ranges: a run saved every N steps is one
+    range, so end.json stays small however long the run."""
+    ranges: list[list[int]] = []
+    for step in sorted(set(steps)):
+        if ranges:
+            start, stop, stride = ranges[-1]
+            count = len(range(start, stop, stride))
+            if count == 1:  # a second step fixes the stride
+                ranges[-1] = [start, step + 1, step - start]
+                continue
+            if step == stop - 1 + stride:
+                ranges[-1][1] = step + 1
+                continue
+        ranges.append([step, step + 1, 1])
+    return ranges
+
+
+def saved_step_ranges(end: Mapping[str, Any], where: str) -> dict[ModeKeys, list[range]] | None:
+    """end.json's saved steps per mode as ranges (not expanded: a damaged one could claim
+    10**18 steps); None for an end marker written before it recorded them."""
+    saved = end.get("saved_steps")
+    if saved is None:
+        return None
+    if not isinstance(saved, dict):
+        raise CorruptStoreFile(f"{where}: saved_steps is not an object")
+    out: dict[ModeKeys, list[range]] = {}
+    for mode_name, ranges in saved.items():
+        try:
+            mode = ModeKeys(mode_name)
+        except ValueError:
+            raise CorruptStoreFile(f"{where}: saved_steps names no mode {mode_name!r}") from None
+        if not isinstance(ranges, list) or not all(
+            isinstance(r, list) and len(r) == 3 and all(_is_count(v) for v in r) and r[2] > 0
+            for r in ranges
+        ):
+            raise CorruptStoreFile(f"{where}: saved_steps[{mode_name!r}] is not a list of ranges")
+        out[mode] = [range(*r) for r in ranges]
+    return out
+
+
+def _is_count(value: Any) -> bool:
+    """A non-negative int that fits a file offset or a step number (JSON true is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
 def worker_name(rank: int) -> str:
@@ -232,26 +391,36 @@ def worker_location(root: str | os.PathLike[str], worker: str) -> str:
 
 def workers_meta(workers: int, framework: str, framework_version: str) -> dict[str, Any]:
     """meta.json at the top of a store of several workers (each of them writes it)."""
-    return {
-        "format": FORMAT_NAME,
-        "version": WORKERS_FORMAT_VERSION,
-        "workers": workers,
-        "created": utc_now_iso(),
-        "framework": framework,
-        "framework_version": framework_version,
-    }
+    return with_crc(
+        {
+            "format": FORMAT_NAME,
+            "version": WORKERS_FORMAT_VERSION,
+            "workers": workers,
+            "created": utc_now_iso(),
+            "framework": framework,
+            "framework_version": framework_version,
+        }
+    )
 
 
-def meta_workers(meta: Mapping[str, Any] | None) -> int | None:
-    """The number of workers a meta.json announces; None for a store of one process."""
-    if not meta or "workers" not in meta:
+def meta_workers(meta: Any, where: str = META_FILE) -> int | None:
+    """The number of workers a meta.json announces; None for a store of one process.
+    CorruptStoreFile when it is not a count from 1 to MAX_WORKERS."""
+    if not isinstance(meta, dict) or "workers" not in meta:
         return None
-    return int(meta["workers"])
+    workers = meta["workers"]
+    if not _is_count(workers) or not 1 <= workers <= MAX_WORKERS:
+        raise CorruptStoreFile(f"{where}: workers {workers!r} is not from 1 to {MAX_WORKERS}")
+    return workers
 
 
 def has_ended(root: str | os.PathLike[str]) -> bool:
-    """True once a local store's writers have all written their end marker."""
-    workers = meta_workers(read_json(Path(root) / META_FILE))
+    """True once a local store's writers have all written their end marker (False for a
+    store whose meta.json is damaged: it did not end cleanly)."""
+    try:
+        workers = meta_workers(read_json(Path(root) / META_FILE))
+    except CorruptStoreFile:
+        return False
     if workers is None:
         return (Path(root) / END_FILE).exists()
     return all(
@@ -295,32 +464,98 @@ class TensorEntry:
     shape: tuple[int, ...]
     start: int  # absolute byte offsets in the file
     end: int
+    crc32: str | None = None  # of the tensor's bytes; None in files written before checksums
 
 
-def header_size(first8: bytes) -> int:
-    """Size of the JSON header from a step file's first 8 bytes; ValueError if implausible."""
+def header_size(first8: bytes, file_size: int | None = None) -> int:
+    """Size of the JSON header from a step file's first 8 bytes; ValueError if implausible
+    (larger than the format allows, or than the file)."""
     if len(first8) < 8:
         raise ValueError("shorter than a safetensors header")
     size = int.from_bytes(first8[:8], "little")
     if size > MAX_HEADER_BYTES:
         raise ValueError(f"header size {size} is not plausible")
+    if file_size is not None and 8 + size > file_size:
+        raise ValueError(f"header size {size} runs past the end of the file ({file_size} bytes)")
     return size
 
 
-def parse_header(raw: bytes) -> tuple[dict[str, str], dict[str, TensorEntry]]:
-    """(metadata, {name: entry}) from the JSON header bytes; ValueError if malformed."""
-    data = json.loads(raw)
+def header_crc32(metadata: Mapping[str, str], entries: Mapping[str, Any]) -> str:
+    """crc32 of a step file's header in canonical form, its own checksum left out."""
+    meta = {k: v for k, v in metadata.items() if k != HEADER_CRC_KEY}
+    text = json.dumps([meta, dict(entries)], sort_keys=True, separators=(",", ":"))
+    return f"{zlib.crc32(text.encode()):08x}"
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("a key appears twice in the header")
+    return dict(pairs)
+
+
+def parse_header(
+    raw: bytes, file_size: int | None = None
+) -> tuple[dict[str, str], dict[str, TensorEntry]]:
+    """(metadata, {name: entry}) from the JSON header bytes; ValueError if malformed.
+
+    Every entry is checked before anything is allocated from it: a known dtype, a shape of
+    at most MAX_DIMS non-negative ints whose size is exactly its byte range, a range inside
+    the file (`file_size`, when known). The header's checksum is checked when it has one.
+    """
+    try:
+        data = json.loads(raw, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise ValueError("header nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError("header is not a JSON object")
     base = 8 + len(raw)
+    data_size = None if file_size is None else file_size - base
     metadata = data.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ValueError("__metadata__ is not an object of strings")
+    if HEADER_CRC_KEY in metadata and metadata[HEADER_CRC_KEY] != header_crc32(metadata, data):
+        raise ValueError("header checksum mismatch (modified or damaged)")
+    crcs = _tensor_crcs(metadata, data)
     entries = {}
     for name, entry in data.items():
-        kind = SAFETENSORS_DTYPES.get(entry.get("dtype"))
+        if not isinstance(entry, dict):
+            raise ValueError(f"entry {name!r} is not an object")
+        kind = SAFETENSORS_DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
         if kind is None:
             raise ValueError(f"unsupported dtype {entry.get('dtype')!r} for {name}")
-        start, end = entry["data_offsets"]
-        entries[name] = TensorEntry(
-            np.dtype(kind).newbyteorder("<"), tuple(entry["shape"]), base + start, base + end
-        )
+        shape, offsets = entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(map(_is_count, shape)):
+            raise ValueError(f"{name}: shape {str(shape)[:100]} is not a list of sizes")
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_count, offsets)):
+            raise ValueError(f"{name}: data_offsets {str(offsets)[:100]} are not two offsets")
+        start, end = offsets
+        dtype = np.dtype(kind).newbyteorder("<")
+        count = 1
+        for size in shape:
+            count *= size  # Python ints: an absurd shape cannot overflow into a small one
+        if start > end or count * dtype.itemsize != end - start:
+            raise ValueError(f"{name}: shape {shape} does not fill bytes {start}..{end}")
+        if data_size is not None and end > data_size:
+            raise ValueError(f"{name}: bytes {start}..{end} run past the end of the file")
+        entries[name] = TensorEntry(dtype, tuple(shape), base + start, base + end, crcs.get(name))
     return metadata, entries
+
+
+def _tensor_crcs(metadata: Mapping[str, str], entries: Mapping[str, Any]) -> dict[str, str]:
+    """The per-tensor checksums a header lists ({} when written before checksums)."""
+    if CRC_KEY not in metadata:
+        return {}
+    try:
+        crcs = json.loads(metadata[CRC_KEY])
+    except (ValueError, RecursionError):
+        raise ValueError("its tensor checksums are not JSON") from None
+    if not isinstance(crcs, dict) or set(crcs) != set(entries):
+        raise ValueError("its tensor checksums do not match its tensors")
+    return crcs
+
+
+def check_tensor(entry: TensorEntry, data: memoryview | bytes, where: str, name: str) -> None:
+    """Raise CorruptStepFile when a tensor's bytes do not match their checksum."""
+    if entry.crc32 is not None and f"{zlib.crc32(data):08x}" != entry.crc32:
+        raise CorruptStepFile(f"{where}: tensor {name!r} fails its checksum (damaged bytes)")

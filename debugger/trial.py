@@ -24,6 +24,12 @@ Reads are incremental: refresh() lists only step files newer than the last one s
 reads only their headers; tensor values are read on demand, one tensor at a time.
 A step lookup that misses refreshes once before raising, so a follower need not call
 refresh() itself. Not thread-safe.
+
+A damaged store is never read silently: refresh() raises a CorruptStoreFile naming the file
+and what is wrong (a step file that is not one, a symlink, FIFO or device, JSON that is not
+an object or fails its checksum, collections.json missing although steps are there) after
+adding the steps before it, and IncompleteStore when end.json names steps whose files
+are missing. It raises again at every refresh until the store is repaired.
 """
 
 from __future__ import annotations
@@ -32,7 +38,6 @@ import bisect
 import os
 import re
 import time
-import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,7 +46,8 @@ from remedy.debugger import store
 from remedy.debugger.collections import NORMS, REDUCTIONS, reduction_key, split_key
 from remedy.debugger.exceptions import (
     CorruptStepFile,
-    DebuggerWarning,
+    CorruptStoreFile,
+    IncompleteStore,
     InvalidWorker,
     StepNotYetAvailable,
     StepUnavailable,
@@ -124,23 +130,34 @@ class Trial:
             return added
         # end.json before listing: if it exists now, every step file is already there,
         # because the hook writes end.json last.
-        if self._end is None:
-            self._end = self.reader.read_json(store.END_FILE)
+        end = self._end if self._end is not None else self._read_object(store.END_FILE)
         added = 0
+        problem: CorruptStoreFile | None = None
         for mode in STEP_MODES:
             listed = self.reader.list_steps(mode, start_after=self._last_listed[mode])
             for mode_step in listed:
                 try:
                     header = self.reader.read_header(mode, mode_step)
                 except CorruptStepFile as exc:
-                    warnings.warn(f"skipping {exc}", DebuggerWarning, stacklevel=2)
-                    continue
+                    problem = exc  # the steps before it stay readable; it is reported
+                    break
                 self._add(header)
+                self._last_listed[mode] = mode_step
                 added += 1
-            if listed:
-                self._last_listed[mode] = listed[-1]
+            if problem is not None:
+                break
         if added or not self._collections:
             self._load_collections()
+        if not self._meta_checked and (added or end is not None or self._collections):
+            self._check_meta()  # the writer may have begun since: it writes meta.json first
+            if not self._meta_checked:
+                where = os.path.join(self.reader.location, store.META_FILE)
+                raise CorruptStoreFile(f"{where}: missing, although the store holds steps")
+        if problem is not None:
+            raise problem
+        if end is not None:
+            self._check_complete(end)
+        self._end = end
         self._complete = self._end is not None
         return added
 
@@ -300,16 +317,26 @@ class Trial:
     def _check_meta(self) -> None:
         if self._meta_checked:
             return
-        meta = self.reader.read_json(store.META_FILE)
+        meta = self._read_object(store.META_FILE)
         if meta is None:
+            if self._worker is None and self.reader.exists(store.WORKERS_DIR):
+                where = os.path.join(self.reader.location, store.META_FILE)
+                raise CorruptStoreFile(f"{where}: missing, although workers have written")
             return  # the job has not started writing yet
         newest = store.WORKERS_FORMAT_VERSION
-        if meta.get("format") != store.FORMAT_NAME or meta.get("version", 0) > newest:
+        version = meta.get("version", 0)
+        if (
+            meta.get("format") != store.FORMAT_NAME
+            or not isinstance(version, int)
+            or isinstance(version, bool)
+            or not 0 < version <= newest
+        ):
             raise StoreFormatError(
                 f"{self.reader.location}: store format {meta.get('format')!r} version "
-                f"{meta.get('version')!r} is not {store.FORMAT_NAME!r} <= {newest}"
+                f"{version!r} is not {store.FORMAT_NAME!r} <= {newest}"
             )
-        workers = store.meta_workers(meta)
+        where = os.path.join(self.reader.location, store.META_FILE)
+        workers = store.meta_workers(meta, where)
         if workers is not None and self._worker is None:
             self._parts = [
                 Trial(
@@ -357,12 +384,65 @@ class Trial:
             return any(part._has_tensor(name) for part in self._parts)
         return name in self._tensor_steps
 
+    def _read_object(self, name: str) -> dict[str, Any] | None:
+        """A store JSON file that must be an object, its checksum checked; None if absent."""
+        data = self.reader.read_json(name)
+        if data is None:
+            return None
+        where = os.path.join(self.reader.location, name)
+        if not isinstance(data, dict):
+            raise CorruptStoreFile(f"{where}: not a JSON object ({type(data).__name__})")
+        store.check_crc(data, where)
+        return data
+
     def _load_collections(self) -> None:
-        data = self.reader.read_json(store.COLLECTIONS_FILE) or {}
-        self._collection_order = {
-            name: list(entry.get("tensor_names", [])) for name, entry in data.items()
-        }
-        self._collections = {name: set(names) for name, names in self._collection_order.items()}
+        where = os.path.join(self.reader.location, store.COLLECTIONS_FILE)
+        data = self._read_object(store.COLLECTIONS_FILE)
+        if data is None:
+            if self._tensor_steps:  # the writer writes it before any step
+                raise CorruptStoreFile(f"{where}: missing, although the store holds steps")
+            data = {}
+        order: dict[str, list[str]] = {}
+        for name, entry in data.items():
+            names = entry.get("tensor_names", []) if isinstance(entry, dict) else None
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise CorruptStoreFile(f"{where}: collection {name!r} is not a list of names")
+            store.check_crc(entry, f"{where} collection {name!r}", name=name)
+            order[name] = list(names)
+        self._collection_order = order
+        self._collections = {name: set(names) for name, names in order.items()}
+
+    def _check_complete(self, end: dict[str, Any]) -> None:
+        """Raise IncompleteStore when end.json names steps with no step file, or the store
+        holds step files end.json does not name (all steps were listed: it came first)."""
+        where = os.path.join(self.reader.location, store.END_FILE)
+        saved = store.saved_step_ranges(end, where)
+        if saved is None:
+            return  # written before end markers named their steps: nothing to compare
+        for mode in STEP_MODES:
+            ranges = saved.get(mode, [])
+            listed = self._steps[mode]
+            expected = sum(len(r) for r in ranges)
+            if expected > len(listed) + 1_000_000:  # never expand an absurd claim
+                raise IncompleteStore(
+                    f"{where}: names {expected} {mode.value} steps; the store holds {len(listed)}"
+                )
+            named = {step for r in ranges for step in r}
+            missing = sorted(named.difference(listed))
+            extra = sorted(set(listed) - named)
+            if missing:
+                folder = os.path.join(self.reader.location, store.STEPS_DIR, mode.value)
+                raise IncompleteStore(
+                    f"{where}: names {len(missing)} {mode.value} step(s) with no step file in "
+                    f"{folder}: {', '.join(map(str, missing[:10]))}"
+                    + (" ..." if len(missing) > 10 else "")
+                )
+            if extra:
+                folder = os.path.join(self.reader.location, store.STEPS_DIR, mode.value)
+                raise IncompleteStore(
+                    f"{folder}: holds {mode.value} step(s) {', '.join(map(str, extra[:10]))} "
+                    f"that {where} does not name"
+                )
 
     def _add(self, header: store.StepHeader) -> None:
         self._headers[header.mode][header.mode_step] = header

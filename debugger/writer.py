@@ -79,6 +79,8 @@ class StoreWriter:
         store.write_collections(self.root, self._collections)
         self._upload(store.COLLECTIONS_FILE)
         self._queue: queue.Queue[StepRecord | _End] = queue.Queue(maxsize=max_pending_steps)
+        # The steps written, per mode: end.json names them, so a reader reports a lost one.
+        self._saved: dict[ModeKeys, list[int]] = {}
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="debugger-writer", daemon=True)
         self._thread.start()
@@ -103,7 +105,7 @@ class StoreWriter:
             item = self._queue.get()
             try:
                 if isinstance(item, _End):
-                    store.write_end(self.root, item.last_steps, item.global_step)
+                    store.write_end(self.root, item.last_steps, item.global_step, self._saved)
                     self._upload(store.END_FILE)
                     if self._exporter is not None:
                         self._exporter.close()
@@ -142,6 +144,7 @@ class StoreWriter:
             tensor_names=tuple(sorted(arrays)),
         )
         path = store.write_step(self.root, header, arrays)
+        self._saved.setdefault(record.mode, []).append(record.mode_step)
         if self._exporter is not None:
             self._exporter.write_step(record.mode, record.mode_step, record.wall_time, arrays)
         if self._uploader is not None:

@@ -25,9 +25,14 @@ class StoreReader(ABC):
         """A reader of the store in a sub-folder (one worker's part of a store of several)."""
         raise NotImplementedError(f"{type(self).__name__} reads one process's store only")
 
+    def exists(self, relative: str) -> bool:
+        """Whether anything (a file, a folder, a prefix) is at `relative` in the store."""
+        return False
+
     @abstractmethod
     def read_json(self, name: str) -> Any | None:
-        """A top-level JSON file (meta.json, collections.json, end.json); None if absent."""
+        """A top-level JSON file (meta.json, collections.json, end.json); None if absent.
+        Raises CorruptStoreFile when it is not a regular file, too large or not JSON."""
 
     @abstractmethod
     def list_steps(self, mode: ModeKeys, start_after: int | None = None) -> list[int]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from remedy.debugger import store, tfevents
-from remedy.debugger.exceptions import CorruptStepFile, StoreFormatError
+from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile, StoreFormatError
 from remedy.debugger.modes import STEP_MODES, ModeKeys
 from remedy.debugger.readers.base import StoreReader
 
@@ -84,11 +84,15 @@ class LegacyStoreReader(StoreReader):
         start, length = tensors[name]
         path = Path(self.location) / event_file
         try:
-            with open(path, "rb") as handle:
-                handle.seek(start)
-                record = handle.read(length)
+            fd, size = store.open_regular(path)  # never a FIFO, device or symlink
+            try:
+                if start + length > size:
+                    raise ValueError(f"truncated: {start}..{start + length} runs past its end")
+                record = os.pread(fd, length, start)
+            finally:
+                os.close(fd)
             event = tfevents.decode_event(tfevents.unframe(record))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, CorruptStoreFile) as exc:
             raise CorruptStepFile(f"{path}: cannot read {name}: {exc}") from None
         for value in event.values:
             if value.tag == name and value.tensor is not None:
@@ -113,7 +117,7 @@ class LegacyStoreReader(StoreReader):
             if key in self._seen:
                 continue
             try:
-                index = json.loads((root / folder / name).read_text())
+                index = json.loads(store.read_regular(root / folder / name, store.MAX_JSON_BYTES))
                 meta = index["meta"]
                 mode = ModeKeys(meta["mode"])
                 mode_step = int(meta["mode_step"])
@@ -122,7 +126,7 @@ class LegacyStoreReader(StoreReader):
                     t["tensorname"]: (int(t["start_idx"]), int(t["length"]))
                     for t in index.get("tensor_payload", [])
                 }
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
                 return
             global_step = int(_INDEX_RE.match(name).group(1))  # type: ignore[union-attr]
             index_path = f"{INDEX_DIR}/{folder}/{name}"

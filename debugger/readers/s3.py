@@ -8,12 +8,11 @@ each with a single PUT, so a listing is gap-free and never shows half an object.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 from remedy.debugger import store
-from remedy.debugger.exceptions import CorruptStepFile
+from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.readers.base import StoreReader
 from remedy.debugger.s3 import client, is_missing, parse_uri
@@ -32,14 +31,24 @@ class S3StoreReader(StoreReader):
     def child(self, relative: str) -> S3StoreReader:
         return S3StoreReader(f"{self.location.rstrip('/')}/{relative}")
 
+    def exists(self, relative: str) -> bool:
+        prefix = self._where.key(relative)
+        found = self._client.list_objects_v2(Bucket=self._where.bucket, Prefix=prefix, MaxKeys=1)
+        return bool(found.get("Contents"))
+
     def read_json(self, name: str) -> Any | None:
+        key = self._where.key(name)
+        where = f"s3://{self._where.bucket}/{key}"
         try:
-            body = self._get(self._where.key(name))
+            response = self._client.get_object(Bucket=self._where.bucket, Key=key)
         except Exception as error:
             if is_missing(error):
                 return None
             raise
-        return json.loads(body)
+        if response.get("ContentLength", 0) > store.MAX_JSON_BYTES:
+            response["Body"].close()
+            raise CorruptStoreFile(f"{where}: larger than {store.MAX_JSON_BYTES} bytes")
+        return store.parse_json(response["Body"].read(), where)
 
     def list_steps(self, mode: ModeKeys, start_after: int | None = None) -> list[int]:
         prefix = self._where.key(f"{store.STEPS_DIR}/{mode.value}/")
@@ -58,14 +67,16 @@ class S3StoreReader(StoreReader):
         key = self._key(mode, mode_step)
         where = f"s3://{self._where.bucket}/{key}"
         try:
-            head = self._get(key, 0, _FIRST_GET)
-            size = store.header_size(head)
+            response = self._get_object(key, 0, _FIRST_GET)
+            head = response["Body"].read()
+            file_size = _object_size(response)
+            size = store.header_size(head, file_size)
             raw = head[8 : 8 + size]
             if len(raw) < size:
                 raw = self._get(key, 8, 8 + size)
             if len(raw) != size:
                 raise ValueError("truncated header")
-            metadata, entries = store.parse_header(raw)
+            metadata, entries = store.parse_header(raw, file_size)
             header = store.StepHeader.from_metadata(metadata, list(entries))
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise CorruptStepFile(f"{where}: not a debugger step file ({exc})") from None
@@ -86,16 +97,29 @@ class S3StoreReader(StoreReader):
         entry = entries[name]
         size = entry.end - entry.start
         data = self._get(self._key(mode, mode_step), entry.start, entry.end) if size else b""
+        where = f"s3://{self._where.bucket}/{self._key(mode, mode_step)}"
         if len(data) != size:  # a truncated object: never hand out part of a tensor
-            where = f"s3://{self._where.bucket}/{self._key(mode, mode_step)}"
             raise CorruptStepFile(f"{where}: truncated tensor {name}")
+        store.check_tensor(entry, data, where, name)
         return np.frombuffer(data, dtype=entry.dtype).reshape(entry.shape).copy()
 
     def _key(self, mode: ModeKeys, mode_step: int) -> str:
         return self._where.key(f"{store.STEPS_DIR}/{mode.value}/{store.step_file_name(mode_step)}")
 
     def _get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        return self._get_object(key, start, end)["Body"].read()
+
+    def _get_object(self, key: str, start: int | None = None, end: int | None = None) -> Any:
         kwargs: dict[str, Any] = {"Bucket": self._where.bucket, "Key": key}
         if start is not None and end is not None:
             kwargs["Range"] = f"bytes={start}-{end - 1}"  # HTTP ranges are inclusive
-        return self._client.get_object(**kwargs)["Body"].read()
+        return self._client.get_object(**kwargs)
+
+
+def _object_size(response: Any) -> int | None:
+    """The whole object's size from a ranged GET's Content-Range ("bytes 0-9/1234")."""
+    total = str(response.get("ContentRange", "")).rpartition("/")[2]
+    if total.isdigit():
+        return int(total)
+    length = response.get("ContentLength")
+    return length if isinstance(length, int) and "ContentRange" not in response else None

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from remedy.debugger import (
-    DebuggerWarning,
+    CorruptStepFile,
     Hook,
     RuleStatus,
     SaveConfig,
@@ -139,8 +139,14 @@ def test_a_truncated_or_foreign_object_is_never_read_as_a_step(s3: str) -> None:
                       Body=body[: len(body) // 2])  # fmt: skip
     client.put_object(Bucket=BUCKET, Key=f"{prefix}/steps/EVAL/000000000001.safetensors",
                       Body=b"garbage")  # fmt: skip
-    with pytest.warns(DebuggerWarning, match="skipping"):
-        trial = create_trial(s3)
+    # Never skipped silently: the object is named, with what is wrong with it.
+    with pytest.raises(CorruptStepFile, match=r"EVAL/000000000000\.safetensors: .*past the end"):
+        create_trial(s3)
+    client.delete_object(Bucket=BUCKET, Key=f"{prefix}/steps/EVAL/000000000000.safetensors")
+    with pytest.raises(CorruptStepFile, match=r"EVAL/000000000001\.safetensors: not a debugger"):
+        create_trial(s3)
+    client.delete_object(Bucket=BUCKET, Key=f"{prefix}/steps/EVAL/000000000001.safetensors")
+    trial = create_trial(s3)
     assert trial.steps() == [0, 1]
     assert trial.steps("EVAL") == []
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from remedy.debugger import (
-    DebuggerWarning,
+    CorruptStepFile,
     ModeKeys,
     SaveConfig,
     StepNotYetAvailable,
@@ -121,25 +121,31 @@ def test_skipped_step_below_the_last_written_is_unavailable_while_running(
         trial.tensor("loss").value(11)
 
 
-def test_temp_files_ignored_and_foreign_step_files_skipped(tmp_path: Path) -> None:
+def test_temp_files_ignored_and_foreign_step_files_reported(tmp_path: Path) -> None:
     new_store(tmp_path)
     write_step(tmp_path, 0, {"loss": np.array(1.0)})
     write_step(tmp_path, 1, {"loss": np.array(2.0)})
     steps = tmp_path / "steps" / "TRAIN"
     good = (steps / "000000000001.safetensors").read_bytes()
     (steps / ".000000000002.safetensors.tmp").write_bytes(good[:-3])  # in-flight temp file
-    (steps / "000000000003.safetensors").write_bytes(good[:-3])  # truncated foreign copy
-    (steps / "000000000004.safetensors").write_bytes(b"not safetensors at all")
+    assert create_trial(tmp_path).steps() == [0, 1]
+
     from safetensors.numpy import save_file
 
-    save_file({"loss": np.ones(1)}, str(steps / "000000000005.safetensors"))  # no metadata
+    bad = steps / "000000000003.safetensors"
+    for damage, expected in [
+        (lambda: bad.write_bytes(good[:-3]), "run past the end"),  # truncated copy
+        (lambda: bad.write_bytes(b"not safetensors at all"), "not a debugger step file"),
+        (lambda: save_file({"loss": np.ones(1)}, str(bad)), "mode"),  # no metadata
+    ]:
+        damage()
+        # Never skipped silently: the trial names the file; a later refresh still does.
+        with pytest.raises(CorruptStepFile, match=f"000000000003.safetensors: .*{expected}"):
+            create_trial(tmp_path)
+    bad.unlink()
     write_step(tmp_path, 6, {"loss": np.array(6.0)})
-
-    with pytest.warns(DebuggerWarning) as warned:
-        trial = create_trial(tmp_path)
-    assert len(warned) == 3
+    trial = create_trial(tmp_path)
     assert trial.steps() == [0, 1, 6]
-    assert float(trial.tensor("loss").value(6)) == 6.0
     with pytest.raises(StepUnavailable):
         trial.tensor("loss").value(3)
 
