@@ -122,6 +122,16 @@ class Hyperparameters(Strict):
     checkpoint_every_epochs: int = Field(
         1, ge=0, description="Checkpoint every this many epochs; 0: never."
     )
+    checkpoint_every_steps: int = Field(
+        0,
+        ge=0,
+        le=10**9,
+        description="Also checkpoint every this many updates, mid-epoch too (a late failure "
+        "then loses at most this many); 0: at epoch ends only.",
+    )
+    keep_checkpoints: int = Field(
+        3, ge=1, le=1000, description="How many of the most recent step checkpoints are kept."
+    )
     nan_guard: Literal["off", "stop", "skip"] = Field(
         "stop",
         description="Check loss and gradients before each update; on a non-finite value skip "

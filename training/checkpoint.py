@@ -1,6 +1,7 @@
 """Checkpoints as safetensors + a JSON sidecar: nothing here is ever unpickled.
 
-A checkpoint is a folder checkpoints/epoch-NNNN/ holding model.safetensors,
+A checkpoint is a folder checkpoints/epoch-NNNN/ (or step-NNNNNNNNN/ mid-epoch) holding
+model.safetensors,
 optimizer.safetensors and checkpoint.json (epoch, step, optimizer param groups and the
 SHA-256 of both tensor files). The folder is written under a temporary name and renamed into
 place, so a reader sees a whole checkpoint or none; the hashes catch truncation or tampering.
@@ -25,6 +26,7 @@ from torch import nn
 FORMAT = "remedy-checkpoint-v1"
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
+STEP_PREFIX = "step-"  # step-NNNNNNNNN: a checkpoint taken mid-epoch (checkpoint_every_steps)
 
 
 class CheckpointError(ValueError):
@@ -58,11 +60,14 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     epoch: int,
     step: int,
+    name: str | None = None,
 ) -> Path:
-    """Write checkpoint folder/epoch-NNNN (epoch = epochs completed) and return its path."""
+    """Write checkpoint folder/NAME (default epoch-NNNN; epoch = epochs completed, step =
+    updates done) and return its path."""
     folder = Path(folder)
-    final = folder / f"epoch-{epoch:04d}"
-    tmp = folder / f".tmp-epoch-{epoch:04d}-{os.getpid()}"
+    name = name or f"epoch-{epoch:04d}"
+    final = folder / name
+    tmp = folder / f".tmp-{name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
 
@@ -100,6 +105,17 @@ def save_checkpoint(
         shutil.rmtree(final)  # rewriting the same epoch (a rerun): the newer one wins
     os.replace(tmp, final)
     return final
+
+
+def step_checkpoint_name(step: int) -> str:
+    return f"{STEP_PREFIX}{step:09d}"
+
+
+def prune_step_checkpoints(folder: str | Path, keep: int) -> None:
+    """Remove all but the `keep` most recent step checkpoints (epoch ones stay)."""
+    found = sorted(p for p in Path(folder).glob(f"{STEP_PREFIX}*") if p.is_dir())
+    for old in found[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _read_meta(path: Path) -> dict[str, Any]:

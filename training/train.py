@@ -52,7 +52,11 @@ import torch
 from remedy.debugger import Hook, ModeKeys
 from remedy.state_schema import Hyperparameters, PayloadError, load_hyperparameters
 from remedy.training.build import build_model_and_optimizer, total_grad_norm
-from remedy.training.checkpoint import save_checkpoint
+from remedy.training.checkpoint import (
+    prune_step_checkpoints,
+    save_checkpoint,
+    step_checkpoint_name,
+)
 from remedy.training.data import DataSplit, load_cifar10, make_synthetic
 from remedy.training.guard import NanGuard
 from remedy.training.progress import finite_or_none, write_json_atomic
@@ -195,6 +199,9 @@ def train(
     test_accuracy: float | None = None
     started = time.time()
 
+    # A warm start from a step checkpoint goes on mid-epoch: the batches of its epoch that
+    # were trained already are drawn (the data order stays the full run's) and passed over.
+    done_in_epoch = min(max(start_step - start_epoch * steps_per_epoch, 0), steps_per_epoch)
     for epoch in range(start_epoch, config.num_epochs):
         lr = learning_rate_for_epoch(
             epoch, config.warmup_learning_rate, config.learning_rate, config.warmup_epochs
@@ -206,8 +213,10 @@ def train(
             hook.set_mode(ModeKeys.TRAIN)
 
         order = torch.randperm(len(train_data), generator=shuffle)
-        guard.new_epoch(epoch, step + 1, order)  # contact tracing: which samples, which step
-        for batch in order.split(config.batch_size):
+        passed_over, done_in_epoch = done_in_epoch, 0
+        # contact tracing: which samples, which step
+        guard.new_epoch(epoch, step + 1 - passed_over, order)
+        for batch in order.split(config.batch_size)[passed_over:]:
             images = train_data.images[batch].to(device, non_blocking=True)
             labels = train_data.labels[batch].to(device, non_blocking=True)
             guard.before_step()
@@ -227,6 +236,11 @@ def train(
                     nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip_norm)
                 optimizer.step()
             step += 1
+            every = config.checkpoint_every_steps
+            if every and step % every == 0 and not guard.stop:
+                name = step_checkpoint_name(step)
+                save_checkpoint(checkpoints, model, optimizer, epoch=epoch, step=step, name=name)
+                prune_step_checkpoints(checkpoints, config.keep_checkpoints)
 
             accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
             now = time.time()

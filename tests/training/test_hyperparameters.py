@@ -154,3 +154,25 @@ def test_warm_start_with_another_optimizer_loads_only_the_weights(
 def test_a_missing_checkpoint_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError):
         run(tmp_path, init_checkpoint=str(tmp_path / "nope"))
+
+
+def test_step_checkpoints_are_kept_few_and_resume_mid_epoch_exactly(tmp_path: Path) -> None:
+    full = tmp_path / "full"
+    every_two = {"num_epochs": 3, "learning_rate": 0.05, "train_samples": 48}  # 3 steps/epoch
+    run(full, **every_two, checkpoint_every_steps=2, keep_checkpoints=2)
+    kept = sorted(p.name for p in (full / "checkpoints").iterdir())
+    assert kept == ["epoch-0001", "epoch-0002", "epoch-0003", "step-000000006", "step-000000008"]
+    middle = full / "checkpoints" / "step-000000008"  # epoch 2, after its 2nd of 3 batches
+    assert (meta(middle)["epoch"], meta(middle)["step"]) == (2, 8)
+
+    resumed = tmp_path / "resumed"
+    result = run(resumed, **every_two, init_checkpoint=str(middle))
+    ran = steps(resumed)
+    assert [(m["epoch"], m["step"]) for m in ran] == [(2, 9)]  # the one batch left
+    assert result["steps"] == 9
+    # The same batch in the same order from the same state: the very weights of the full run.
+    expected, got = (
+        weights(full / "checkpoints" / "epoch-0003"),
+        weights(resumed / "checkpoints" / "epoch-0003"),
+    )
+    assert all(torch.equal(expected[k], got[k]) for k in expected)
