@@ -29,8 +29,9 @@ from remedy.state_schema import (
     hyperparameters_from_document,
 )
 from remedy.training.build import build_model_and_optimizer, total_grad_norm
-from remedy.training.bundle import META_FILE, Bundle, BundleError, read_bundle
-from remedy.training.checkpoint import CheckpointError, load_checkpoint
+from remedy.training.bundle import BATCH_FILE, META_FILE, Bundle, BundleError, read_bundle
+from remedy.training.checkpoint import MODEL_FILE, CheckpointError, load_checkpoint
+from safetensors import SafetensorError, safe_open
 from torch import nn
 
 # Bundles written before the training contract was split out of RunSpec also carry run_spec
@@ -177,9 +178,44 @@ def bundle_hyperparameters(bundle: Bundle) -> Hyperparameters:
         raise BundleError(f"hyperparameters do not validate here: {exc}") from exc
 
 
+def check_fits(bundle: Bundle, config: Hyperparameters) -> None:
+    """BundleError unless the model the hyperparameters describe has the bundled state's
+    shapes and takes the batch. Checked on the meta device, where nothing is allocated: a
+    manifest claiming a width of 1024 for a model of width 4 costs nothing."""
+    with torch.device("meta"):
+        model, _ = build_model_and_optimizer(config)
+    expected = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    file = bundle.state_path / MODEL_FILE
+    try:
+        with safe_open(str(file), "pt") as saved:  # the header only
+            found = {name: tuple(saved.get_slice(name).get_shape()) for name in saved.keys()}
+    except (SafetensorError, OSError) as exc:
+        raise BundleError(f"{file}: unreadable ({exc})") from exc
+    if found != expected:
+        differ = sorted(set(found) ^ set(expected)) or sorted(
+            name for name in found if found[name] != expected[name]
+        )
+        raise BundleError(
+            f"{bundle.path / META_FILE}: its hyperparameters describe a model that does not "
+            f"fit the bundled state ({file.name}: {len(differ)} tensor(s) differ, e.g. {differ[0]})"
+        )
+    try:
+        out = model(bundle.images.to("meta"))
+    except RuntimeError as exc:
+        shape = tuple(bundle.images.shape)
+        raise BundleError(
+            f"{bundle.path / BATCH_FILE}: images {shape} do not fit the model"
+        ) from exc
+    labels = bundle.labels
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= out.shape[-1]):
+        raise BundleError(f"{bundle.path / BATCH_FILE}: labels outside 0..{out.shape[-1] - 1}")
+
+
 def rebuild(bundle: Bundle) -> tuple[nn.Module, torch.optim.Optimizer]:
     """The job's model and optimizer, holding the state from before the failing step."""
-    model, optimizer = build_model_and_optimizer(bundle_hyperparameters(bundle))
+    config = bundle_hyperparameters(bundle)
+    check_fits(bundle, config)  # before anything is allocated
+    model, optimizer = build_model_and_optimizer(config)
     try:
         load_checkpoint(bundle.state_path, model, optimizer)
     except CheckpointError as exc:

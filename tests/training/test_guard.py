@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from remedy.state_schema import Hyperparameters
-from remedy.training.bundle import BundleError, read_bundle
+from remedy.training.bundle import BundleError, read_bundle, write_manifest
 from remedy.training.data import read_cifar_batch, write_cifar_batch, write_tiny_cifar10
 from remedy.training.guard import RULE_STATUS_DIR_ENV, batch_of_step
 from remedy.training.replay import debug, replay
@@ -153,7 +153,14 @@ def test_excluded_samples_are_left_out(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["truncate_model", "flip_batch", "drop_rng", "garble_manifest", "edit_step_checksum"],
+    [
+        "truncate_model",
+        "flip_batch",
+        "drop_rng",
+        "garble_manifest",
+        "edit_manifest",
+        "edit_step_checksum",
+    ],
 )
 def test_a_tampered_or_truncated_bundle_fails_clearly(
     corrupt_job: Path, tmp_path: Path, damage: str
@@ -175,10 +182,15 @@ def test_a_tampered_or_truncated_bundle_fails_clearly(
     elif damage == "garble_manifest":
         (bundle / "bundle.json").write_text('{"format": "remedy-repro-bundle-v1", "st')
         expected = "bundle.json: unreadable"
+    elif damage == "edit_manifest":  # bundle.json is covered by its own checksum
+        meta = json.loads((bundle / "bundle.json").read_text())
+        meta["hyperparameters"]["width"] = 10_000_000
+        (bundle / "bundle.json").write_text(json.dumps(meta))
+        expected = "bundle.json: checksum mismatch"
     else:
         meta = json.loads((bundle / "bundle.json").read_text())
         meta["sha256"].pop("state/model.safetensors")
-        (bundle / "bundle.json").write_text(json.dumps(meta))
+        write_manifest(bundle, meta)  # resealed: the manifest itself must still be complete
         expected = "no checksum for state/model.safetensors"
     with pytest.raises(BundleError, match=expected):
         replay(bundle)
@@ -227,11 +239,11 @@ def test_the_rule_status_goes_where_the_backend_says(
 
 
 def with_hyperparameters(source: str, bundle: Path, changes: dict[str, Any]) -> Path:
-    """A copy of a bundle whose manifest records other hyperparameters (it is not hashed)."""
+    """A copy of a bundle whose manifest records other hyperparameters (resealed)."""
     shutil.copytree(source, bundle)
     meta = json.loads((bundle / "bundle.json").read_text())
     meta["hyperparameters"] |= changes
-    (bundle / "bundle.json").write_text(json.dumps(meta))
+    write_manifest(bundle, meta)
     return bundle
 
 
@@ -246,4 +258,15 @@ def test_a_bundle_with_a_bad_hyperparameter_names_it(corrupt_job: Path, tmp_path
     source = rule_status(corrupt_job)["bundle"]
     bundle = with_hyperparameters(source, tmp_path / "bad", {"depth": 9})
     with pytest.raises(BundleError, match=r"bundle\.json: 1 invalid field\(s\)\n  depth: "):
+        replay(bundle)
+
+
+def test_hyperparameters_that_do_not_fit_the_state_are_refused_before_building(
+    corrupt_job: Path, tmp_path: Path
+) -> None:
+    # Valid for the contract, but not the bundled model: checked on the meta device, so a
+    # width of 1024 allocates nothing (the real model would need gigabytes).
+    source = rule_status(corrupt_job)["bundle"]
+    bundle = with_hyperparameters(source, tmp_path / "wide", {"width": 1024})
+    with pytest.raises(BundleError, match="does not fit the bundled state"):
         replay(bundle)
