@@ -35,6 +35,7 @@ from remedy.state_schema import (
     RuleStatus,
     State,
     load_state,
+    payload_json,
     save_state,
 )
 from remedy.state_schema.io import describe_validation_error, schema_text
@@ -261,14 +262,14 @@ def check_policy(name: str) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from remedy.records.messages import payload_for_people
     from remedy.strategies import plan_next
 
     state = load_state(args.state)
     check_policy(state.policy)
     finding = Finding(rule=args.finding, step=args.step, tensor=args.tensor)
     state = state.model_copy(update={"rule_status": RuleStatus.IssuesFound})
-    print(payload_for_people(plan_next(state, [finding])))
+    # The next payload in full (role and bucket too): it is meant to be fed to remedy run.
+    print(payload_json(plan_next(state, [finding])))
     return EXIT_OK
 
 

@@ -61,6 +61,30 @@ def is_number(annotation: Any) -> bool:
     return annotation in (int, float)
 
 
+def _zero_or_one(schema: dict[str, Any]) -> None:
+    """0 or 1 in the JSON Schema as an integer from 0 to 1, not an enum: the Prefect UI's
+    dropdown (3.8) shows an integer choice of 0 as blank, so the run form's default of 0
+    was invisible; its number input shows it. The model still takes exactly 0 or 1."""
+    schema.pop("enum", None)
+    schema.update(type="integer", minimum=0, maximum=1)
+
+
+class StepWindow(Strict):
+    """Updates first..last (counted from 1, both included)."""
+
+    first: int = Field(ge=1, le=10**12)
+    last: int = Field(ge=1, le=10**12)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.last < self.first:
+            raise ValueError(f"last ({self.last}) is before first ({self.first})")
+        return self
+
+    def __contains__(self, step: int) -> bool:
+        return self.first <= step <= self.last
+
+
 class Hyperparameters(Strict):
     """The hyperparameters of the built-in job; defaults are the original workflow's seed."""
 
@@ -74,7 +98,9 @@ class Hyperparameters(Strict):
     warmup_learning_rate: float = Field(0.1, gt=0, description="Learning rate of epoch 0.")
     learning_rate: float = Field(0.1, gt=0, description="Learning rate after the warmup epoch.")
     add_batch_norm: Literal[0, 1] = Field(
-        0, description="1 adds batch norm before each residual addition."
+        0,
+        description="1 adds batch norm before each residual addition; 0: none.",
+        json_schema_extra=_zero_or_one,
     )
     num_epochs: int = Field(5, gt=0, le=100_000, description="Epochs to train.")
 
@@ -83,9 +109,7 @@ class Hyperparameters(Strict):
     depth: int = Field(
         20, ge=8, le=2000, description="ResNet depth, 6n+2 (20, 32, 44, 56, ..., 1202)."
     )
-    width: int = Field(
-        16, gt=0, le=1024, description="Filters of the first stack (then x2, x4)."
-    )
+    width: int = Field(16, gt=0, le=1024, description="Filters of the first stack (then x2, x4).")
     activation: Activation = Field(Activation.elu, description="Activation in every block.")
     batch_size: int = Field(128, gt=0, le=1_000_000, description="Mini-batch size.")
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum.")
@@ -139,6 +163,11 @@ class Hyperparameters(Strict):
     )
     exclude_samples: list[Annotated[int, Field(ge=0, lt=MAX_SAMPLES)]] = Field(
         default_factory=list, description="Training sample ids left out (bad records)."
+    )
+    skip_steps: list[StepWindow] = Field(
+        default_factory=list,
+        description="Updates whose batches are drawn but not trained on (a rollback "
+        "skipping the data around a loss spike): the data order of later steps is kept.",
     )
     # --- hyperparameters the remediation strategies change (defaults = the seed's) -----
     optimizer: Literal["sgd", "momentum", "adam", "adamw"] = Field(

@@ -32,6 +32,7 @@ ROLES: tuple[str, ...] = (
     "activation",
     "add_batch_norm",
     "exclude_samples",
+    "skip_steps",
 )
 
 

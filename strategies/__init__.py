@@ -14,6 +14,7 @@ from remedy.strategies import (  # noqa: F401  (importing a strategy module regi
     lower_warmup_lr,
     raise_batch_size,
     raise_lr,
+    rollback_and_skip,
     swap_activation,
 )
 from remedy.strategies.base import STRATEGIES, Strategy, get_strategy, register_strategy

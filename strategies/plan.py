@@ -27,6 +27,7 @@ def plan_next(
             findings,
             state.run_spec.debugger_save_interval,
             start_step=attempt.start_step if attempt else 0,
+            skipped=state.run_spec.skip_steps,
         )
     strategy = policy.choose(state, findings)
     if strategy is None:

@@ -194,6 +194,7 @@ def train(
     metrics = (output_dir / "metrics.jsonl").open("w")
     checkpoints = output_dir / "checkpoints"
     step, epochs_completed, train_loss, stopped = start_step, start_epoch, math.nan, False
+    skipped = 0  # batches passed over by skip_steps
     first_loss: float | None = None  # this launch's first step: "trained" is judged against it
     test_loss: float | None = None
     test_accuracy: float | None = None
@@ -217,6 +218,14 @@ def train(
         # contact tracing: which samples, which step
         guard.new_epoch(epoch, step + 1 - passed_over, order)
         for batch in order.split(config.batch_size)[passed_over:]:
+            if window := next((w for w in config.skip_steps if step + 1 in w), None):
+                # Drawn but not trained on (a rollback past a spike): the steps after it
+                # see the very batches they would have seen.
+                if not skipped or step + 1 == window.first:
+                    print(f"skip_steps: passing over steps {window.first}-{window.last}")
+                step += 1
+                skipped += 1
+                continue
             images = train_data.images[batch].to(device, non_blocking=True)
             labels = train_data.labels[batch].to(device, non_blocking=True)
             guard.before_step()
@@ -313,6 +322,7 @@ def train(
         "final_loss": test_loss,
         "final_accuracy": test_accuracy,
         "final_train_loss": finite_or_none(train_loss),
+        "skipped_steps": skipped,
     }
     write_json_atomic(output_dir / "result.json", result)
     print(f"{result['status']}: {json.dumps(result)}", flush=True)

@@ -58,7 +58,7 @@ ORDERS: dict[str, list[PolicyStep]] = {
 }
 # The debugger's other names for the same pathologies. A loss that diverges and stays
 # finite is the same instability as NaN gradients, caught by another rule.
-ORDERS["DivergingLoss"] = EXPLODING
+ORDERS["DivergingLoss"] = ORDERS["LossSpike"] = EXPLODING
 ORDERS["DyingRelu"] = ORDERS["DeadRelu"]
 ORDERS["SlowConvergence"] = ORDERS["StalledTraining"] = ORDERS["LossNotDecreasing"]
 ORDERS["Overtraining"] = ORDERS["Overfit"]
@@ -116,6 +116,10 @@ class AdaptivePolicy(Policy):
             order = cheap_first(ORDERS.get(finding.rule, FALLBACK))
         if finding.rule == "NonFiniteGradient" and blames_data(finding):
             order.insert(0, PolicyStep(strategy="drop_bad_samples", max_times=1))
+        if finding.rule == "LossSpike" and self.clean_checkpoint is not None:
+            # A late spike after a sound stretch: roll back past it first (twice at most);
+            # one at a place already skipped escalates to the order below.
+            order.insert(0, PolicyStep(strategy="rollback_and_skip", max_times=2))
         return order
 
     def choose(self, state: State, findings: list[Finding]) -> Strategy | None:

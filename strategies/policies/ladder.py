@@ -24,8 +24,11 @@ class Walk:
     skipped: list[str] = field(default_factory=list)  # "name: why", in order
 
 
-def build(cls: type[Strategy], findings: Sequence[Finding]) -> Strategy:
-    """A strategy that needs the findings (e.g. which samples to drop) offers for_findings."""
+def build(cls: type[Strategy], findings: Sequence[Finding], state: State) -> Strategy:
+    """A strategy that needs the findings (e.g. which samples to drop) offers for_findings;
+    one that needs the stopped attempt too (where a spike began) offers for_state."""
+    if callable(for_state := getattr(cls, "for_state", None)):
+        return for_state(state, findings)
     for_findings = getattr(cls, "for_findings", None)
     return for_findings(findings) if callable(for_findings) else cls()
 
@@ -41,7 +44,7 @@ def walk(state: State, rungs: Sequence[PolicyStep], findings: Sequence[Finding] 
             result.skipped.append(f"{rung.strategy}: {why}")
         elif used[rung.strategy] >= rung.max_times:
             result.skipped.append(f"{rung.strategy}: tried {used[rung.strategy]}x, failed")
-        elif not (strategy := build(cls, findings)).applies(state.run_spec):
+        elif not (strategy := build(cls, findings, state)).applies(state.run_spec):
             result.skipped.append(f"{rung.strategy}: nothing left to change")
         else:
             result.chosen = strategy

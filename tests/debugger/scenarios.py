@@ -82,6 +82,7 @@ def fit(
     seed: int = 0,
     collections: tuple[str, ...] = ALL,
     before_step: Callable[[int], None] | None = None,
+    lr_at: Callable[[int], float] | None = None,
 ) -> Run:
     """Train `model` on `data` (full batch unless `batch`), with an EVAL pass every
     `eval_every` steps; saves labels/predictions/accuracy for classifiers."""
@@ -103,6 +104,9 @@ def fit(
     for step in range(steps):
         if before_step is not None:
             before_step(step)
+        if lr_at is not None:  # a learning-rate schedule
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step)
         model.train()
         if batch is None:
             xb, yb = x, y

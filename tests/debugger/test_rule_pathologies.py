@@ -206,8 +206,15 @@ CASES: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]], str, str, 
     ("SlowConvergence", {}, "lr_zero", "healthy", "largest one-step gain"),
     ("DyingRelu", {}, "dead_relu", "healthy", "exactly zero"),
     ("GradientRatio", {}, "deep_sigmoid", "healthy", "vanishing gradients"),
+    ("LossSpike", {"window": 10}, "late_spike", "healthy", "robust sigmas"),
 ]
 
+# Healthy for 40 steps, then a schedule's mistake: the learning rate jumps 12x (real
+# dynamics: the loss spikes while every value is still finite).
+SCENARIOS["late_spike"] = lambda s: sc.fit(
+    s, sc.mlp([4, 16, 16, 1]), sc.regression(256), steps=48, lr=0.05, batch=32,
+    lr_at=lambda step: 0.05 if step < 40 else 0.6,
+)  # fmt: skip
 SCENARIOS["diverging_to_nan"] = lambda s: sc.fit(s, sc.mlp([4, 8, 1]), REGRESSION, steps=8, lr=1e4)
 
 

@@ -16,7 +16,7 @@ EVERY_ROLE = {
     "learning-rate": 0.1, "warmup-learning-rate": 0.1, "warmup-epochs": 1, "num-epochs": 5,
     "grad-clip-norm": None, "batch-size": 64, "weight-decay": 2e-4, "optimizer": "momentum",
     "dropout": 0.0, "init": "he_normal", "activation": "elu", "add-batch-norm": False,
-    "exclude-samples": [],
+    "exclude-samples": [], "skip-steps": [],
 }  # fmt: skip
 
 
@@ -50,7 +50,15 @@ def test_roles_are_exactly_what_the_strategies_declare() -> None:
     assert declared == set(ROLES)
 
 
-@pytest.mark.parametrize("name", sorted(STRATEGIES))
+BUILT_IN_ONLY = {"rollback_and_skip"}  # windows of steps to pass over are no flag
+
+
+def test_a_script_never_takes_a_built_in_only_strategy() -> None:
+    for name in BUILT_IN_ONLY:
+        assert STRATEGIES[name].missing_roles(every_role()) == ["skip_steps"]
+
+
+@pytest.mark.parametrize("name", sorted(set(STRATEGIES) - BUILT_IN_ONLY))
 def test_every_strategy_changes_only_the_flags_of_its_roles(name: str) -> None:
     spec = every_role()
     if name == "use_elu":

@@ -176,3 +176,10 @@ def test_step_checkpoints_are_kept_few_and_resume_mid_epoch_exactly(tmp_path: Pa
         weights(resumed / "checkpoints" / "epoch-0003"),
     )
     assert all(torch.equal(expected[k], got[k]) for k in expected)
+
+
+def test_skip_steps_pass_over_their_batches_and_keep_the_data_order(tmp_path: Path) -> None:
+    plain = {"num_epochs": 2, "train_samples": 48}  # 3 steps per epoch
+    result = run(tmp_path, **plain, skip_steps=[{"first": 2, "last": 3}])
+    assert [m["step"] for m in steps(tmp_path)] == [1, 4, 5, 6]
+    assert (result["steps"], result["skipped_steps"]) == (6, 2)

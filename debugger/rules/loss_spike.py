@@ -1,0 +1,77 @@
+"""LossSpike: the loss jumps far above its recent level (robust statistics over a window)."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from statistics import median
+
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules import reads
+from remedy.debugger.rules.base import Rule
+from remedy.debugger.rules.registry import register_rule
+
+MAD_TO_SIGMA = 1.4826  # median absolute deviation x this = standard deviation, for a normal
+
+
+@register_rule
+class LossSpike(Rule):
+    """Fires at a saved step whose loss is more than `sigmas` robust standard deviations
+    (median absolute deviation x 1.4826) and more than `factor` x above the median of the
+    `window` saved steps before it, or is not finite. `mode`: only that mode's losses
+    (default TRAIN); the first `window` steps only fill the window.
+
+    The late, expensive failure (PaLM counted about 20 on its largest model) starts as a
+    spike: a median and a MAD over a window follow a loss that falls for hours, where a
+    fixed threshold or a mean does not, and one outlier does not move them. The onset step
+    is what a rollback restarts before (strategy rollback_and_skip). Healthy per-step noise
+    stays within a few sigmas of the median, and `factor` keeps a near-zero loss's tiny
+    absolute jumps from counting.
+    """
+
+    name = "LossSpike"
+    READS = (reads.LOSSES,)
+    window: int = 50
+    sigmas: float = 6.0
+    factor: float = 2.0
+    mode: str | None = "TRAIN"
+
+    def validate(self) -> None:
+        if self.window < 5:
+            raise ValueError(f"{self.name}: parameter 'window' must be >= 5, got {self.window}")
+        for key in ("sigmas", "factor"):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{self.name}: parameter {key!r} must be > 0, got {value}")
+        if self.mode is not None:
+            self.mode = ModeKeys.parse(self.mode).value
+
+    def setup(self) -> None:
+        self._recent: dict[ModeKeys, deque[float]] = {}
+
+    def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
+        if self.mode is not None and mode.value != self.mode:
+            return False
+        found = self.loss_at(step, mode)
+        if found is None:
+            return False
+        name, loss = found
+        recent = self._recent.setdefault(mode, deque(maxlen=self.window))
+        if len(recent) == self.window:
+            level = median(recent)
+            spread = MAD_TO_SIGMA * median(abs(x - level) for x in recent)
+            if not math.isfinite(loss):
+                return self.fire(step, mode, name, f"{name} is {loss} at step {step}")
+            if loss > level + self.sigmas * spread and loss > self.factor * level > 0:
+                message = (
+                    f"{name} {loss:.4g} at step {step} is {(loss - level) / spread:.1f} "
+                    f"robust sigmas and {loss / level:.3g}x above the median {level:.4g} of "
+                    f"the {self.window} steps before it"
+                    if spread > 0
+                    else f"{name} {loss:.4g} at step {step} is {loss / level:.3g}x the "
+                    f"constant {level:.4g} of the {self.window} steps before it"
+                )
+                return self.fire(step, mode, name, message)
+        if math.isfinite(loss):
+            recent.append(loss)  # a spike that did not fire still joins the window
+        return False

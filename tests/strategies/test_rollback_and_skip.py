@@ -1,0 +1,72 @@
+"""A late spike: roll back to the last clean checkpoint and pass over the batches around it;
+a second spike where the batches were already skipped escalates."""
+
+from __future__ import annotations
+
+from remedy.state_schema import Finding, RunSpec, State
+from remedy.state_schema.hyperparameters import StepWindow
+from remedy.state_schema.transitions import begin_attempt, update_current_attempt
+from remedy.strategies import Checkpoint, plan_next
+from remedy.strategies.warm_start import update_of
+
+CKPTS = [Checkpoint(f"/c/step-{s:09d}", epoch=s // 100, step=s) for s in (100, 200, 300)]
+
+
+def spike(step: int) -> list[Finding]:
+    return [Finding(rule="LossSpike", step=step, tensor="loss")]
+
+
+def test_hook_steps_map_to_updates_past_the_skipped_ones() -> None:
+    assert update_of(0) == 1
+    assert update_of(9, start_step=200) == 210
+    skipped = [StepWindow(first=205, last=214)]  # the hook counted none of these 10
+    assert update_of(3, start_step=200, skipped=skipped) == 204
+    assert update_of(4, start_step=200, skipped=skipped) == 215
+    assert update_of(4, start_step=300, skipped=skipped) == 305  # all before this launch
+
+
+def launched(spec: RunSpec, start_step: int = 0) -> State:
+    state = begin_attempt(State(policy="adaptive", run_spec=spec), "job-1")
+    return update_current_attempt(state, start_step=start_step)
+
+
+def test_a_late_spike_rolls_back_and_skips_the_batches_around_it() -> None:
+    state = launched(RunSpec(debugger_save_interval=10, checkpoint_every_steps=100))
+    state = plan_next(state, spike(249), CKPTS)  # update 250
+    change, spec = state.planned_change, state.run_spec
+    assert change.strategy == "rollback_and_skip"
+    assert spec.skip_steps == [StepWindow(first=240, last=260)]
+    assert spec.init_checkpoint == "/c/step-000000200"  # the last before update 240
+    assert spec.learning_rate == 0.1  # nothing else changed
+    assert "skip_steps += steps 240-260" in change.reason
+    assert "warm start from epoch 2 (step 200)" in change.reason
+
+
+def retry_of(first: State) -> State:
+    retry = begin_attempt(first, "job-2")
+    return update_current_attempt(retry, start_step=200)  # warm-started from step 200
+
+
+def test_a_second_spike_elsewhere_rolls_back_again_and_at_the_same_place_escalates() -> None:
+    first = plan_next(launched(RunSpec(debugger_save_interval=10)), spike(249), CKPTS)
+    assert first.run_spec.skip_steps == [StepWindow(first=240, last=260)]
+
+    # Hook step 100 of the retry is update 322 (the 21 skipped were never hook steps).
+    elsewhere = plan_next(retry_of(first), spike(100), CKPTS)
+    assert elsewhere.planned_change.strategy == "rollback_and_skip"
+    assert elsewhere.run_spec.skip_steps == [
+        StepWindow(first=240, last=260),
+        StepWindow(first=312, last=332),
+    ]
+    assert elsewhere.run_spec.init_checkpoint == "/c/step-000000300"
+
+    # Update 267, next to the batches already skipped: skipping did not help there.
+    same_place = plan_next(retry_of(first), spike(45), CKPTS)
+    assert same_place.planned_change.strategy == "lower_lr_10x"
+    assert same_place.run_spec.skip_steps == first.run_spec.skip_steps
+
+
+def test_without_a_clean_checkpoint_there_is_nothing_to_roll_back_to() -> None:
+    state = plan_next(launched(RunSpec(debugger_save_interval=10)), spike(49), CKPTS)
+    assert state.planned_change.strategy == "lower_lr_10x"  # update 50: before any checkpoint
+    assert state.run_spec.skip_steps == []
