@@ -1,5 +1,11 @@
 """The remediation loop: train -> monitor -> (stop -> plan -> notify) -> ... -> end.
 
+The run form (the deployment's parameters) holds only what a person chooses: run_spec,
+budgets, policy and its config, and settings (polling, notifications, report). The flow's
+own state (history, next_action, statuses, findings) lives in the run directory. A whole
+payload, the seed format included, still starts or resumes a run through the API and the
+CLI: the `state` parameter, left out of the form's schema.
+
 The flow is a pure function of the payload: any State starts or resumes it. The state is
 persisted to the run directory after every transition; one process at a time drives a run
 directory, and calling the flow again on it (a retry, a resume) goes on from its saved
@@ -15,10 +21,19 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Cancelled
 from pydantic import BaseModel, Field
-from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
+from pydantic.json_schema import SkipJsonSchema
+from remedy.state_schema import (
+    Budgets,
+    JobStatus,
+    NextAction,
+    PolicyStep,
+    RuleStatus,
+    RunSpec,
+    State,
+)
 from remedy.tasks.monitor import monitor
 from remedy.tasks.notify import announce, announce_end
-from remedy.tasks.plan import plan
+from remedy.tasks.plan import PolicyName, plan
 from remedy.tasks.record import finish, open_run, record, release_run
 from remedy.tasks.stop import stop_job, stop_latest_job
 from remedy.tasks.train import ensure_launched, train
@@ -32,7 +47,14 @@ class RemediateSettings(BaseModel):
         600.0, gt=0, description="Longest a monitor call waits for a change before reporting."
     )
     notify_config: str | None = Field(
-        None, description="Path to an apprise config file (targets are secrets: not here)."
+        None,
+        description="Path to an apprise config file on the machine that runs the flow "
+        "(targets are secrets: never here).",
+    )
+    notify_block: str | None = Field(
+        None,
+        description="Name of a Prefect Secret block holding the apprise URLs to notify "
+        "(space or comma separated); with REMEDY_NOTIFY_URLS and notify_config.",
     )
     report: bool = Field(
         True,
@@ -49,11 +71,33 @@ class RemediateSettings(BaseModel):
     log_prints=True,
 )
 def remediate(
-    state: State = State(),  # noqa: B008 (pydantic defaults are copied, and the UI shows them)
+    # What a person chooses: the run form. Pydantic defaults are copied; the UI shows them.
+    run_spec: RunSpec = RunSpec(),  # noqa: B008
+    budgets: Budgets = Budgets(),  # noqa: B008
+    policy: PolicyName = "seed",
+    policy_config: dict[str, list[PolicyStep]] | None = None,
+    settings: RemediateSettings = RemediateSettings(),  # noqa: B008
     run_dir: str | None = None,
-    settings: RemediateSettings | None = None,
+    # A whole payload (the seed format, a saved state.json) for the API and the CLI; when
+    # given it is the run's state and the four above are not used. Not in the form.
+    state: SkipJsonSchema[State | None] = None,
 ) -> State | Any:
+    """Remediate a training job until it trains cleanly or the budget is spent.
+
+    Args:
+        run_spec: The job to train: its hyperparameters, backend and debugger rules.
+        budgets: Launches and monitor transitions the run may use.
+        policy: Remediation policy: which strategy follows which finding.
+        policy_config: Finding -> ordered strategies with limits (policy 'config', and
+            'adaptive' for the findings it names).
+        settings: Polling, notifications and the report.
+        run_dir: Where the run keeps its state and jobs (default: runs/<flow run name>).
+    """
     settings = settings or RemediateSettings()
+    if state is None:
+        state = State(
+            run_spec=run_spec, budgets=budgets, policy=policy, policy_config=policy_config
+        )
     run_dir, state = open_run(state, run_dir, flow_run.name)  # a retry resumes, never redoes
     state = ensure_launched(state, run_dir)
 
@@ -69,7 +113,9 @@ def remediate(
             state = stop_job(state, run_dir)
             state = plan(state, run_dir)
             if state.next_action is NextAction.launch_new:
-                announce(state, run_dir, "retraining", settings.notify_config)
+                announce(
+                    state, run_dir, "retraining", settings.notify_config, settings.notify_block
+                )
         elif state.next_action is NextAction.end and state.job_status in RUNNING:
             state = stop_job(state, run_dir)  # a budget ended the flow with the job running
         record(state, run_dir, "monitor")
@@ -79,7 +125,7 @@ def remediate(
         from remedy.tasks.report import report  # matplotlib: imported only when a run ends
 
         report_dir = report(run_dir)
-    announce_end(state, run_dir, report_dir, settings.notify_config)
+    announce_end(state, run_dir, report_dir, settings.notify_config, settings.notify_block)
     finish(state, run_dir)
     get_run_logger().info("done: %s", state.end_reason)
     if (state.end_reason or "").startswith("cancelled"):

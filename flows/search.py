@@ -23,8 +23,9 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.state_schema import Activation, Budgets, RunSpec, State
+from remedy.state_schema import Activation, Budgets, RunSpec
 from remedy.tasks.leaderboard import open_search, publish_leaderboard
+from remedy.tasks.plan import PolicyName
 
 
 class SearchSpace(BaseModel):
@@ -82,7 +83,7 @@ class SearchSettings(BaseModel):
         "puts on a work pool, remediate/remediate the one `remedy serve` runs itself.",
     )
     budgets: Budgets = Field(default_factory=Budgets, description="Per candidate.")
-    policy: str = Field("seed", description="Remediation policy for every candidate.")
+    policy: PolicyName = Field("seed", description="Remediation policy for every candidate.")
     remediate: RemediateSettings = Field(default_factory=RemediateSettings)
 
 
@@ -124,14 +125,21 @@ def run_candidate(
     """Remediate one candidate to the end; its state.json is the result. A deployment run
     also reports its flow run (name, final state) for the leaderboard."""
     run_dir = candidate_dir(search_dir, number)
-    state = State(run_spec=spec, budgets=settings.budgets, policy=settings.policy)
     if not settings.use_deployments:
-        remediate(state=state, run_dir=run_dir, settings=settings.remediate)
+        remediate(
+            run_spec=spec,
+            budgets=settings.budgets,
+            policy=settings.policy,
+            run_dir=run_dir,
+            settings=settings.remediate,
+        )
         return {}
     flow_run = run_deployment(
         settings.deployment,
         parameters={
-            "state": state.model_dump(mode="json"),
+            "run_spec": spec.model_dump(mode="json"),
+            "budgets": settings.budgets.model_dump(mode="json"),
+            "policy": settings.policy,
             "run_dir": str(Path(run_dir).resolve()),  # the same path on every worker
             "settings": settings.remediate.model_dump(mode="json"),
         },

@@ -19,20 +19,21 @@ NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
 NOTIFY_SECRET_ENV = "REMEDY_NOTIFY_SECRET"
 
 
-def configured_urls() -> list[tuple[str, str]]:
-    """(where it came from, URL) for every target in the environment or the Secret block."""
+def configured_urls(secret_block: str | None = None) -> list[tuple[str, str]]:
+    """(where it came from, URL) for every target in the environment or the Secret block
+    (`secret_block`, else the one REMEDY_NOTIFY_SECRET names)."""
     found = [
         (f"{NOTIFY_URLS_ENV} entry {i}", url)
         for i, url in enumerate(split_urls(os.environ.get(NOTIFY_URLS_ENV, "")), start=1)
     ]
-    block = os.environ.get(NOTIFY_SECRET_ENV)
+    block = secret_block or os.environ.get(NOTIFY_SECRET_ENV)
     if block:
         from prefect.blocks.system import Secret
 
         try:
             value = str(Secret.load(block).get())
         except ValueError as error:
-            raise ValueError(f"{NOTIFY_SECRET_ENV}: Secret block {block!r}: {error}") from None
+            raise ValueError(f"Secret block {block!r}: {error}") from None
         found += [
             (f"Secret block {block!r} entry {i}", url)
             for i, url in enumerate(split_urls(value), start=1)
@@ -44,10 +45,12 @@ def split_urls(text: str) -> list[str]:
     return [url for url in re.split(r"[\s,]+", text) if url]
 
 
-def notifier(config_path: str | None = None) -> apprise.Apprise | None:
+def notifier(
+    config_path: str | None = None, secret_block: str | None = None
+) -> apprise.Apprise | None:
     """An Apprise object with every configured target, or None when there is none."""
     targets = apprise.Apprise()
-    for where, url in configured_urls():
+    for where, url in configured_urls(secret_block):
         if not targets.add(url):
             # Name the position, not the URL: the URL holds the secret.
             raise ValueError(f"{where} is not a URL apprise understands")
@@ -60,12 +63,14 @@ def notifier(config_path: str | None = None) -> apprise.Apprise | None:
     return targets if len(targets) or config_path else None
 
 
-def send(title: str, body: str, config_path: str | None = None) -> bool:
+def send(
+    title: str, body: str, config_path: str | None = None, secret_block: str | None = None
+) -> bool:
     """Send one message to every target; returns whether every target accepted it.
     Never raises: a notification must never fail the flow."""
     logger = task_logger()
     try:
-        targets = notifier(config_path)
+        targets = notifier(config_path, secret_block)
         if targets is None:
             return False
         delivered = bool(targets.notify(title=title, body=body))

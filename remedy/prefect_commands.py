@@ -81,16 +81,23 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 def remediate_parameters(path: str | None) -> dict[str, Any]:
-    """The remediate form's defaults from a run_spec or state payload file."""
+    """The remediate form's defaults from a run_spec or state payload file: what a person
+    chooses (run_spec, budgets, policy, policy_config), never a run's own state."""
     if path is None:
         return {}
-    from remedy.state_schema import PayloadError, load_state
+    from remedy.state_schema import History, NextAction, PayloadError, load_state
 
     try:
         state = load_state(path)
     except PayloadError as error:
         raise UsageError(str(error)) from None
-    return {"state": state.model_dump(mode="json")}
+    if state.history != History() or state.next_action is not NextAction.launch_new:
+        raise UsageError(
+            f"{path}: holds a run under way (history, next_action "
+            f"{state.next_action.value}); the form's defaults start a run: give a run_spec "
+            "or a state that has not started (`remedy resume RUN_DIR` goes on with a run)"
+        )
+    return state.model_dump(mode="json", include={"run_spec", "budgets", "policy", "policy_config"})
 
 
 def search_parameters(path: str | None) -> dict[str, Any]:
@@ -132,12 +139,30 @@ def cmd_server(args: argparse.Namespace) -> int:
                 "or sqlite+aiosqlite:///PATH"
             )
         env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = args.database_url
+    # The UI's browser calls the API at PREFECT_UI_API_URL, which Prefect otherwise takes
+    # from PREFECT_API_URL (a profile's, often :4200) or its default port, not --port.
+    ui_api_url = args.ui_api_url or ui_api_url_for(args.host, args.port)
+    env["PREFECT_UI_API_URL"] = ui_api_url
+    env.pop("PREFECT_SERVER_UI_API_URL", None)  # it would win over PREFECT_UI_API_URL
     prefect = shutil.which("prefect", path=os.path.dirname(sys.executable)) or "prefect"
     command = [prefect, "server", "start", "--host", args.host, "--port", str(args.port)]
-    print(f"remedy: {' '.join(command)}; UI at http://{args.host}:{args.port}", flush=True)
+    ui_url = ui_api_url.removesuffix("/api")
+    print(f"remedy: {' '.join(command)}; UI at {ui_url} (its API: {ui_api_url})", flush=True)
     # Become the server rather than wait on it, so that a SIGTERM (a service manager, a
     # container stop) stops the server instead of leaving it running without its parent.
     os.execvpe(command[0], command, env)
+
+
+def ui_api_url_for(host: str, port: int) -> str:
+    """Where a browser reaches the API of a server listening on host:port: that address,
+    or this machine's name when it listens on every address."""
+    if host in ("0.0.0.0", "::", ""):
+        import socket
+
+        host = socket.getfqdn()
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    return f"http://{host}:{port}/api"
 
 
 def register(commands: Any) -> None:
@@ -185,5 +210,11 @@ def register(commands: Any) -> None:
     server.add_argument(
         "--database-url",
         help="PostgreSQL (postgresql+asyncpg://...) instead of the default SQLite",
+    )
+    server.add_argument(
+        "--ui-api-url",
+        help="where browsers reach this server's API (PREFECT_UI_API_URL; default "
+        "http://HOST:PORT/api, this machine's name for --host 0.0.0.0): behind a proxy "
+        "or another name",
     )
     server.set_defaults(handler=cmd_server)

@@ -18,21 +18,31 @@ def notify(title: str, body: str, config_path: str | None = None) -> bool:
 
 
 @task(cache_policy=NO_CACHE)
-def announce(state: State, run_dir: str, event: str, notify_config: str | None = None) -> None:
+def announce(
+    state: State,
+    run_dir: str,
+    event: str,
+    notify_config: str | None = None,
+    notify_block: str | None = None,
+) -> None:
     """An event of the run (issues_found, retraining) for automations; people hear of
     retraining."""
     publish_event(event, state, run_dir)
     if event == "retraining":
-        send(*retraining_message(state), config_path=notify_config)
+        send(*retraining_message(state), notify_config, notify_block)
 
 
 @task(cache_policy=NO_CACHE)
 def announce_end(
-    state: State, run_dir: str, report_dir: str | None, notify_config: str | None = None
+    state: State,
+    run_dir: str,
+    report_dir: str | None,
+    notify_config: str | None = None,
+    notify_block: str | None = None,
 ) -> None:
     """The run ended: completed (clean) or gave_up, its attempts and report, the message."""
     publish_event("completed" if run_is_clean(state) else "gave_up", state, run_dir)
     publish_attempts(state, run_dir, report_dir)
     if report_dir is not None:
         publish_report(report_dir, run_dir)
-    send(*final_message(state), config_path=notify_config)
+    send(*final_message(state), notify_config, notify_block)

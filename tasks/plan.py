@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -10,7 +11,10 @@ from remedy.jobs import backend_for
 from remedy.jobs.base import read_checkpoint
 from remedy.records.logs import task_logger
 from remedy.state_schema import Checkpoint, NextAction, State
-from remedy.strategies import plan_next
+from remedy.strategies import POLICIES, plan_next
+
+# The registered policies (each registers itself at import): a dropdown in the run form.
+PolicyName = Literal[tuple(sorted(POLICIES))]  # type: ignore[valid-type]
 
 
 def available_checkpoints(state: State, run_dir: str) -> list[Checkpoint]:

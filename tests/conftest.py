@@ -40,12 +40,14 @@ def start_remedy_server(home: Path, *options: str) -> tuple[subprocess.Popen[byt
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/api"
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_UI_API_URL": url,  # where the UI's browser calls
-    }
-    for name in ("PREFECT_API_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL"):
+    env = {**os.environ, "PREFECT_HOME": str(home)}
+    # No UI setting either: `remedy server` points its UI at its own API (port included).
+    for name in (
+        "PREFECT_API_URL",
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL",
+        "PREFECT_UI_API_URL",
+        "PREFECT_SERVER_UI_API_URL",
+    ):
         env.pop(name, None)
     home.mkdir(parents=True, exist_ok=True)
     with (home / "server.log").open("w") as log:

@@ -28,16 +28,18 @@ def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:
 
 
 def spec(entry: str) -> dict:
-    return {"run_spec": {"entry_point": f"tests.jobs.entry_points.{entry}", "rules": []}}
+    return {"entry_point": f"tests.jobs.entry_points.{entry}", "rules": []}
 
 
 @pytest.mark.slow
-def test_a_run_started_from_the_api_completes(served: Served, tmp_path: Path) -> None:
+def test_a_whole_payload_started_through_the_api_completes(served: Served, tmp_path: Path) -> None:
+    """The form holds what a person chooses; the API still takes a whole state payload
+    (the seed format), which wins over the deployment's run_spec default."""
     run_dir = tmp_path / "from-ui"
     flow_run = run_deployment(
         "remediate/remediate",
         parameters={
-            "state": spec("quick"),
+            "state": {"run_spec": spec("quick"), "history": {}, "next_action": "launch_new"},
             "run_dir": str(run_dir),
             "settings": {"poll_interval_s": 0.3},
         },
@@ -46,6 +48,7 @@ def test_a_run_started_from_the_api_completes(served: Served, tmp_path: Path) ->
     assert flow_run.state.type is StateType.COMPLETED, flow_run.state
     final = load_state(run_dir / "state.json")
     assert final.history.attempts[0].outcome is JobStatus.Completed
+    assert final.run_spec.entry_point == "tests.jobs.entry_points.quick"
 
 
 @pytest.mark.slow
@@ -54,7 +57,7 @@ def test_cancelling_a_deployment_run_stops_its_job(served: Served, tmp_path: Pat
     flow_run = run_deployment(
         "remediate/remediate",
         parameters={
-            "state": spec("gated"),
+            "run_spec": spec("gated"),
             "run_dir": str(run_dir),
             "settings": {"poll_interval_s": 0.3},
         },
@@ -80,7 +83,7 @@ def test_a_served_run_links_its_report_on_the_report_server(served: Served) -> N
     # No run_dir: the run goes under the runs directory that `remedy serve` serves.
     flow_run = run_deployment(
         "remediate/remediate",
-        parameters={"state": spec("quick"), "settings": {"poll_interval_s": 0.3}},
+        parameters={"run_spec": spec("quick"), "settings": {"poll_interval_s": 0.3}},
         timeout=180,
     )
     assert flow_run.state.type is StateType.COMPLETED, flow_run.state

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from remedy.errors import UsageError
@@ -41,8 +42,16 @@ assert probe() == 1
 def test_remedy_server_keeps_its_state_in_sqlite_by_default(tmp_path: Path) -> None:
     """`remedy server` with no --database-url: PREFECT_HOME/prefect.db; SIGTERM stops it."""
     home = tmp_path / "prefect-home"
+    # A profile pointing at another server (the default port): the UI of this one must
+    # still call its own API, on its own port.
+    home.mkdir()
+    (home / "profiles.toml").write_text(
+        'active = "elsewhere"\n[profiles.elsewhere]\n'
+        'PREFECT_API_URL = "http://127.0.0.1:4200/api"\n'
+    )
     server, url = start_remedy_server(home)
     try:
+        assert httpx.get(url.removesuffix("/api") + "/ui-settings").json()["api_url"] == url
         flow_run = subprocess.run(
             [sys.executable, "-c", PROBE_FLOW],
             cwd=tmp_path,
@@ -65,6 +74,13 @@ def test_remedy_server_keeps_its_state_in_sqlite_by_default(tmp_path: Path) -> N
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def test_the_ui_of_remedy_server_calls_its_own_api(prefect_api_url: str) -> None:
+    """`remedy server --port P` (the session's, on a free port, no UI setting given)
+    serves a UI whose settings name the API on port P, not Prefect's default 4200."""
+    settings = httpx.get(prefect_api_url.removesuffix("/api") + "/ui-settings").json()
+    assert settings["api_url"] == prefect_api_url
 
 
 def test_prefect_clients_default_queries_are_accepted(prefect_api_url: str) -> None:

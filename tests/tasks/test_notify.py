@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier
+from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier, send
 from remedy.tasks.notify import notify
 
 
@@ -116,3 +116,7 @@ def test_targets_from_a_prefect_secret_block(
     monkeypatch.setenv(NOTIFY_SECRET_ENV, "no-such-block")
     with pytest.raises(ValueError, match="no-such-block"):
         notifier()
+    # the run form's settings.notify_block names the block instead of the environment
+    monkeypatch.delenv(NOTIFY_SECRET_ENV)
+    assert send("remedy: retraining", "named in the form", None, "remedy-notify-test") is True
+    assert Receiver.received[-1]["message"] == "named in the form"

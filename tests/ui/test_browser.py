@@ -6,6 +6,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -104,8 +105,79 @@ def test_start_a_run_from_the_ui_form(served: Served, tmp_path: Path) -> None:
 
     flow_run = wait_until_final(flow_run_id, RUN_TIMEOUT_S)
     assert flow_run.deployment_id == deployment.id
-    assert flow_run.parameters["state"]["run_spec"]["num_epochs"] == 2
+    assert flow_run.parameters["run_spec"]["num_epochs"] == 2
+    assert "state" not in flow_run.parameters  # the run's own state lives in its run folder
     assert flow_run.state is not None and flow_run.state.type is StateType.COMPLETED, flow_run.state
     final = load_state(served.runs_dir / flow_run.name / "state.json")
     assert final.run_spec.num_epochs == 2
     assert final.history.attempts[-1].outcome is JobStatus.Completed
+
+
+def field(page: Any, label: str) -> Any:
+    """The schema form's property whose label is `label` (its input, help and menu)."""
+    return page.get_by_text(label, exact=True).locator(f"xpath=ancestor::div[{FORM_PROPERTY}][1]")
+
+
+# The State fields the flow keeps up to date: a person starting a run never sets them.
+FLOW_OWN_FIELDS = (
+    "state",
+    "history",
+    "next_action",
+    "job_status",
+    "rule_status",
+    "findings",
+    "planned_change",
+    "end_reason",
+)
+
+
+@pytest.mark.slow
+def test_the_run_form_holds_only_what_a_person_chooses(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    """A remediate deployment with no defaults of its own, as `remedy serve` registers it:
+    Run -> Custom run shows run_spec, budgets, policy (a dropdown of the registered
+    policies), policy_config, settings and run_dir, with the flow's defaults in place."""
+    from playwright.sync_api import sync_playwright
+    from remedy.flows.deployments import remediate_deployment
+    from remedy.strategies import POLICIES
+
+    deployment = remediate_deployment()
+    deployment.name = "form-check"
+    deployment_id = deployment.apply()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(UI_TIMEOUT_MS)
+        try:
+            ui_url = prefect_api_url.removesuffix("/api")
+            page.goto(f"{ui_url}/deployments/deployment/{deployment_id}/run")
+            page.get_by_text("Num Epochs (Optional)", exact=True).wait_for()
+            text = page.inner_text("body")
+            for name in ("run_spec", "budgets", "policy", "policy_config", "settings", "run_dir"):
+                assert f"{name} (Optional)" in text, name
+            for name in FLOW_OWN_FIELDS:
+                title = name.replace("_", " ").title()
+                assert f"{name} (Optional)" not in text, name
+                assert f"{title} (Optional)" not in text, title
+
+            # the defaults are in place, 0 included
+            batch_norm = field(page, "Add Batch Norm (Optional)").get_by_role("spinbutton")
+            assert batch_norm.input_value() == "0"
+            retraining = field(page, "Max Num Retraining (Optional)").get_by_role("spinbutton")
+            assert retraining.input_value() == "30"
+
+            # policy: a dropdown of the registered policies, seed by default
+            policy = field(page, "policy (Optional)")
+            assert policy.locator(".p-select-button__value").inner_text() == "seed"
+            policy.locator("button.p-select-button__control").focus()
+            page.keyboard.press("ArrowDown")  # opens the list (a click in headless does not)
+            page.get_by_role("option").first.wait_for()
+            options = page.get_by_role("option").all_inner_texts()
+            assert sorted(option.strip() for option in options) == sorted(POLICIES)
+        except Exception:
+            page.screenshot(path=tmp_path / "form.png", full_page=True)
+            raise
+        finally:
+            browser.close()
