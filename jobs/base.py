@@ -84,6 +84,9 @@ class JobSnapshot(Snapshot):
     created: datetime | None = None
     started: datetime | None = None
     ended: datetime | None = None
+    billable_s: int | None = Field(
+        None, description="Seconds the cloud service bills the job for (None: local)."
+    )
     rules: list[RuleEvaluation] = Field(default_factory=list)
     progress: Progress | None = None
     final_metrics: dict[str, float] = Field(

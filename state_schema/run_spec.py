@@ -147,9 +147,37 @@ class RunSpec(Hyperparameters):
     bucket: str | None = Field(None, description="Cloud backend: bucket for outputs.")
     region: str | None = Field(None, description="Cloud backend: region.")
     instance_type: str | None = Field(None, description="Cloud backend: instance type.")
+    image_uri: str | None = Field(
+        None,
+        max_length=255,
+        description="Cloud backend: the training image. null: the PyTorch training image of "
+        "the region (CPU or GPU after instance_type); your own needs remedy-train installed "
+        "for capture.",
+    )
+    instance_count: int = Field(1, ge=1, le=100, description="Cloud backend: instances per job.")
+    volume_size_gb: int = Field(30, ge=1, le=16384, description="Cloud backend: disk per instance.")
+    max_run_s: int = Field(
+        86400, ge=1, le=28 * 86400, description="Cloud backend: a job is stopped after this long."
+    )
+    spot: bool = Field(
+        False,
+        description="Cloud backend: managed spot training (interruptions resume from the "
+        "job's checkpoints).",
+    )
+    max_wait_s: int | None = Field(
+        None,
+        ge=1,
+        le=28 * 86400,
+        description="Cloud backend, spot: the longest a job may wait for capacity and run, "
+        "at least max_run_s. null: max_run_s.",
+    )
 
     # --- ours ----------------------------------------------------------------------
-    backend: Literal["local"] = Field("local", description="Where jobs run.")
+    backend: Literal["local", "sagemaker"] = Field(
+        "local",
+        description="Where jobs run: local (processes here), sagemaker (the cloud training "
+        "service; sm_role, bucket, region and instance_type needed).",
+    )
     source_dir: str | None = Field(
         None,
         description="Folder of the user's code: the job's working directory, first on its "
@@ -223,6 +251,14 @@ class RunSpec(Hyperparameters):
         description="Deprecated, use hyperparameter_roles. Roles the entry point honours; "
         "strategies changing others are skipped. null: no restriction.",
     )
+
+    @model_validator(mode="after")
+    def _spot_wait(self) -> Self:
+        if self.max_wait_s is not None and self.max_wait_s < self.max_run_s:
+            raise ValueError(
+                f"max_wait_s ({self.max_wait_s}) must be at least max_run_s ({self.max_run_s})"
+            )
+        return self
 
     @field_validator("entry_point")
     @classmethod

@@ -1,0 +1,104 @@
+"""The CreateTrainingJob request for a run_spec, as the cloud SDK's PyTorch estimator builds
+it in script mode, checked against the service's model (service_model.py).
+
+- HyperParameters: the job's hyperparameters JSON-encoded (the SDK's json.dumps: "0.1",
+  "\\"adam\\"", "true"), plus the toolkit's sagemaker_program (remedy's entry program, which
+  runs run_spec.entry_point: container_entry.py), sagemaker_submit_directory (the packed
+  source), sagemaker_container_log_level, sagemaker_job_name, sagemaker_region and, with
+  run_spec.distribution, sagemaker_torch_distributed_enabled.
+- Environment: the job contract's variables, pointing at the container's folders and the
+  bucket (REMEDY_DEBUGGER_CONFIG switches the tensor store on).
+- CheckpointConfig always (warm start, spot interruptions); StoppingCondition from
+  run_spec.max_run_s (and max_wait_s with spot); the managed debugger is not asked for.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from remedy.jobs.sagemaker.images import training_image
+from remedy.jobs.sagemaker.layout import (
+    CHECKPOINT_DIR,
+    CODE_DIR,
+    DEBUGGER_CONFIG,
+    OUTPUT_DIR,
+    CloudPaths,
+)
+from remedy.jobs.sagemaker.service_model import check_request
+from remedy.jobs.sagemaker.source import ENTRY_PROGRAM
+from remedy.state_schema import RunSpec
+from remedy.state_schema import job_env as names
+
+CREATE = "CreateTrainingJob"
+CONTAINER_LOG_LEVEL = "20"  # logging.INFO, the SDK's default
+# Hyperparameters the toolkit reads itself; a script's own flag may not take these names.
+TOOLKIT_PREFIX = "sagemaker_"
+
+
+def encoded_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
+    """The SDK's encoding: every value JSON, so the toolkit decodes the type back."""
+    clashes = sorted(name for name in values if name.startswith(TOOLKIT_PREFIX))
+    if clashes:
+        raise ValueError(f"hyperparameters: {', '.join(clashes)}: names the toolkit keeps")
+    return {name: json.dumps(value) for name, value in values.items()}
+
+
+def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
+    return {
+        names.DEBUGGER_CONFIG_ENV: f"{CODE_DIR}/{DEBUGGER_CONFIG}",
+        names.OUTPUT_DIR_ENV: OUTPUT_DIR,
+        names.CHECKPOINT_DIR_ENV: CHECKPOINT_DIR,
+        names.RULE_STATUS_DIR_ENV: f"{OUTPUT_DIR}/rule_status",
+        names.STOP_FILE_ENV: f"{OUTPUT_DIR}/stop_request",  # the NaN guard's, in the job
+        names.NAN_GUARD_ENV: spec.nan_guard,
+        "REMEDY_ENTRY_POINT": spec.entry_point,
+        "REMEDY_REPORT_URI": paths.reports,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def create_training_job_request(spec: RunSpec, paths: CloudPaths, region: str) -> dict[str, Any]:
+    """The request; RequestError when the service's model refuses it, naming the member."""
+    assert spec.bucket and spec.sm_role and spec.instance_type  # the preflight's business
+    hyperparameters = encoded_hyperparameters(spec.job_hyperparameters())
+    hyperparameters |= {
+        "sagemaker_program": json.dumps(ENTRY_PROGRAM),
+        "sagemaker_submit_directory": json.dumps(paths.source),
+        "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
+        "sagemaker_job_name": json.dumps(paths.training_job_name),
+        "sagemaker_region": json.dumps(region),
+    }
+    if spec.distribution is not None and spec.distribution.enabled:
+        hyperparameters["sagemaker_torch_distributed_enabled"] = "true"
+    algorithm: dict[str, Any] = {
+        "TrainingImage": training_image(spec.image_uri, region, spec.instance_type),
+        "TrainingInputMode": "File",
+        "EnableSageMakerMetricsTimeSeries": bool(spec.metric_definitions),
+    }
+    if spec.metric_definitions:
+        algorithm["MetricDefinitions"] = [
+            {"Name": d.name, "Regex": d.regex} for d in spec.metric_definitions
+        ]
+    stopping: dict[str, int] = {"MaxRuntimeInSeconds": spec.max_run_s}
+    if spec.spot:
+        stopping["MaxWaitTimeInSeconds"] = spec.max_wait_s or spec.max_run_s
+    request: dict[str, Any] = {
+        "TrainingJobName": paths.training_job_name,
+        "HyperParameters": hyperparameters,
+        "AlgorithmSpecification": algorithm,
+        "RoleArn": spec.sm_role,
+        "OutputDataConfig": {"S3OutputPath": paths.output},
+        "ResourceConfig": {
+            "InstanceType": spec.instance_type,
+            "InstanceCount": spec.instance_count,
+            "VolumeSizeInGB": spec.volume_size_gb,
+        },
+        "StoppingCondition": stopping,
+        "EnableManagedSpotTraining": spec.spot,
+        "CheckpointConfig": {"S3Uri": paths.checkpoints, "LocalPath": CHECKPOINT_DIR},
+        "Environment": job_environment(spec, paths),
+        "Tags": [{"Key": "remedy:job", "Value": paths.training_job_name}],
+    }
+    check_request(CREATE, request)
+    return request

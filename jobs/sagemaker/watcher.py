@@ -1,0 +1,214 @@
+"""Watches one cloud job from the orchestrator's side, beside the flow:
+
+    python -m remedy.jobs.sagemaker.watcher <job folder>
+
+- runs remedy's rule evaluator on the job's s3:// tensor store, as the local supervisor
+  runs it beside a local job (the managed debugger's rules are not used);
+- when the evaluator asks for a stop (a StopTraining rule fired: it creates the stop file),
+  calls StopTrainingJob at once, without waiting for the flow;
+- follows the store's losses into progress.json and metrics.jsonl (what the monitor shows
+  and the verdict reads: the first and the latest training loss);
+- once the job has ended, lets the evaluator judge what was written (it ends by itself
+  when the store is closed) for at most drain_s, then stops it (rules left Stopped).
+Started detached by the backend at launch (and again by describe() when it finds the job
+running unwatched); exits when its work is done. Never prints the bucket or the role.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from remedy.jobs.sagemaker import clients
+from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths
+from remedy.state_schema import write_atomic
+from remedy.state_schema.job_env import without_secrets
+
+FINAL = ("Completed", "Failed", "Stopped")
+EVALUATOR_STOP_S = 30.0
+MAX_FAILURES = 30  # DescribeTrainingJob failing this many polls in a row: the watcher ends
+
+
+def log(line: str) -> None:
+    print(f"{datetime.now(UTC).isoformat(timespec='seconds')} {line}", flush=True)
+
+
+class StoreProgress:
+    """progress.json and metrics.jsonl from the losses in the store (store step N is the
+    progress files' step N + 1, as the launcher counts)."""
+
+    def __init__(self, store: str, paths: LocalPaths) -> None:
+        self.store, self.paths = store, paths
+        self.trial: Any = None
+        self.last = -1
+        self.first_loss: float | None = None
+
+    def update(self) -> None:
+        from remedy.debugger import create_trial
+
+        if self.trial is None:
+            self.trial = create_trial(self.store)
+        self.trial.refresh()
+        steps = [step for step in self.trial.steps() if step > self.last]
+        if not steps:
+            return
+        names = self.trial.tensor_names(collection="losses")
+        name = "loss" if "loss" in names else (names[0] if names else None)
+        records = []
+        for step in steps:
+            loss = self._loss(name, step)
+            if self.last < 0 and self.first_loss is None and loss is not None:
+                self.first_loss = loss
+            records.append(
+                {"type": "step", "step": step + 1, "loss": loss, "wall_time": time.time()}
+            )
+        self.last = steps[-1]
+        with self.paths.metrics.open("a") as handle:
+            handle.write("".join(json.dumps(r) + "\n" for r in records))
+        progress = {
+            "step": self.last + 1,
+            "start_step": 0,
+            "loss": records[-1]["loss"],
+            "first_loss": self.first_loss,
+        }
+        write_atomic(self.paths.progress, json.dumps(progress))
+
+    def _loss(self, name: str | None, step: int) -> float | None:
+        if name is None:
+            return None
+        try:
+            value = float(self.trial.tensor(name).value(step).mean())
+        except Exception:  # not saved at this step, or unreadable: no figure
+            return None
+        return value if math.isfinite(value) else None
+
+
+class Watcher:
+    def __init__(self, root: Path) -> None:
+        self.paths = LocalPaths(root)
+        self.record = json.loads(self.paths.record.read_text())
+        self.cloud = CloudPaths(self.record["bucket"], self.record["training_job_name"])
+        self.region = self.record["region"]
+        self.poll_s = float(self.record.get("watch_poll_s", 10.0))
+        self.drain_s = float(self.record.get("evaluator_drain_s", 120.0))
+        self.progress = StoreProgress(self.cloud.tensors, self.paths)
+        self.evaluator: subprocess.Popen[bytes] | None = None
+        self.stop_asked = False
+
+    def start_evaluator(self) -> subprocess.Popen[bytes]:
+        command = [
+            sys.executable,
+            "-m",
+            "remedy.debugger.evaluator",
+            "--trial",
+            self.cloud.tensors,
+            "--rules",
+            str(self.paths.rules),
+            "--status-dir",
+            str(self.paths.rule_status),
+            "--stop-file",
+            str(self.paths.stop_request),
+            "--poll-interval",
+            str(self.record.get("evaluator_poll_s", 2.0)),
+            "--exit-with-parent",
+        ]
+        with self.paths.evaluator_log.open("ab") as handle:
+            return subprocess.Popen(
+                command,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=without_secrets(os.environ),
+            )
+
+    def describe(self) -> dict[str, Any]:
+        name = self.cloud.training_job_name
+        return clients.sagemaker(self.region).describe_training_job(TrainingJobName=name)
+
+    def stop_job(self) -> None:
+        name = self.cloud.training_job_name
+        try:
+            clients.sagemaker(self.region).stop_training_job(TrainingJobName=name)
+        except Exception as error:  # e.g. it ended meanwhile (ValidationException)
+            log(f"StopTrainingJob {name}: {type(error).__name__}")
+        else:
+            log(f"StopTrainingJob {name}: a rule asked for it")
+
+    def run(self) -> int:
+        self.evaluator = self.start_evaluator()
+        log(f"watching {self.cloud.training_job_name}; evaluator pid {self.evaluator.pid}")
+        status, failures = "InProgress", 0
+        while status not in FINAL:
+            try:
+                status = self.describe()["TrainingJobStatus"]
+                failures = 0
+            except Exception as error:  # a network hiccup: the next poll tries again
+                failures += 1
+                log(f"DescribeTrainingJob: {type(error).__name__}")
+                if failures >= MAX_FAILURES:  # no such job, no credentials: describe() says
+                    log(f"giving up after {failures} failed DescribeTrainingJob calls")
+                    status = "Unknown"
+                    break
+            if self.paths.stop_request.exists() and not self.stop_asked and status not in FINAL:
+                self.stop_asked = True
+                self.stop_job()
+            self.follow_store()
+            if status not in FINAL:
+                time.sleep(self.poll_s)
+        log(f"job ended: {status}")
+        self.finish_evaluator()
+        self.follow_store()
+        return 0
+
+    def follow_store(self) -> None:
+        try:
+            self.progress.update()
+        except Exception as error:  # the message may name the bucket: not logged
+            log(f"reading the store's losses: {type(error).__name__}")
+
+    def finish_evaluator(self) -> None:
+        evaluator = self.evaluator
+        if evaluator is None:
+            return
+        deadline = time.monotonic() + self.drain_s
+        while evaluator.poll() is None and time.monotonic() < deadline:
+            self.follow_store()
+            time.sleep(min(self.poll_s, 1.0))
+        if evaluator.poll() is None:
+            evaluator.terminate()  # judges what is written, marks the rest Stopped
+            try:
+                evaluator.wait(timeout=EVALUATOR_STOP_S)
+            except subprocess.TimeoutExpired:
+                evaluator.kill()
+                evaluator.wait()
+        log(f"rule evaluator exited with status {evaluator.returncode}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    watcher = Watcher(Path(args[0]))
+    write_atomic(watcher.paths.watcher_pid, f"{os.getpid()}\n")
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        return watcher.run()
+    finally:
+        if watcher.evaluator is not None and watcher.evaluator.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                watcher.evaluator.terminate()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""moto's real server (S3, the training service as far as moto has it, CloudWatch Logs),
+and the environment that points boto3 at it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from remedy.jobs.sagemaker.backend import SageMakerBackend
+from remedy.jobs.sagemaker.clients import client as CACHED_CLIENT
+from remedy.state_schema import RunSpec
+
+BUCKET = "remedy-cloud-test"
+REGION = "us-west-2"
+ROLE = "arn:aws:iam::123456789012:role/remedy-training"
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """boto3's usual chain, from the environment, aimed at the moto server; the bucket."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    CACHED_CLIENT.cache_clear()
+    s3 = boto3.client("s3", region_name=REGION)
+    try:
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    yield BUCKET
+    CACHED_CLIENT.cache_clear()
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watcher and evaluator poll quickly; a stop is waited on briefly."""
+    monkeypatch.setattr(SageMakerBackend, "watch_poll_s", 0.3)
+    monkeypatch.setattr(SageMakerBackend, "evaluator_poll_s", 0.2)
+    monkeypatch.setattr(SageMakerBackend, "evaluator_drain_s", 3.0)
+    monkeypatch.setattr(SageMakerBackend, "stop_poll_s", 0.05)
+
+
+def cloud_spec(tmp_path: Path, **fields: object) -> RunSpec:
+    """A script job (source_dir with train.py) for the cloud backend."""
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / "train.py").write_text("print('training')\n")
+    (code / "model.py").write_text("WIDTH = 4\n")
+    values: dict[str, object] = {
+        "backend": "sagemaker",
+        "sm_role": ROLE,
+        "bucket": BUCKET,
+        "region": REGION,
+        "instance_type": "ml.g5.xlarge",
+        "source_dir": str(code),
+        "entry_point": "train.py",
+        "hyperparameters": {"lr": 0.1, "optimizer": "adam", "tied": True, "sizes": [2, 3]},
+        "hyperparameter_roles": {"learning_rate": "lr"},
+    }
+    return RunSpec.model_validate(values | fields)
