@@ -252,8 +252,18 @@ def write_collections(
 ) -> None:
     """`collections` maps name -> {"tensor_names": [...], "save_config": {...}}; each entry
     gets the crc32 of its content and name."""
-    entries = {name: with_crc(entry, name=name) for name, entry in collections.items()}
-    write_json(Path(root) / COLLECTIONS_FILE, entries)
+    write_json(Path(root) / COLLECTIONS_FILE, sealed_collections(collections))
+
+
+def sealed_collections(collections: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """collections.json's content: each entry with the crc32 of its content and name."""
+    return {name: with_crc(entry, name=name) for name, entry in collections.items()}
+
+
+def collections_crc32(data: Mapping[str, Any]) -> str:
+    """crc32 of a whole collections.json, as end.json records it (the file is final then)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return f"{zlib.crc32(text.encode()):08x}"
 
 
 def write_step(
@@ -316,9 +326,11 @@ def write_end(
     last_steps: Mapping[ModeKeys, int],
     global_step: int,
     saved_steps: Mapping[ModeKeys, list[int]] | None = None,
+    collections: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """The end marker; `saved_steps`: the mode steps that have a step file, per mode (a
-    reader then reports a missing one)."""
+    reader then reports a missing one); `collections`: as last written to collections.json
+    (its checksum then covers the whole file, a collection dropped included)."""
     end: dict[str, Any] = {
         "last_step": {mode.value: step for mode, step in last_steps.items()},
         "global_step": global_step,
@@ -327,6 +339,8 @@ def write_end(
     }
     if saved_steps is not None:
         end["saved_steps"] = {mode.value: step_ranges(s) for mode, s in saved_steps.items()}
+    if collections is not None:
+        end["collections_crc32"] = collections_crc32(sealed_collections(collections))
     write_json(Path(root) / END_FILE, with_crc(end))
 
 

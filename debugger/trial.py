@@ -85,6 +85,7 @@ class Trial:
         self._collections: dict[str, set[str]] = {}
         self._collection_order: dict[str, list[str]] = {}
         self._meta_checked = False
+        self._collections_crc32 = ""  # of collections.json as last read
         self._end: dict[str, Any] | None = None
         self._complete = False  # end.json seen before a full listing: nothing more can come
         self.refresh()
@@ -404,18 +405,24 @@ class Trial:
             data = {}
         order: dict[str, list[str]] = {}
         for name, entry in data.items():
-            names = entry.get("tensor_names", []) if isinstance(entry, dict) else None
+            names = entry.get("tensor_names") if isinstance(entry, dict) else None
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 raise CorruptStoreFile(f"{where}: collection {name!r} is not a list of names")
             store.check_crc(entry, f"{where} collection {name!r}", name=name)
             order[name] = list(names)
         self._collection_order = order
         self._collections = {name: set(names) for name, names in order.items()}
+        self._collections_crc32 = store.collections_crc32(data)
 
     def _check_complete(self, end: dict[str, Any]) -> None:
         """Raise IncompleteStore when end.json names steps with no step file, or the store
         holds step files end.json does not name (all steps were listed: it came first)."""
         where = os.path.join(self.reader.location, store.END_FILE)
+        if "collections_crc32" in end:  # collections.json is final once the end is written
+            self._load_collections()
+            if end["collections_crc32"] != self._collections_crc32:
+                file = os.path.join(self.reader.location, store.COLLECTIONS_FILE)
+                raise CorruptStoreFile(f"{file}: not the collections {where} names (modified)")
         saved = store.saved_step_ranges(end, where)
         if saved is None:
             return  # written before end markers named their steps: nothing to compare

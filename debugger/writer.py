@@ -105,7 +105,9 @@ class StoreWriter:
             item = self._queue.get()
             try:
                 if isinstance(item, _End):
-                    store.write_end(self.root, item.last_steps, item.global_step, self._saved)
+                    store.write_end(
+                        self.root, item.last_steps, item.global_step, self._saved, self._collections
+                    )
                     self._upload(store.END_FILE)
                     if self._exporter is not None:
                         self._exporter.close()
