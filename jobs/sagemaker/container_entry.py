@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
             upload_reports(output_dir, os.environ.get("REMEDY_REPORT_URI", ""))
         except Exception as error:  # the job's own result stands
             log(f"could not upload remedy's report files: {type(error).__name__}")
-    return code
+    return code if code >= 0 else 128 - code  # killed by a signal: the shell's status
 
 
 if __name__ == "__main__":
