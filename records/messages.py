@@ -6,8 +6,11 @@ Everything that leaves the process as a message (notifications, logs) goes throu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from remedy.records.metric_columns import metric_names
@@ -154,35 +157,134 @@ def repro_lines(state: State) -> list[str]:
     return [""] + lines if lines else []
 
 
-def retraining_message(state: State) -> tuple[str, str]:
+@dataclass(frozen=True)
+class Message:
+    """A message for people, rendered for what each target shows: `text` for plain-text
+    targets (one line per attempt: nothing to align on a phone), `markdown` for chat and
+    mail (a table; apprise turns it into HTML for targets that take HTML). The opening line
+    is a complete sentence. Everything is redacted but `links`: ours (the flow run's page,
+    the report), added after redaction. `title, body = message` gives the text body."""
+
+    title: str
+    opening: list[str]
+    rows: list[list[str]] = dataclasses.field(default_factory=list)  # attempt table, header first
+    notes: list[str] = dataclasses.field(default_factory=list)
+    links: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (label, URL)
+
+    def text(self) -> str:
+        lines = [redact(line) for line in self.opening]
+        if self.rows:
+            lines += ["", *(redact(line) for line in attempt_lines(self.rows))]
+        lines += [redact(line) for line in self.notes]
+        lines += [f"{label}: {url}" for label, url in self.links]
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        lines = [redact(line) for line in self.opening]
+        if self.rows:
+            lines += ["", *(redact(line) for line in markdown_table(self.rows))]
+        lines += [redact(line) for line in self.notes]
+        if self.links:
+            lines += ["", " · ".join(f"[{label}]({url})" for label, url in self.links)]
+        return "\n".join(lines)
+
+    def with_links(self, *links: tuple[str, str | None]) -> Message:
+        known = [(label, url) for label, url in links if url]
+        return Message(self.title, self.opening, self.rows, self.notes, self.links + known)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.title, self.text()))
+
+
+def attempt_lines(rows: list[list[str]]) -> list[str]:
+    """`1. initial: warmup_lr 0.1, lr 0.1, bn 0; 10 steps; ExplodingTensor @ step 5;
+    Stopped`: an attempt per line, its values named (metrics only where reported)."""
+    header, *body = rows
+    lines = []
+    for row in body:
+        values = dict(zip(header, row, strict=True))
+        roles = [f"{name} {values[name]}" for name in header[2:] if name in ROLE_LABELS]
+        after = header[header.index("outcome") + 1 :]
+        metrics = [f"{name} {values[name]}" for name in after if values[name] != "-"]
+        parts = [
+            f"{row[0]}. {row[1]}" + (f": {', '.join(roles)}" if roles else ""),
+            f"{values['steps']} steps",
+            *([] if values["finding"] == "-" else [values["finding"]]),
+            values["outcome"],
+            *metrics,
+        ]
+        lines.append("; ".join(parts))
+    return lines
+
+
+ROLE_LABELS = frozenset(label for label, _ in ROLE_COLUMNS)
+
+
+def markdown_table(rows: list[list[str]]) -> list[str]:
+    escape = [[cell.replace("|", "\\|") for cell in row] for row in rows]
+    return [
+        "| " + " | ".join(escape[0]) + " |",
+        "|" + "---|" * len(escape[0]),
+        *("| " + " | ".join(row) + " |" for row in escape[1:]),
+    ]
+
+
+def findings_phrase(state: State) -> str:
+    """`ExplodingTensor found at step 40 on gradient/head.weight`: no 'None' for what a
+    finding does not know."""
+    phrases = []
+    for finding in state.findings:
+        phrase = f"{finding.rule} found"
+        if finding.step is not None:
+            phrase += f" at step {finding.step}"
+        if finding.tensor:
+            phrase += f" on {finding.tensor}"
+        phrases.append(phrase)
+    return "; ".join(phrases) or "An issue found"
+
+
+def sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def retraining_message(state: State) -> Message:
     attempt = state.current_attempt
-    findings = state.findings
-    found = "; ".join(
-        f"{f.rule} at step {f.step} on {f.tensor}" if f.step is not None else f.rule
-        for f in findings
-    )
+    name = state.run_spec.base_job_name
+    where = f"attempt {state.history.num_retraining} of {name}"
+    if attempt is not None:
+        where += f" (job {attempt.job_name})"
     change = state.planned_change
-    title = f"remedy: retraining {state.run_spec.base_job_name}"
-    body = [
-        f"Found: {found or 'an issue'} (job {attempt.job_name if attempt else '?'}).",
-        f"Next: {change.reason}." if change else "Next: relaunch unchanged.",
-        "",
-        attempt_table(state),
-        *repro_lines(state),
-    ]
-    return title, redact("\n".join(body))
+    return Message(
+        title=f"remedy: retraining {name}",
+        opening=[
+            sentence(f"{findings_phrase(state)} in {where}"),
+            sentence(f"Next: {change.reason}") if change else "Next: relaunch unchanged.",
+        ],
+        rows=attempt_rows(state),
+        notes=repro_lines(state),
+    )
 
 
-def final_message(state: State) -> tuple[str, str]:
+def final_message(state: State) -> Message:
     attempt = state.current_attempt
-    verb = "completed" if run_is_clean(state) else "gave up"
-    title = f"remedy: {state.run_spec.base_job_name} {verb}"
-    body = [
-        f"Run {verb}: {state.end_reason or ''}".rstrip(),
-        f"Attempts: {len(state.history.attempts)}; final metrics: "
-        f"{metrics_text(attempt.metrics if attempt else {}, metric_names(state))}.",
-        "",
-        attempt_table(state),
-        *repro_lines(state),
-    ]
-    return title, redact("\n".join(body))
+    clean = run_is_clean(state)
+    name = state.run_spec.base_job_name
+    count = len(state.history.attempts)
+    attempts = f"{count} attempt{'s' if count != 1 else ''}"
+    reason = (state.end_reason or "").strip()
+    if clean:
+        reason = reason.removeprefix("completed:").strip()
+        opening = f"{name} completed cleanly after {attempts}"
+    else:
+        opening = f"remedy gave up on {name} after {attempts}"
+    return Message(
+        title=f"remedy: {name} {'completed' if clean else 'gave up'}",
+        opening=[
+            sentence(f"{opening}: {reason}" if reason else opening),
+            f"Attempts: {count}; final metrics: "
+            f"{metrics_text(attempt.metrics if attempt else {}, metric_names(state))}.",
+        ],
+        rows=attempt_rows(state),
+        notes=repro_lines(state),
+    )

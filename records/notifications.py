@@ -3,7 +3,9 @@
 Targets come from REMEDY_NOTIFY_URLS (space or comma separated apprise URLs), a Prefect
 Secret block named by REMEDY_NOTIFY_SECRET (same format), and/or an apprise configuration
 file. They are secrets: never logged, never put in parameters that
-show in the UI. A failing target is logged and never fails the flow.
+show in the UI (a target is named by its position). A failing target is logged and never
+fails the flow. Each target gets the body format it shows (apprise's notify_format): plain
+text, or markdown, which apprise turns into HTML for targets that take HTML (mail).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import apprise
 from remedy.records.logs import task_logger
+from remedy.records.messages import Message
 
 NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
 NOTIFY_SECRET_ENV = "REMEDY_NOTIFY_SECRET"
@@ -80,3 +83,29 @@ def send(
     if not delivered:
         logger.warning("a notification target did not accept %r", title)
     return delivered
+
+
+class NotDelivered(RuntimeError):
+    """A target refused or could not be reached."""
+
+
+def deliver(
+    message: Message,
+    target: int,
+    config_path: str | None = None,
+    secret_block: str | None = None,
+) -> None:
+    """Send `message` to the target at position `target` (from 0) in the form it shows;
+    NotDelivered when it does not accept it (its position is named, never its URL)."""
+    targets = notifier(config_path, secret_block)
+    if targets is None or target >= len(targets):
+        raise NotDelivered(f"no notification target {target + 1}")
+    server = targets[target]
+    one = apprise.Apprise()
+    one.add(server)
+    if server.notify_format == apprise.NotifyFormat.TEXT:
+        body, body_format = message.text(), apprise.NotifyFormat.TEXT
+    else:  # markdown, or HTML converted from it by apprise
+        body, body_format = message.markdown(), apprise.NotifyFormat.MARKDOWN
+    if not one.notify(title=message.title, body=body, body_format=body_format):
+        raise NotDelivered(f"notification target {target + 1} did not accept {message.title!r}")

@@ -27,8 +27,8 @@ from prefect.artifacts import (
     create_progress_artifact,
     update_progress_artifact,
 )
-from prefect.context import FlowRunContext, TaskRunContext
 from prefect.events import emit_event
+from prefect.runtime import flow_run
 from remedy.jobs import JobSnapshot
 from remedy.records.messages import attempt_rows, redact
 from remedy.records.report_server import REPORTS_URL_ENV
@@ -49,11 +49,17 @@ def run_name(run_dir: str) -> str:
 
 
 def _flow_run_id() -> UUID | None:
-    task = TaskRunContext.get()
-    if task is not None:
-        return task.task_run.flow_run_id
-    flow = FlowRunContext.get()
-    return flow.flow_run.id if flow and flow.flow_run else None
+    """The flow run this code runs in (from a task or the flow), else None."""
+    run_id = flow_run.id
+    return UUID(run_id) if run_id else None
+
+
+def flow_run_url() -> str | None:
+    """The UI page of the flow run this code runs in, when the UI's URL is known."""
+    from prefect.utilities.urls import url_for
+
+    run_id = flow_run.id
+    return url_for("flow-run", obj_id=run_id) if run_id else None
 
 
 def publish_progress(state: State, job: JobSnapshot, line: str) -> None:

@@ -11,7 +11,7 @@ import time
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.orchestration import get_client
-from prefect.context import TaskRunContext
+from prefect.runtime import flow_run
 from prefect.states import StateType
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
@@ -19,6 +19,7 @@ from remedy.records.observe import decide, observe, progress_line
 from remedy.records.publish import publish_progress
 from remedy.state_schema import State
 from remedy.state_schema.transitions import end
+from remedy.tasks.retry import BACKEND_RETRIES
 
 CANCEL_CHECK_EVERY_S = 2.0
 PROGRESS_EVERY_S = 5.0
@@ -29,18 +30,17 @@ def flow_run_cancelled() -> bool:
 
     A direct (non-deployment) run is not interrupted by Prefect on cancel; it must look.
     """
-    context = TaskRunContext.get()
-    if context is None or context.task_run.flow_run_id is None:
+    if flow_run.id is None:
         return False
     with get_client(sync_client=True) as client:
-        flow_run = client.read_flow_run(context.task_run.flow_run_id)
-    return flow_run.state is not None and flow_run.state.type in (
+        run = client.read_flow_run(flow_run.id)
+    return run.state is not None and run.state.type in (
         StateType.CANCELLING,
         StateType.CANCELLED,
     )
 
 
-@task(cache_policy=NO_CACHE)
+@task(cache_policy=NO_CACHE, **BACKEND_RETRIES)  # an outage of the backend is retried
 def monitor(
     state: State, run_dir: str, poll_interval_s: float = 2.0, max_wait_s: float = 600.0
 ) -> State:

@@ -4,17 +4,62 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from remedy.records.messages import final_message, retraining_message
-from remedy.records.notifications import send
-from remedy.records.publish import publish_attempts, publish_event, publish_report
+from remedy.records.logs import task_logger
+from remedy.records.messages import Message, final_message, retraining_message
+from remedy.records.notifications import deliver, notifier
+from remedy.records.publish import (
+    flow_run_url,
+    publish_attempts,
+    publish_event,
+    publish_report,
+    report_url,
+)
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import State
 
 
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 15])
+def deliver_to(
+    message: Message,
+    target: int,
+    config_path: str | None = None,
+    secret_block: str | None = None,
+) -> None:
+    """One target, named by its position (its URL is a secret): a refusal or an outage
+    raises, so Prefect retries it without sending again to the targets that accepted."""
+    deliver(message, target, config_path, secret_block)
+
+
+def tell(message: Message, config_path: str | None = None, secret_block: str | None = None) -> bool:
+    """Send `message` to every target, each retried on its own, with a link to this flow
+    run's page when the UI's URL is known; whether every target accepted it. Never raises:
+    a notification must never fail the flow."""
+    logger = task_logger()
+    try:
+        targets = notifier(config_path, secret_block)
+    except Exception as error:  # names a target by position, never by URL
+        logger.warning("notification failed: %s", error)
+        return False
+    if targets is None:
+        return False
+    message = message.with_links(("Flow run", flow_run_url()))
+    delivered = True
+    for target in range(len(targets)):
+        state = deliver_to(message, target, config_path, secret_block, return_state=True)
+        if not state.is_completed():
+            logger.warning(
+                "notification target %d did not accept %r (retried)", target + 1, message.title
+            )
+            delivered = False
+    return delivered
+
+
 @task(cache_policy=NO_CACHE)
-def notify(title: str, body: str, config_path: str | None = None) -> bool:
+def notify(
+    title: str, body: str, config_path: str | None = None, secret_block: str | None = None
+) -> bool:
     """Send one message; returns whether every target accepted it."""
-    return send(title, body, config_path)
+    return tell(Message(title, body.splitlines()), config_path, secret_block)
 
 
 @task(cache_policy=NO_CACHE)
@@ -29,7 +74,7 @@ def announce(
     retraining."""
     publish_event(event, state, run_dir)
     if event == "retraining":
-        send(*retraining_message(state), notify_config, notify_block)
+        tell(retraining_message(state), notify_config, notify_block)
 
 
 @task(cache_policy=NO_CACHE)
@@ -45,4 +90,7 @@ def announce_end(
     publish_attempts(state, run_dir, report_dir)
     if report_dir is not None:
         publish_report(report_dir, run_dir)
-    send(*final_message(state), notify_config, notify_block)
+    report = report_url(report_dir) if report_dir is not None else None
+    if report and not report.startswith(("http://", "https://")):
+        report = None  # a file:// URL opens on no phone
+    tell(final_message(state).with_links(("Report", report)), notify_config, notify_block)

@@ -11,9 +11,10 @@ from remedy.records.logs import task_logger
 from remedy.records.observe import record_end, record_progress
 from remedy.records.run_folder import default_run_dir, load_run, state_path
 from remedy.state_schema import State
+from remedy.tasks.retry import BACKEND_RETRIES
 
 
-@task(cache_policy=NO_CACHE)
+@task(cache_policy=NO_CACHE, **BACKEND_RETRIES)  # an outage of the backend is retried
 def stop_job(state: State, run_dir: str) -> State:
     job_name = state.history.latest_job_name
     if job_name is None:

@@ -7,13 +7,21 @@ from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import persist
-from remedy.state_schema import NextAction, State
+from remedy.state_schema import NextAction, RunSpec, State
 from remedy.state_schema.transitions import (
     begin_attempt,
     end,
     new_job_name,
     retraining_budget_spent,
 )
+from remedy.tasks.retry import BACKEND_RETRIES
+
+
+@task(cache_policy=NO_CACHE, **BACKEND_RETRIES)
+def launch_job(run_dir: str, job_name: str, run_spec: RunSpec) -> None:
+    """The backend's launch of a reserved job name; a launch is idempotent per name, so an
+    outage retried never starts a second job."""
+    backend_for(run_spec.backend, run_dir).launch(job_name, run_spec)
 
 
 @task(cache_policy=NO_CACHE)
@@ -26,7 +34,7 @@ def train(state: State, run_dir: str) -> State:
     # Persist the reservation before launching: a resumed flow then adopts this job
     # (launch is idempotent per name) instead of launching a second one.
     persist(run_dir, state, "launching")
-    backend_for(state.run_spec.backend, run_dir).launch(job_name, state.run_spec)
+    launch_job(run_dir, job_name, state.run_spec)
     attempt = state.current_attempt
     why = f" ({attempt.strategy})" if attempt and attempt.strategy else ""
     logger.info("launched attempt %d%s: job %s", state.history.num_retraining, why, job_name)
@@ -41,5 +49,5 @@ def ensure_launched(state: State, run_dir: str) -> State:
         backend = backend_for(state.run_spec.backend, run_dir)
         if not backend.exists(job_name):
             task_logger().info("resuming: job %s was reserved, launching it now", job_name)
-            backend.launch(job_name, state.run_spec)
+            launch_job(run_dir, job_name, state.run_spec)
     return state

@@ -41,7 +41,10 @@ def seed_state_after_finding():
 def test_retraining_message_says_what_and_why_without_secrets() -> None:
     title, body = retraining_message(seed_state_after_finding())
     assert "retraining" in title
-    assert "ExplodingTensor at step 40 on gradient/head.weight" in body
+    assert body.splitlines()[0] == (
+        "ExplodingTensor found at step 40 on gradient/head.weight in attempt 8 of "
+        "complex-resnet-model (job complex-resnet-model-2021-Jan-27-06h-45m-19)."
+    )
     assert "Halve the warmup learning rate" in body
     assert "lower_warmup_lr" not in body or "initial" in body  # table row of the attempt
     assert ROLE not in body and BUCKET not in body and "111111111111" not in body

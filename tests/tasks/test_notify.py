@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email
 import json
 import socket
 import threading
@@ -9,16 +10,28 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from prefect import flow
+from prefect.runtime import flow_run
 from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier, send
-from remedy.tasks.notify import notify
+from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange, State
+from remedy.state_schema.transitions import begin_attempt, update_current_attempt
+from remedy.tasks.notify import announce, notify
+
+from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 
 
 class Receiver(BaseHTTPRequestHandler):
     received: list[dict] = []
+    refuse: dict[str, int] = {}  # path -> requests still to answer 503 (an outage)
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        Receiver.received.append(json.loads(body))
+        if Receiver.refuse.get(self.path, 0) > 0:
+            Receiver.refuse[self.path] -= 1
+            self.send_response(503)
+            self.end_headers()
+            return
+        Receiver.received.append(json.loads(body) | {"path": self.path})
         self.send_response(200)
         self.end_headers()
 
@@ -29,6 +42,7 @@ class Receiver(BaseHTTPRequestHandler):
 @pytest.fixture
 def receiver() -> Iterator[str]:
     Receiver.received = []
+    Receiver.refuse = {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -36,14 +50,14 @@ def receiver() -> Iterator[str]:
     server.shutdown()
 
 
-def test_message_reaches_a_json_webhook(receiver: str, monkeypatch) -> None:
+def test_message_reaches_a_json_webhook(prefect_api_url: str, receiver: str, monkeypatch) -> None:
     monkeypatch.setenv(NOTIFY_URLS_ENV, receiver)
     assert notify.fn("remedy: retraining", "Found: ExplodingTensor") is True
     assert Receiver.received[0]["title"] == "remedy: retraining"
     assert "ExplodingTensor" in Receiver.received[0]["message"]
 
 
-def test_apprise_config_file(receiver: str, tmp_path, monkeypatch) -> None:
+def test_apprise_config_file(prefect_api_url: str, receiver: str, tmp_path, monkeypatch) -> None:
     monkeypatch.delenv(NOTIFY_URLS_ENV, raising=False)
     config = tmp_path / "notify.txt"
     config.write_text(receiver + "\n")
@@ -51,10 +65,13 @@ def test_apprise_config_file(receiver: str, tmp_path, monkeypatch) -> None:
     assert len(Receiver.received) == 1
 
 
-def test_unreachable_target_is_logged_and_never_fails(monkeypatch, caplog) -> None:
+@pytest.mark.slow
+def test_unreachable_target_is_logged_and_never_fails(
+    prefect_api_url: str, monkeypatch, caplog
+) -> None:
     monkeypatch.setenv(NOTIFY_URLS_ENV, "json://127.0.0.1:9/nothing-listens")
     assert notify.fn("remedy: done", "b") is False
-    assert "did not accept 'remedy: done'" in caplog.text
+    assert "did not accept 'remedy: done' (retried)" in caplog.text
 
 
 def test_no_targets_sends_nothing(monkeypatch) -> None:
@@ -90,7 +107,7 @@ def smtp_receiver() -> Iterator[tuple[int, list[str]]]:
     controller.stop()
 
 
-def test_email_reaches_a_real_smtp_server(smtp_receiver, monkeypatch) -> None:
+def test_email_reaches_a_real_smtp_server(prefect_api_url: str, smtp_receiver, monkeypatch) -> None:
     port, received = smtp_receiver
     url = (
         f"mailto://remedy@example.com?smtp=127.0.0.1&port={port}&mode=insecure"
@@ -120,3 +137,79 @@ def test_targets_from_a_prefect_secret_block(
     monkeypatch.delenv(NOTIFY_SECRET_ENV)
     assert send("remedy: retraining", "named in the form", None, "remedy-notify-test") is True
     assert Receiver.received[-1]["message"] == "named in the form"
+
+
+def test_an_outage_is_retried_without_sending_twice_to_the_others(
+    prefect_api_url: str, receiver: str, monkeypatch
+) -> None:
+    """Two targets; the first answers 503 once: delivery to it is retried (the task's
+    retries), and the second, which accepted at once, gets the message once."""
+    Receiver.refuse = {"/flaky": 1}
+    flaky, steady = receiver.replace("/hook", "/flaky"), receiver.replace("/hook", "/steady")
+    monkeypatch.setenv(NOTIFY_URLS_ENV, f"{flaky} {steady}")
+    assert notify("remedy: retraining", "ExplodingTensor found.") is True
+    assert sorted(message["path"] for message in Receiver.received) == ["/flaky", "/steady"]
+    assert Receiver.refuse == {"/flaky": 0}
+
+
+def a_run_that_found_an_issue() -> State:
+    """The seed payload's run, its latest attempt stopped by a finding without a tensor
+    name (the NaN guard's), then planned."""
+    state = Payload.model_validate(SEED_FINAL_PAYLOAD).state
+    state = begin_attempt(state, "complex-resnet-model-2021-Jan-27-06h-45m-19")
+    finding = Finding(rule="NonFiniteGradient", step=3, tensor=None)
+    state = update_current_attempt(state, findings=[finding], outcome=JobStatus.Stopped)
+    change = PlannedChange(strategy="lower_lr", reason="Halve the learning rate (0.1 -> 0.05)")
+    return state.model_copy(update={"findings": [finding], "planned_change": change})
+
+
+def test_messages_read_well_on_a_phone_and_link_the_flow_run(
+    prefect_api_url: str, receiver: str, smtp_receiver, monkeypatch
+) -> None:
+    """A plain-text webhook gets one line per attempt, a markdown one a table, mail an HTML
+    table; the first line is a complete sentence with no 'None', and the message links
+    the flow run's page in the UI of the session's server."""
+    port, mails = smtp_receiver
+    mail = (
+        f"mailto://remedy@example.com?smtp=127.0.0.1&port={port}&mode=insecure"
+        "&from=remedy@example.com&to=ml-team@example.com"
+    )
+    text_hook = receiver.replace("/hook", "/text")
+    markdown_hook = receiver.replace("/hook", "/markdown") + "?format=markdown"
+    monkeypatch.setenv(NOTIFY_URLS_ENV, f"{text_hook} {markdown_hook} {mail}")
+    state = a_run_that_found_an_issue()
+
+    @flow(name="notify-probe")
+    def probe() -> str:
+        announce(state, "/tmp/notify-probe", "retraining")
+        return str(flow_run.id)
+
+    flow_run_id = probe()
+    link = f"{prefect_api_url.removesuffix('/api')}/runs/flow-run/{flow_run_id}"
+    by_path = {message["path"]: message for message in Receiver.received}
+
+    text = by_path["/text"]["message"]
+    first = text.splitlines()[0]
+    assert first == (
+        "NonFiniteGradient found at step 3 in attempt 8 of complex-resnet-model "
+        "(job complex-resnet-model-2021-Jan-27-06h-45m-19)."
+    )
+    assert "None" not in text and "|" not in text
+    assert (
+        "1. initial: warmup_lr 0.003125, lr 0.1, bn 1; 0 steps; NonFiniteGradient @ step 3; Stopped"
+        in text
+    )
+    assert text.splitlines()[-1] == f"Flow run: {link}"
+
+    markdown = by_path["/markdown"]["message"]
+    assert markdown.splitlines()[0] == first
+    assert "| # | strategy | warmup_lr | lr | bn | steps | finding | outcome |" in markdown
+    assert f"[Flow run]({link})" in markdown
+
+    (mail_text,) = mails
+    parts = email.message_from_string(mail_text).walk()
+    (html,) = [
+        p.get_payload(decode=True).decode() for p in parts if p.get_content_type() == "text/html"
+    ]
+    assert "<table>" in html and "<td>NonFiniteGradient @ step 3</td>" in html
+    assert f'<a href="{link}">Flow run</a>' in html
