@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ["remedy.cli", "remedy.debugger.evaluator", "tests.fuzzing"]
+# torch too: a replay forked from here starts in milliseconds, not seconds (nothing of
+# torch runs in the server, so no thread pool is forked half-started).
+PRELOAD = ["remedy.cli", "remedy.debugger.evaluator", "remedy.training.replay", "tests.fuzzing"]
 CASE_TIMEOUT_S = 60.0  # far above any clean read; only a real hang reaches it
 FOLLOW_S = 1.5  # an evaluator on a store without end marker follows it this long
 GRACE_S = 20.0  # after SIGTERM

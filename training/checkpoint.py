@@ -130,6 +130,19 @@ def _read_meta(path: Path) -> dict[str, Any]:
     for key in ("epoch", "step", "param_groups", "sha256"):
         if key not in meta:
             raise CheckpointError(f"{path / CHECKPOINT_META_FILE}: missing {key!r}")
+    # Each field's type, so a damaged sidecar is named here, not a TypeError deep in torch.
+    counts = all(type(meta[key]) is int and meta[key] >= 0 for key in ("epoch", "step"))
+    groups = meta["param_groups"]
+    if (
+        not counts
+        or not isinstance(meta["sha256"], dict)
+        or not isinstance(meta.get("optimizer_scalars", {}), dict)
+        or not isinstance(groups, list)
+        or not all(isinstance(group, dict) for group in groups)
+    ):
+        raise CheckpointError(
+            f"{path / CHECKPOINT_META_FILE}: malformed (a field of the wrong type)"
+        )
     return meta
 
 
@@ -197,7 +210,7 @@ def _restore_optimizer(
         start += count
     try:
         optimizer.load_state_dict({"state": state, "param_groups": param_groups})
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path}: optimizer state does not fit ({exc})") from exc
 
 
