@@ -301,6 +301,9 @@ def read_bundle(path: str | Path) -> Bundle:
     batch = _load_tensors(path, BATCH_FILE, meta)
     rng = _load_tensors(path, RNG_FILE, meta)
     _check_tensors(path, batch, rng)
+    shards = meta["samples"].get("shards")
+    if shards is not None and len(shards) != len(batch["sample_ids"]):
+        raise BundleError(f"{manifest}: samples.shards does not name each sample of the batch")
     return Bundle(
         path=path,
         meta=meta,
