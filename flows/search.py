@@ -82,6 +82,12 @@ class SearchSettings(BaseModel):
         description="Deployment for candidates: remediate/workers is the one `remedy deploy` "
         "puts on a work pool, remediate/remediate the one `remedy serve` runs itself.",
     )
+    worker_timeout_s: float | None = Field(
+        3600.0,
+        gt=0,
+        description="With deployments: longest a candidate waits for a worker to start it; "
+        "then it is cancelled and the leaderboard says why. null: wait for ever.",
+    )
     budgets: Budgets = Field(default_factory=Budgets, description="Per candidate.")
     policy: PolicyName = Field("seed", description="Remediation policy for every candidate.")
     remediate: RemediateSettings = Field(default_factory=RemediateSettings)
@@ -145,13 +151,42 @@ def run_candidate(
         },
         flow_run_name=spec.base_job_name,
         as_subflow=True,
+        timeout=0,  # created, not awaited: wait_for_candidate waits, with its timeout
     )
-    final = flow_run.state
+    final = wait_for_candidate(flow_run.id, settings.worker_timeout_s)
     return {
         "flow_run": flow_run.name,
         "flow_run_state": final.type.value if final else "unknown",
         "flow_run_message": (final.message or "") if final else "",
     }
+
+
+def wait_for_candidate(flow_run_id: Any, worker_timeout_s: float | None) -> Any:
+    """The candidate run's final state. A run no worker has started within
+    worker_timeout_s is cancelled (so no worker takes it later), saying so."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Cancelled
+
+    started = time.monotonic()
+    with get_client(sync_client=True) as client:
+        while True:
+            run = client.read_flow_run(flow_run_id)
+            state = run.state
+            if state is not None and state.is_final():
+                return state
+            waiting = state is None or state.is_scheduled() or state.is_pending()
+            if (
+                waiting
+                and worker_timeout_s is not None
+                and time.monotonic() - started > worker_timeout_s
+            ):
+                message = (
+                    f"no worker started it within worker_timeout_s ({worker_timeout_s:g} s): "
+                    f"start one with `prefect worker start --pool {run.work_pool_name}`"
+                )
+                client.set_flow_run_state(flow_run_id, Cancelled(message=message), force=True)
+                return client.read_flow_run(flow_run_id).state
+            time.sleep(1.0)
 
 
 def flow_run_of(future: Any) -> dict[str, Any]:

@@ -317,3 +317,39 @@ def test_the_leaderboard_says_what_became_of_a_candidate_run(tmp_path: Path) -> 
     )
     assert crashed["why"] == "flow run tiny-c2 ended CRASHED: worker died: token=***"
     assert leaderboard_row(3, nowhere)["why"] == "never started"
+
+
+@pytest.mark.slow
+def test_a_candidate_no_worker_starts_fails_with_why_instead_of_waiting_for_ever(
+    prefect_api_url: str, work_pool: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A pool with no worker: after settings.worker_timeout_s the candidate's run is
+    cancelled (no worker takes it later) and the leaderboard says why; the search ends."""
+    run([sys.executable, "-m", "remedy", "deploy", "--pool", work_pool, "--name", work_pool], env)
+    settings = SearchSettings(
+        use_deployments=True,
+        deployment=f"remediate/{work_pool}",
+        worker_timeout_s=3,
+        budgets=Budgets(max_num_retraining=1),
+    )
+    space = SearchSpace(activation=["elu"], add_batch_norm=[1], max_candidates=1)
+    final = search(
+        space=space,
+        base_spec=tiny_spec(num_epochs=1),
+        settings=settings,
+        search_dir=str(tmp_path / "search"),
+        return_state=True,
+    )
+    assert final.is_completed(), final
+    (row,) = final.result()
+    assert row["status"] == "never started"
+    why = re.fullmatch(
+        r"flow run (\S+) ended CANCELLED: no worker started it within worker_timeout_s "
+        r"\(3 s\): start one with `prefect worker start --pool (\S+)`",
+        row["why"],
+    )
+    assert why and why.group(2) == work_pool, row["why"]
+    (candidate,) = post(
+        prefect_api_url, "flow_runs/filter", {"flow_runs": {"name": {"any_": [why.group(1)]}}}
+    )
+    assert candidate["state"]["type"] == "CANCELLED"
