@@ -1,9 +1,10 @@
 """Deployments of remedy's flows: served by `remedy serve` (no work pool needed), or the
 remediate deployment registered on a work pool (`remedy deploy`) for workers on N machines.
 
-The remediate deployment's parameters are the flow's pydantic models, so the Prefect UI
-shows a form: run_spec fields with their defaults and help text, dropdowns for
-activation, dataset and next_action, budgets and settings as groups.
+The remediate deployment's parameters are what a person chooses, as pydantic models, so
+the Prefect UI shows a form: run_spec fields with their defaults and help text, budgets
+and settings as groups, dropdowns for activation, dataset and policy. The run's own state
+is not in the form (the flow's `state` parameter, for the API and the CLI, is left out).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ REMEDIATE_DESCRIPTION = (
 
 
 def remediate_deployment(parameters: dict[str, Any] | None = None) -> Any:
-    """parameters: the form's defaults, e.g. {"state": {"run_spec": {...}}}."""
+    """parameters: the form's defaults, e.g. {"run_spec": {...}, "policy": "adaptive"}."""
     return remediate.to_deployment(
         name=REMEDIATE_DEPLOYMENT,
         parameters=parameters or {},
