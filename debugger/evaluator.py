@@ -16,8 +16,9 @@ after --unread-steps saved steps, or by the job's end, is Error naming what it w
 (never NoIssuesFound for having seen nothing). When end.json is seen and every step is
 evaluated, the rules left are NoIssuesFound. A damaged store (a corrupt or missing step
 file, a file that is not a regular file, JSON that fails its checks) ends the evaluation:
-the steps before the damage are evaluated, then the rules left are Error, naming the file
-and what is wrong, and the process exits 1 without a traceback.
+the steps before the damage are evaluated (when it is found while following the store),
+then the rules left are Error, naming the file and what is wrong, and the process exits 1
+without a traceback.
 A store of several processes (torchrun) is read worker by worker: each rule gets one
 instance per worker, over that worker's steps alone (a rule keeps its state per worker,
 e.g. its window of losses), and fires for the job when it fires on any worker (the status

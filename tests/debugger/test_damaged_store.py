@@ -1,0 +1,138 @@
+"""Damaged stores are reported, naming the file, never read silently (issue 13)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from remedy.debugger import CorruptStepFile, create_trial, store
+from remedy.debugger.exceptions import CorruptStoreFile, IncompleteStore
+
+from tests.debugger.helpers import REPO, every_step_hook, new_store, train, write_step
+
+
+@pytest.fixture
+def ended(tmp_path: Path) -> Path:
+    root = tmp_path / "store"
+    hook = every_step_hook(root)
+    train(hook, steps=5)
+    hook.close()
+    return root
+
+
+def step_file(root: Path, step: int) -> Path:
+    return store.step_path(root, store.ModeKeys.TRAIN, step)
+
+
+def test_a_missing_step_file_is_named(ended: Path) -> None:
+    step_file(ended, 3).unlink()
+    with pytest.raises(IncompleteStore, match=r"end\.json: names 1 TRAIN step.*: 3$"):
+        create_trial(ended)
+
+
+def test_a_flipped_data_byte_fails_its_checksum(ended: Path) -> None:
+    path = step_file(ended, 2)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x10  # the last tensor's last byte
+    path.write_bytes(bytes(data))
+    trial = create_trial(ended)  # the header is intact
+    names = trial.step_header(2).tensor_names
+    with pytest.raises(CorruptStepFile, match=f"{path}: tensor .* fails its checksum"):
+        for name in names:
+            trial.tensor(name.split("::")[0]).value(2)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "folder", "symlink_out"])
+def test_only_regular_files_are_opened(ended: Path, kind: str) -> None:
+    path = step_file(ended, 4)
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it for reading would wait for a writer for ever
+    elif kind == "dev_zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(step_file(ended, 3))  # even one that leads to a valid step file
+    with pytest.raises(CorruptStepFile, match=str(path)):
+        create_trial(ended)
+
+
+@pytest.mark.parametrize("content", ["", "[]", '"x"', "{", "[" * 100_000])
+def test_meta_collections_and_end_must_be_json_objects(ended: Path, content: str) -> None:
+    for name in (store.META_FILE, store.COLLECTIONS_FILE, store.END_FILE):
+        original = (ended / name).read_text()
+        (ended / name).write_text(content)
+        with pytest.raises(CorruptStoreFile, match=name):
+            create_trial(ended)
+        (ended / name).write_text(original)
+
+
+def test_an_absurd_shape_is_refused_before_allocating(tmp_path: Path) -> None:
+    new_store(tmp_path)
+    write_step(tmp_path, 0, {"w": np.ones(4, dtype=np.float32)})
+    path = step_file(tmp_path, 0)
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + size])
+    header["w"]["shape"] = [10**9, 10**9]  # 4 EB if it were allocated
+    meta = header["__metadata__"]
+    meta[store.HEADER_CRC_KEY] = store.header_crc32(meta, {"w": header["w"]})  # even sealed
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + size :])
+    with pytest.raises(CorruptStepFile, match=r"does not fill bytes"):
+        create_trial(tmp_path)
+
+
+def test_a_store_without_checksums_still_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "WRITE_CHECKSUMS", False)
+    new_store(tmp_path)
+    write_step(tmp_path, 0, {"loss": np.array(2.5)})
+    store.write_end(tmp_path, {store.ModeKeys.TRAIN: 0}, 0)  # no saved_steps: as before
+    header = store.parse_header(step_file(tmp_path, 0).read_bytes()[8:].split(b"}}", 1)[0] + b"}}")
+    assert store.CRC_KEY not in header[0]
+    assert float(create_trial(tmp_path).tensor("loss").value(0)) == 2.5
+
+
+def test_the_evaluator_writes_error_statuses_naming_the_damage(ended: Path, tmp_path: Path) -> None:
+    os.mkfifo(step_file(ended, 4).with_name(store.step_file_name(7)))
+    rules = tmp_path / "RULES.json"
+    rules.write_text(json.dumps([{"name": "Explodes", "rule": "ExplodingTensor"}]))
+    status_dir = tmp_path / "status"
+    done = subprocess.run(
+        [sys.executable, "-m", "remedy.debugger.evaluator", "--trial", str(ended),
+         "--rules", str(rules), "--status-dir", str(status_dir), "--poll-interval", "0.05"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    status = json.loads((status_dir / "Explodes.json").read_text())
+    assert status["RuleEvaluationStatus"] == "Error"
+    assert "000000000007.safetensors: a FIFO" in status["StatusDetails"]
+
+
+def test_damage_found_while_following_comes_after_the_steps_before_it(tmp_path: Path) -> None:
+    from remedy.debugger.evaluator import RuleEvaluator
+    from remedy.debugger.rule_config import RuleConfig
+
+    root = new_store(tmp_path / "store")
+    write_step(root, 0, {"loss": np.array(1.0)})
+    evaluator = RuleEvaluator(
+        create_trial(root), [RuleConfig(name="Loss", rule="LossNotDecreasing")],
+        tmp_path / "status", log=lambda line: None,
+    )  # fmt: skip
+    evaluator.start()
+    assert not evaluator.poll()
+    write_step(root, 1, {"loss": np.array(0.9)})
+    step_file(root, 2).write_bytes(b"\0" * 64)  # a damaged step 2
+    assert evaluator.poll()  # over: the store is damaged
+    record = evaluator.statuses["Loss"]
+    assert record.status.value == "Error" and record.steps_evaluated == 2
+    assert f"{step_file(root, 2)}: " in record.details
