@@ -136,3 +136,14 @@ def test_damage_found_while_following_comes_after_the_steps_before_it(tmp_path: 
     record = evaluator.statuses["Loss"]
     assert record.status.value == "Error" and record.steps_evaluated == 2
     assert f"{step_file(root, 2)}: " in record.details
+
+
+def test_saved_steps_are_recorded_as_ranges_that_expand_to_them() -> None:
+    import random
+
+    rng = random.Random(0)
+    for _ in range(500):
+        steps = sorted(rng.sample(range(200), rng.randint(0, 30)))
+        ranges = store.step_ranges(steps)
+        assert [s for r in ranges for s in range(*r)] == steps
+    assert store.step_ranges(list(range(0, 10_000, 10))) == [[0, 9991, 10]]  # one, however long
