@@ -1,4 +1,5 @@
-"""`remedy serve`, `remedy deploy` and `remedy server`: run remedy with a Prefect server."""
+"""`remedy serve`, `remedy deploy`, `remedy server` and `remedy automation`: run remedy with a
+Prefect server."""
 
 from __future__ import annotations
 
@@ -78,6 +79,73 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         flush=True,
     )
     return 0
+
+
+AUTOMATION_FILE = "infra/automations/gave_up.yaml"
+
+
+def cmd_automation(args: argparse.Namespace) -> int:
+    """Create (or replace, by name) the Prefect automations of a file, their notification
+    actions sending through the block named by --block."""
+    require_api("create automations on")
+    try:
+        ids = apply_automations(args.from_file, args.block)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    for name, automation_id in ids.items():
+        print(f"remedy: automation {name!r} ({automation_id}) notifies through {args.block}")
+    return 0
+
+
+def apply_automations(path: str, block: str) -> dict[str, Any]:
+    """The automations of a YAML/JSON file (one, a list, or {automations: [...]}, as
+    `prefect automation create --from-file` reads them) on the Prefect API, each
+    send-notification action pointed at the block BLOCK_TYPE_SLUG/NAME; an automation of
+    the same name is replaced. Returns {name: id}."""
+    from pathlib import Path
+
+    import yaml
+    from prefect.client.orchestration import get_client
+    from prefect.events.schemas.automations import AutomationCore
+
+    slug, _, name = block.partition("/")
+    if not slug or not name:
+        raise ValueError(
+            f"--block {block!r}: expected BLOCK_TYPE_SLUG/NAME, e.g. slack-webhook/alerts"
+        )
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise ValueError(f"{path}: {error}") from None
+    if isinstance(data, dict) and "automations" in data:
+        data = data["automations"]
+    items = data if isinstance(data, list) else [data]
+    created: dict[str, Any] = {}
+    with get_client(sync_client=True) as client:
+        try:
+            document = client.read_block_document_by_name(name, slug, include_secrets=False)
+        except Exception:  # ObjectNotFound, or an unknown block type
+            raise ValueError(
+                f"--block {block!r}: no such notification block on the server (create it "
+                "in the UI under Blocks, or list them with `prefect block ls`)"
+            ) from None
+        for item in items:
+            for action in item.get("actions", []):
+                if action.get("type") == "send-notification":
+                    action["block_document_id"] = str(document.id)
+            try:
+                automation = AutomationCore.model_validate(item)
+            except Exception as error:
+                raise ValueError(f"{path}: {error}") from None
+            existing = client.read_automations_by_name(automation.name)
+            if existing:
+                client.update_automation(existing[0].id, automation)
+                for duplicate in existing[1:]:
+                    client.delete_automation(duplicate.id)
+                created[automation.name] = existing[0].id
+            else:
+                created[automation.name] = client.create_automation(automation)
+    return created
 
 
 def remediate_parameters(path: str | None) -> dict[str, Any]:
@@ -203,6 +271,24 @@ def register(commands: Any) -> None:
         help="run_spec or state JSON whose values become the remediate form's defaults",
     )
     deploy.set_defaults(handler=cmd_deploy)
+
+    automation = commands.add_parser(
+        "automation",
+        help="create the Prefect automation that notifies when remedy gives up "
+        f"({AUTOMATION_FILE}) through one of your notification blocks",
+    )
+    automation.add_argument(
+        "--block",
+        required=True,
+        help="notification block as BLOCK_TYPE_SLUG/NAME (e.g. slack-webhook/remedy-alerts)",
+    )
+    automation.add_argument(
+        "--from-file",
+        default=AUTOMATION_FILE,
+        help="automation file, YAML or JSON as `prefect automation create --from-file` "
+        f"reads it (default {AUTOMATION_FILE})",
+    )
+    automation.set_defaults(handler=cmd_automation)
 
     server = commands.add_parser("server", help="start a local Prefect server with its UI")
     server.add_argument("--host", default="127.0.0.1")
