@@ -59,6 +59,10 @@ class Rule:
     # False for rules about something else than tensors (time between steps): they never
     # count as "has read nothing".
     READS_TENSORS: ClassVar[bool] = True
+    # The managed service's documented defaults where ours differ (ours stay quiet on
+    # healthy runs; docs/debugger.md says why): pass them as parameters to get the
+    # original behaviour, e.g. {"rule": "Overfit", "parameters": Overfit.LEGACY_DEFAULTS}.
+    LEGACY_DEFAULTS: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, trial: Trial, **params: Any) -> None:
         self.trial = trial
@@ -215,6 +219,9 @@ class LossWindowRule(Rule):
 
     def setup(self) -> None:
         self._window: dict[ModeKeys, list[float]] = {}
+        # The first window's mean per mode: the loss of the barely trained model, the
+        # scale a loss near 0 is judged against (about ln(classes) for a classifier).
+        self._first: dict[ModeKeys, float] = {}
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
         if self.mode is not None and mode.value != self.mode:
@@ -228,11 +235,16 @@ class LossWindowRule(Rule):
             return False
         mean = sum(window) / len(window)
         window.clear()  # the next window starts empty
+        self._first.setdefault(mode, mean)
         return self.window_ended(step, mode, loss[0], mean)
 
     def window_ended(self, step: int, mode: ModeKeys, loss: str, mean: float) -> bool:
         """True when a window's `mean` of the tensor `loss`, ending at `step`, fires."""
         raise NotImplementedError
+
+    def first_mean(self, mode: ModeKeys) -> float | None:
+        """The mean of the mode's first window (None before it ended)."""
+        return self._first.get(mode)
 
 
 def check_regex(rule: str, key: str, pattern: str | None) -> None:

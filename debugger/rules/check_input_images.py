@@ -12,10 +12,16 @@ from remedy.debugger.rules.registry import register_rule
 class CheckInputImages(Rule):
     """Accumulates per-channel means of 4-d inputs (channel axis `channel`) until
     `threshold_samples` images were seen, then fires when a channel's mean is further than
-    `threshold_mean` from 0. The hook's "inputs" collection saves them as "input"."""
+    `threshold_mean` from 0. The hook's "inputs" collection saves them as "input".
+
+    Default `threshold_mean` 1.0 (the managed service's 0.2 is LEGACY_DEFAULTS): images
+    scaled to [0, 1] (pixels / 255, as the built-in job and most loaders feed them) have
+    channel means near 0.5 and train fine; the mistake this rule exists for, raw 0-255
+    pixels, has means near 100."""
 
     name = "CheckInputImages"
-    threshold_mean: float = 0.2
+    LEGACY_DEFAULTS = {"threshold_mean": 0.2}
+    threshold_mean: float = 1.0
     threshold_samples: int = 500
     channel: int = 1
     tensor_regex: str = "input$"

@@ -22,11 +22,22 @@ def class_ids(value: np.ndarray) -> np.ndarray:
 class ClassImbalance(Rule):
     """Over the most recent `samples` labels (and predictions, when saved): fires when the
     most frequent class outnumbers the rarest by more than `threshold_imbalance`, or when
-    more than `threshold_misprediction` of some class's samples are mispredicted."""
+    more than `threshold_misprediction` of some class's samples are mispredicted while
+    at most `max_others_misprediction` of the other classes' samples are, over `patience`
+    x `samples` samples in a row.
+
+    Why the conditions (LEGACY_DEFAULTS: none): a model that has not learned yet
+    mispredicts every class (a healthy run's first few hundred samples), and while it
+    learns one class often lags the others for a few dozen steps; neither says anything
+    about imbalance. A class left behind while the others are learned, and staying behind,
+    does."""
 
     name = "ClassImbalance"
     threshold_imbalance: float = 10.0
     threshold_misprediction: float = 0.7
+    LEGACY_DEFAULTS = {"max_others_misprediction": None, "patience": 1}
+    max_others_misprediction: float | None = 0.1
+    patience: int = 3
     samples: int = 500
     labels_regex: str = ".*labels"
     predictions_regex: str = ".*predictions"
@@ -35,6 +46,8 @@ class ClassImbalance(Rule):
         self._labels: deque[np.ndarray] = deque()
         self._predictions: deque[np.ndarray | None] = deque()
         self._count = 0
+        self._seen = 0  # samples so far
+        self._behind_since: dict[int, int] = {}  # class -> samples seen when it fell behind
 
     def validate(self) -> None:
         check_regex(self.name, "labels_regex", self.labels_regex)
@@ -59,6 +72,7 @@ class ClassImbalance(Rule):
         self._labels.append(labels)
         self._predictions.append(predictions)
         self._count += labels.size
+        self._seen += labels.size
         # Keep just enough recent steps to cover `samples`.
         while self._count - self._labels[0].size >= self.samples:
             self._count -= self._labels.popleft().size
@@ -81,7 +95,16 @@ class ClassImbalance(Rule):
             p = np.concatenate([pre for _, pre in pairs])
             for cls in np.unique(y):
                 wrong = float(np.mean(p[y == cls] != cls))
-                if wrong > self.threshold_misprediction:
+                others = y != cls
+                behind = wrong > self.threshold_misprediction
+                if behind and self.max_others_misprediction is not None and others.any():
+                    others_wrong = float(np.mean(p[others] != y[others]))
+                    behind = others_wrong <= self.max_others_misprediction
+                if not behind:
+                    self._behind_since.pop(int(cls), None)
+                    continue
+                since = self._behind_since.setdefault(int(cls), self._seen - self._count)
+                if self._seen - since >= self.patience * self.samples:
                     message = (
                         f"class {cls}: {wrong:.0%} of its recent samples mispredicted "
                         f"(> {self.threshold_misprediction:g})"

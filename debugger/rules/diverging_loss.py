@@ -18,11 +18,20 @@ class DivergingLoss(LossWindowRule):
     ExplodingTensor only sees NaN and inf; a learning rate above the stability limit often
     drives the loss to 1e10 and keeps it finite, and the job then "completes" at chance
     accuracy. Healthy training noise stays well within a factor of 10 of the best window.
+
+    Near 0 a ratio means nothing: a loss that went from 0.0009 back up to 0.18 is 200x its
+    best and still a model that predicts well. The best window is therefore floored at
+    `min_loss_fraction` x the first window's mean (the barely trained model's loss, about
+    ln(classes) for a classifier): with the defaults the loss must climb back to the
+    order of the untrained loss, or 10x its best when that is higher. 0 (LEGACY_DEFAULTS)
+    restores the plain ratio.
     """
 
     name = "DivergingLoss"
     num_steps = 5
+    LEGACY_DEFAULTS = {"min_loss_fraction": 0.0}
     factor: float = 10.0
+    min_loss_fraction: float = 0.1
 
     def validate(self) -> None:
         super().validate()
@@ -38,12 +47,15 @@ class DivergingLoss(LossWindowRule):
             message = f"mean {loss} over {self.num_steps} {mode.value} steps is not finite"
             return self.fire(step, mode, loss, f"{message} ({mean}) at step {step}")
         best = self._best.get(mode)
+        first = self.first_mean(mode) or 0.0
+        reference = None if best is None else max(best, self.min_loss_fraction * first)
         # A ratio means nothing for a loss that can reach 0 or go negative.
-        if best is not None and best > 0 and mean > self.factor * best:
+        if reference is not None and reference > 0 and mean > self.factor * reference:
+            floor = "" if reference == best else f", floored at {reference:.4g}"
             message = (
                 f"mean {loss} over the last {self.num_steps} {mode.value} steps is "
-                f"{mean:.4g}, {mean / best:.3g}x its best window mean {best:.4g} "
-                f"(> {self.factor:g}x) at step {step}"
+                f"{mean:.4g}, {mean / reference:.3g}x its best window mean {best:.4g}"
+                f"{floor} (> {self.factor:g}x) at step {step}"
             )
             return self.fire(step, mode, loss, message)
         self._best[mode] = mean if best is None else min(best, mean)

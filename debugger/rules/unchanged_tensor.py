@@ -13,20 +13,31 @@ from remedy.debugger.rules.registry import register_rule
 @register_rule
 class UnchangedTensor(Rule):
     """Fires when a selected tensor is allclose(rtol, atol, equal_nan) over its last
-    `num_steps` saved steps of a mode. Keeps num_steps - 1 copies of each tensor."""
+    `num_steps` saved steps of a mode. Keeps num_steps - 1 copies of each tensor.
+
+    Judges the weights in TRAIN mode by default (`collection_names` None and `mode` None,
+    LEGACY_DEFAULTS: every tensor saved, every mode). Many tensors are unchanged on every
+    healthy run: the labels and inputs of the same test set at each evaluation, the
+    weights between the EVAL steps of one evaluation, and the bias (and its zero gradient)
+    of a convolution followed by batch norm, which the norm cancels. A model that does not
+    learn shows in its weights while it trains."""
 
     name = "UnchangedTensor"
     num_steps: int = 3
     rtol: float = 1e-5
     atol: float = 1e-8
     equal_nan: bool = False
-    collection_names: list[str] | None = None
+    LEGACY_DEFAULTS = {"collection_names": None, "mode": None}
+    collection_names: list[str] | None = ["weights"]
     tensor_regex: str | None = None
+    mode: str | None = "TRAIN"
 
     def validate(self) -> None:
         if self.num_steps < 2:
             raise ValueError(f"{self.name}: parameter 'num_steps' must be >= 2")
         check_regex(self.name, "tensor_regex", self.tensor_regex)
+        if self.mode is not None:
+            self.mode = ModeKeys.parse(self.mode).value
 
     def setup(self) -> None:
         self._history: dict[tuple[ModeKeys, str], deque[np.ndarray]] = {}
@@ -40,6 +51,8 @@ class UnchangedTensor(Rule):
         return self.select(step, mode, self.collection_names, self.tensor_regex)
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
+        if self.mode is not None and mode.value != self.mode:
+            return False
         for name in self.required_tensors(step, mode):
             value = self.value(name, step, mode)
             history = self._history.setdefault((mode, name), deque(maxlen=self.num_steps - 1))

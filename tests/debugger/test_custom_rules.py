@@ -115,7 +115,7 @@ def test_notify_callback_and_stop_file_together(tmp_path: Path) -> None:
     config = RuleConfig(
         name="Stuck",
         rule="LossNotDecreasing",
-        parameters={"num_steps": 2},
+        parameters={"num_steps": 2, "patience": 1},
         actions=("StopTraining", "Notify"),
     )
     evaluator = RuleEvaluator(

@@ -110,12 +110,13 @@ SCENARIOS: dict[str, Callable[[Path], sc.Run]] = {
         lr=0.1,
         classify=True,
     ),  # fmt: skip
-    # a learning rate of 0 (a misconfigured schedule): nothing learns
+    # a learning rate of 0 (a misconfigured schedule): nothing learns (long enough for
+    # LossNotDecreasing's 6 windows of 20 steps)
     "lr_zero": lambda s: sc.fit(
         s,
         sc.mlp([4, 16, 2]),
         sc.blobs(128),
-        steps=25,
+        steps=130,
         lr=0.0,
         classify=True,
         eval_data=sc.blobs(128, seed=1),
@@ -132,8 +133,8 @@ SCENARIOS: dict[str, Callable[[Path], sc.Run]] = {
         eval_data=(torch.randn(64, 8), torch.randn(64, 1)),
         eval_every=10,
     ),  # fmt: skip
-    # a linear model trained far past convergence
-    "converged": lambda s: sc.fit(s, sc.mlp([4, 1]), REGRESSION, steps=40, lr=0.1),
+    # a linear model trained far past convergence (Overtraining: 10 windows of 20 steps)
+    "converged": lambda s: sc.fit(s, sc.mlp([4, 1]), REGRESSION, steps=260, lr=0.1),
     # learning rate above the stability limit: weights grow geometrically
     "diverging": lambda s: sc.fit(
         s, sc.mlp([4, 1]), sc.regression(64, scale=3.0), steps=12, lr=0.3
@@ -201,7 +202,7 @@ CASES: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]], str, str, 
     ),
     ("UnchangedTensor", {"collection_names": ["weights"]}, "lr_zero", "healthy", "unchanged"),
     ("CheckInputImages", {}, "raw_images", "healthy_images", "not normalised"),
-    ("Confusion", {}, "lr_zero", "healthy", "predicted right"),
+    ("Confusion", {}, "confused", "healthy", "predicted"),
     ("OscillatingLoss", {}, "oscillating", "healthy", "oscillates"),
     ("SlowConvergence", {}, "lr_zero", "healthy", "largest one-step gain"),
     ("DyingRelu", {}, "dead_relu", "healthy", "exactly zero"),
@@ -214,6 +215,20 @@ CASES: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]], str, str, 
 SCENARIOS["late_spike"] = lambda s: sc.fit(
     s, sc.mlp([4, 16, 16, 1]), sc.regression(256), steps=48, lr=0.05, batch=32,
     lr_at=lambda step: 0.05 if step < 40 else 0.6,
+)  # fmt: skip
+
+
+def _confusable(n: int, seed: int) -> tuple[Any, Any]:
+    """Three separable blobs; half of class 2's samples labelled 3: classes 2 and 3 have
+    the same inputs, so a model learns 0 and 1 and cannot tell 2 from 3."""
+    x, y = sc.blobs(n, classes=3, seed=seed)
+    relabel = (y == 2) & (torch.rand(n, generator=torch.Generator().manual_seed(seed)) < 0.5)
+    return x, torch.where(relabel, torch.tensor(3), y)
+
+
+SCENARIOS["confused"] = lambda s: sc.fit(
+    s, sc.mlp([4, 16, 4]), _confusable(256, 0), steps=60, lr=0.1, classify=True,
+    eval_data=_confusable(256, 1), eval_every=10,
 )  # fmt: skip
 SCENARIOS["diverging_to_nan"] = lambda s: sc.fit(s, sc.mlp([4, 8, 1]), REGRESSION, steps=8, lr=1e4)
 
