@@ -6,9 +6,11 @@
   finding, rewritten after every transition;
 - events remedy.issues_found, remedy.retraining, remedy.completed and remedy.gave_up on the
   resource remedy.run.<run>, so Prefect automations can notify or trigger on them;
-- at the run's end, a link artifact (key remedy-<run>-report) to its HTML report, which
-  the attempts artifact mentions too: on the report server of `remedy serve` when it serves
-  the run, else a file:// URL on the machine that ran the flow.
+- at the run's end, its report itself as a markdown artifact (key remedy-<run>-report:
+  summary, attempt table and plots inline), so the UI shows it whichever machine ran the
+  flow (a pool worker included); it and the attempts artifact link the HTML report when a
+  report server serves the run (`remedy serve`, or REMEDY_REPORTS_URL), and otherwise name
+  its file and the machine it lies on (a file:// link opens from no web page).
 Everything published goes through redact(): no role ARN, URL or token reaches the UI; the
 report's URL is ours, added after redaction.
 """
@@ -17,12 +19,12 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from pathlib import Path
 from urllib.parse import quote
 from uuid import UUID
 
 from prefect.artifacts import (
-    create_link_artifact,
     create_markdown_artifact,
     create_progress_artifact,
     update_progress_artifact,
@@ -32,11 +34,12 @@ from prefect.runtime import flow_run
 from remedy.jobs import JobSnapshot
 from remedy.records.messages import attempt_rows, redact
 from remedy.records.report_server import REPORTS_URL_ENV
-from remedy.records.run_folder import runs_root
+from remedy.records.run_folder import REPORT_MARKDOWN, runs_root
 from remedy.state_schema import State
 
 EVENTS = ("issues_found", "retraining", "completed", "gave_up")
 _progress_artifacts: dict[UUID, UUID] = {}  # flow run -> its progress artifact
+MAX_REPORT_ARTIFACT_CHARS = 4_000_000  # a report artifact with its plots (~100 kB each)
 
 
 def slug(text: str) -> str:
@@ -111,7 +114,7 @@ def publish_attempts(state: State, run_dir: str, report_dir: str | None = None) 
         return
     markdown = attempts_markdown(state)
     if report_dir is not None:
-        markdown += f"\n\n**Report:** [report/index.html]({report_url(report_dir)})"
+        markdown += f"\n\n{report_link(report_dir)}"
     create_markdown_artifact(
         markdown,
         key=f"remedy-{run_name(run_dir)}-attempts",
@@ -119,13 +122,39 @@ def publish_attempts(state: State, run_dir: str, report_dir: str | None = None) 
     )
 
 
+def report_link(report_dir: str | Path) -> str:
+    """Markdown for where the HTML report opens: a link when a report server serves it,
+    else its path and the machine it lies on."""
+    url = report_url(report_dir)
+    if url.startswith(("http://", "https://")):
+        return f"**Report:** [report/index.html]({url})"
+    where = (Path(report_dir) / "index.html").resolve()
+    return (
+        f"**Report:** `{where}` on {socket.gethostname()} (no report server serves this run: "
+        f"`remedy serve` does, or set {REPORTS_URL_ENV})"
+    )
+
+
+def report_markdown(report_dir: str | Path) -> str:
+    """The run's report (report.md) for its artifact: text redacted, our own plots kept
+    (left out past MAX_REPORT_ARTIFACT_CHARS), and where the HTML report opens."""
+    path = Path(report_dir) / REPORT_MARKDOWN
+    text = path.read_text() if path.is_file() else ""  # a report folder of an older remedy
+    lines = text.splitlines()
+    plot = re.compile(r"^!\[plot\]\(data:image/png;base64,[A-Za-z0-9+/=]+\)$")
+    if len(text) > MAX_REPORT_ARTIFACT_CHARS:
+        lines = [line for line in lines if not plot.match(line)]
+        lines.append(f"_Plots left out ({len(text) // 1_000_000} MB): see the HTML report._")
+    kept = "\n".join(line if plot.match(line) else redact(line) for line in lines)
+    return f"{kept}\n\n{report_link(report_dir)}\n"
+
+
 def publish_report(report_dir: str, run_dir: str) -> None:
-    """A link artifact from this flow run to its HTML report."""
+    """The run's report as a markdown artifact of this flow run (summary, attempts, plots)."""
     if _flow_run_id() is None:
         return
-    create_link_artifact(
-        report_url(report_dir),
-        link_text=f"HTML report of {run_name(run_dir)}",
+    create_markdown_artifact(
+        report_markdown(report_dir),
         key=f"remedy-{run_name(run_dir)}-report",
         description="Every attempt with its curves, findings and gradient norms",
     )

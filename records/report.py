@@ -2,6 +2,7 @@
 
     build_report(run_dir)  -> RUN_DIR/report/index.html (self-contained, plots as base64 PNG)
                               RUN_DIR/report/summary.md
+                              RUN_DIR/report/report.md (summary.md and the plots inline)
     run_figures(run_dir)   -> the numbers `remedy compare` puts side by side
 
 Curves come from each job's metric records (its backend's metrics()): the training loss per
@@ -29,7 +30,7 @@ import numpy as np  # noqa: E402
 from remedy.jobs import backend_for  # noqa: E402
 from remedy.records.messages import fmt, metric_cells, metrics_text, redact  # noqa: E402
 from remedy.records.metric_columns import metric_names  # noqa: E402
-from remedy.records.run_folder import REPORT_DIR, state_path  # noqa: E402
+from remedy.records.run_folder import REPORT_DIR, REPORT_MARKDOWN, state_path  # noqa: E402
 from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
 from remedy.state_schema import Attempt, State, load_state  # noqa: E402
 
@@ -350,4 +351,15 @@ def build_report(run_dir: str | Path) -> Path:
     out.mkdir(exist_ok=True)
     (out / "index.html").write_text(html_document(state, figures, images))
     (out / "summary.md").write_text(markdown(state, figures))
+    (out / REPORT_MARKDOWN).write_text(markdown_with_plots(markdown(state, figures), images))
     return out
+
+
+def markdown_with_plots(text: str, images: list[tuple[str, str]]) -> str:
+    """The report as markdown with its plots inline (PNG data URIs, one image per line,
+    alt text "plot"): what the Prefect UI shows as the run's report artifact, from any
+    machine that ran it."""
+    plots = "".join(
+        f"\n## {title}\n\n![plot](data:image/png;base64,{data})\n" for title, data in images
+    )
+    return text + plots

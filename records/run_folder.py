@@ -22,6 +22,7 @@ from remedy.state_schema import State, load_state, save_state
 
 RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
 REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (records/report.py)
+REPORT_MARKDOWN = "report.md"  # RUN_DIR/report/report.md: it as markdown, plots inline
 START_FILE = "start.json"
 JOURNAL_FILE = "transitions.jsonl"
 LOCK_FILE = ".lock"

@@ -94,7 +94,9 @@ def test_a_served_run_links_its_report_on_the_report_server(served: Served) -> N
     )
     response.raise_for_status()
     [artifact] = response.json()
-    url = re.fullmatch(r"\[HTML report of .+\]\((.+)\)", artifact["data"]).group(1)
+    # the report itself, and the link to its HTML on the report server
+    assert artifact["type"] == "markdown" and "![plot](data:image/png;base64," in artifact["data"]
+    url = re.search(r"\*\*Report:\*\* \[report/index.html\]\((.+)\)", artifact["data"]).group(1)
     assert url.startswith("http://127.0.0.1:")
     assert url.endswith(f"/{flow_run.name}/report/index.html")
     page = httpx.get(url, timeout=30)

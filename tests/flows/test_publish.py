@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import re
+import socket
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -62,13 +65,19 @@ def test_artifacts_and_events_of_a_run(prefect_api_url: str, tmp_path: Path) -> 
     assert "relaunch_unchanged" in markdown.data and "Completed" in markdown.data
     assert ROLE not in markdown.data
 
-    # the run's end wrote its HTML report; the run page links it, and so does the table
+    # the run's end wrote its HTML report; the run page shows the report itself (what a
+    # pool worker's run shows too), and, with no report server here, where its file lies
     report = tmp_path / "publish-run" / "report" / "index.html"
     assert report.is_file()
-    url = report.resolve().as_uri()
-    link = by_key["remedy-publish-run-report"]  # prefect 3.8 stores links as markdown
-    assert link.data == f"[HTML report of publish-run]({url})"
-    assert f"**Report:** [report/index.html]({url})" in markdown.data
+    shown = by_key["remedy-publish-run-report"]
+    assert shown.type == "markdown"
+    assert shown.data.startswith("# remedy run publish-run\n")
+    assert "relaunch_unchanged" in shown.data  # the attempt table
+    plots = re.findall(r"^!\[plot\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)$", shown.data, re.M)
+    assert plots and all(base64.b64decode(plot).startswith(b"\x89PNG") for plot in plots)
+    where = f"**Report:** `{report.resolve()}` on {socket.gethostname()} (no report server"
+    assert where in shown.data and where in markdown.data
+    assert "file://" not in shown.data + markdown.data and ROLE not in shown.data
     assert 0.0 <= float(by_type["progress"].data) <= 100.0
 
     resource = f"remedy.run.{run_name(str(tmp_path / 'publish-run'))}"
