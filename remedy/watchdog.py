@@ -28,7 +28,10 @@ def alive(pid: int) -> bool:
 
 
 def watch(parent: int, child: int) -> None:
-    while alive(parent):
+    # The parent is gone once this process has another parent: children are handed on at
+    # the parent's exit, while the parent itself may linger as a zombie its own parent has
+    # not reaped (os.kill(pid, 0) still succeeds on it).
+    while os.getppid() == parent:
         time.sleep(POLL_S)
     if not alive(child):
         return  # the parent stopped it on its way out
@@ -45,6 +48,8 @@ def start_watchdog(child: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "remedy.watchdog", str(os.getpid()), str(child)],
         stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # holding remedy's output open would keep a reader of
+        stderr=subprocess.DEVNULL,  # it waiting until the watchdog ends
         start_new_session=True,  # outlives its parent's process group being killed
     )
 
