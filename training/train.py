@@ -12,9 +12,12 @@ writes into DIR (JSON written to a temporary file, then renamed into place):
                   steps_per_epoch, total_steps, start_step, first_loss (the loss of this
                   launch's first step; null when it was not finite)
   metrics.jsonl   one line per step ("type": "step") and per epoch ("type": "epoch")
-  checkpoints/    every checkpoint_every_epochs epochs (safetensors + JSON)
+  checkpoints/    every checkpoint_every_epochs epochs (epoch-NNNN) and, with
+                  checkpoint_every_steps, mid-epoch too (step-NNNNNNNNN, the
+                  keep_checkpoints most recent kept); safetensors + JSON
   result.json     at the end: status Completed or Stopped, steps, epochs_completed,
-                  final_loss / final_accuracy (last test evaluation), final_train_loss
+                  final_loss / final_accuracy (last test evaluation), final_train_loss,
+                  skipped_steps (batches passed over by skip_steps)
 Non-finite numbers (NaN, +-inf) are written as null so every file stays valid JSON.
 wall_time is seconds since the Unix epoch. Accuracies are fractions in [0, 1].
 

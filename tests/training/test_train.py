@@ -136,6 +136,7 @@ def test_a_stop_file_stops_after_the_current_step(tmp_path: Path) -> None:
     assert result == {
         "status": "Stopped", "steps": 1, "epochs_completed": 0, "final_loss": None,
         "final_accuracy": None, "final_train_loss": result["final_train_loss"],
+        "skipped_steps": 0,
     }  # fmt: skip
     assert result["final_train_loss"] > 0
     assert "stop requested" in done.stdout

@@ -175,7 +175,10 @@ def test_the_run_form_holds_only_what_a_person_chooses(
             page.keyboard.press("ArrowDown")  # opens the list (a click in headless does not)
             page.get_by_role("option").first.wait_for()
             options = page.get_by_role("option").all_inner_texts()
-            assert sorted(option.strip() for option in options) == sorted(POLICIES)
+            # The built-in policies, and only registered ones (a test may have registered
+            # more in this process after the form's choices were made).
+            shown = {option.strip() for option in options}
+            assert {"adaptive", "config", "seed"} <= shown <= set(POLICIES), shown
         except Exception:
             page.screenshot(path=tmp_path / "form.png", full_page=True)
             raise
