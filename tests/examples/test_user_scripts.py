@@ -2,12 +2,13 @@
 
 examples/blobs/train.py (cloud script-mode style: --learning-rate, torch.optim, gradient
 accumulation, SM_MODEL_DIR; fp32 and bf16 autocast) explodes for real at --learning-rate 5
-and is repaired through its own flag; examples/word_lm/main.py (PyTorch's classic language-model style: --lr, --clip,
-manual SGD, torch.save(model)) trains cleanly at its defaults, with the perplexity it prints
-as its metric (metric_definitions), shown by `remedy status`, `compare` and `report` and
-judged by its success criterion; at --lr 1000 it completes with a finite loss far above where
-it started, which is not a clean run. examples/ddp/train.py (PyTorch's DDP tutorial style)
-runs as two torchrun processes, stops whole on its real divergence and is repaired.
+and is repaired through its own flag. examples/word_lm/main.py (PyTorch's classic
+language-model style: --lr, --clip, manual SGD, torch.save(model)) trains cleanly at its
+defaults, with the perplexity it prints as its metric (metric_definitions), shown by
+`remedy status`, `compare` and `report` and judged by its success criterion; at --lr 1000
+it completes with a finite loss far above where it started, which is not a clean run.
+examples/ddp/train.py (PyTorch's DDP tutorial style) runs as two torchrun processes, stops
+whole on its real divergence and is repaired.
 """
 
 from __future__ import annotations
