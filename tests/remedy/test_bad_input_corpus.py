@@ -46,8 +46,7 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
         "history.latest_job_name: String should match pattern",
     ),
     "attempt name leaving the run": (
-        '{"state": {"history": {"attempts": [{"job_name": "../x", "spec": {}}]}, '
-        '"run_spec": {}}}',
+        '{"state": {"history": {"attempts": [{"job_name": "../x", "spec": {}}]}, "run_spec": {}}}',
         "history.attempts.0.job_name",
     ),
     "base job name with a path": ('{"base_job_name": "../x"}', "base_job_name"),
