@@ -349,7 +349,13 @@ def test_a_candidate_no_worker_starts_fails_with_why_instead_of_waiting_for_ever
         row["why"],
     )
     assert why and why.group(2) == work_pool, row["why"]
+    # Flow run names are drawn at random: another run of the session may share this one's.
     (candidate,) = post(
-        prefect_api_url, "flow_runs/filter", {"flow_runs": {"name": {"any_": [why.group(1)]}}}
+        prefect_api_url,
+        "flow_runs/filter",
+        {
+            "flow_runs": {"name": {"any_": [why.group(1)]}},
+            "work_pools": {"name": {"any_": [work_pool]}},
+        },
     )
     assert candidate["state"]["type"] == "CANCELLED"
