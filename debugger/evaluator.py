@@ -349,6 +349,18 @@ def write_errors(
         write_status(status_dir, record)
 
 
+def evaluator_command(
+    trial: str, rules: str, status_dir: str, stop_file: str, poll_interval: float
+) -> list[str]:
+    """How a job backend starts the evaluator beside a job: it stops when the backend's
+    process that started it dies (--exit-with-parent), so none is left polling."""
+    return [
+        sys.executable, "-m", "remedy.debugger.evaluator", "--trial", trial, "--rules", rules,
+        "--status-dir", status_dir, "--stop-file", stop_file,
+        "--poll-interval", str(poll_interval), "--exit-with-parent",
+    ]  # fmt: skip
+
+
 def watch_surroundings(
     stop_event: threading.Event, status_dir: Path, with_parent: bool, interval: float
 ) -> None:

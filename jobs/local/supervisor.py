@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from remedy.debugger.evaluator import write_errors
+from remedy.debugger.evaluator import evaluator_command, write_errors
 from remedy.debugger.status import read_statuses
 from remedy.debugger.store import has_ended
 from remedy.jobs.local.escalation import Escalation
@@ -181,22 +181,13 @@ class Supervisor:
         rules = read_json(self.paths.rules) or []
         if not rules:
             return None
-        command = [
-            sys.executable,
-            "-m",
-            "remedy.debugger.evaluator",
-            "--trial",
+        command = evaluator_command(
             str(self.paths.tensors),
-            "--rules",
             str(self.paths.rules),
-            "--status-dir",
             str(self.paths.rule_status),
-            "--stop-file",
             str(self.paths.stop_request),
-            "--poll-interval",
-            str(self.record.get("evaluator_poll_interval", 0.5)),
-            "--exit-with-parent",  # a supervisor that dies leaves no evaluator polling
-        ]
+            self.record.get("evaluator_poll_interval", 0.5),
+        )
         log = self.paths.evaluator_log.open("ab")
         env = without_secrets(os.environ) | {"PYTHONUNBUFFERED": "1"}  # not the job's paths
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)

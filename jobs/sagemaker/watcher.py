@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from remedy.debugger.evaluator import evaluator_command
 from remedy.jobs.sagemaker import clients
 from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths
 from remedy.state_schema import write_atomic
@@ -105,22 +106,13 @@ class Watcher:
         self.stop_asked = False
 
     def start_evaluator(self) -> subprocess.Popen[bytes]:
-        command = [
-            sys.executable,
-            "-m",
-            "remedy.debugger.evaluator",
-            "--trial",
+        command = evaluator_command(
             self.cloud.tensors,
-            "--rules",
             str(self.paths.rules),
-            "--status-dir",
             str(self.paths.rule_status),
-            "--stop-file",
             str(self.paths.stop_request),
-            "--poll-interval",
-            str(self.record.get("evaluator_poll_s", 2.0)),
-            "--exit-with-parent",
-        ]
+            self.record.get("evaluator_poll_s", 2.0),
+        )
         with self.paths.evaluator_log.open("ab") as handle:
             return subprocess.Popen(
                 command,
