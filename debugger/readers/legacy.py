@@ -1,12 +1,36 @@
 """Reader for stores written by the legacy debugger library (read-only, local folders).
 
-Its layout: index/<NNNNNNNNN>/<global step>_worker_0.json (mode, mode_step, event file and
-per-tensor byte ranges), events/<global step>/<global step>_worker_0.tfevents (TFRecord
-Event records), collections/000000000/worker_0_collections.json, training_job_end.ts.
+Its layout, one set of files per worker (worker_<rank>, rank 0 alone unless the job saved
+all workers):
+
+    index/<NNNNNNNNN>/<global step>_<worker>.json   mode, mode_step, event file, and the
+                                                    byte range of each tensor's record
+    events/<global step>/<global step>_<worker>.tfevents   TFRecord Event records
+    collections/000000000/<worker>_collections.json  collections (names, include_regex)
+                                                     and _meta.num_workers; written
+                                                     after the first step's index
+    training_job_end.ts                              the job has ended
+
 This reader maps it onto our StoreReader interface, so create_trial(), the rules and the
-CLI work on artifacts users already have. A tensor is one positioned read of its record,
-checked by its crc32c: a torn or half-written record is never decoded. Only worker 0 is
-read (one process per job, as remedy's jobs are).
+CLI work on artifacts users already have, reading what the legacy library's trial reads:
+
+- modes: TRAIN, EVAL and PREDICT steps as they are. Steps in mode GLOBAL (the legacy
+  hook's default when the script never called set_mode) read as TRAIN steps numbered by
+  their global step, so rules (which read TRAIN) see them; trial.steps("GLOBAL") lists the
+  same numbers the legacy trial's steps() did.
+- reductions: `smdebug/reductions/<abs_><reduction>/<tensor>` entries read as reductions of
+  <tensor> (TensorView.reduction_value), not as tensors of their own, as the legacy trial
+  shows them.
+- collections: a collection's tensor names plus every saved tensor its include_regex
+  matches anywhere in the name (re.search), as the legacy trial selects them.
+- workers: a store of several workers reads as ours of several (trial.workers(),
+  value(step, worker=...)); their number is the collections file's num_workers.
+
+A tensor is one positioned read of its record, checked by its crc32c: a torn or
+half-written record is never decoded. What this reader cannot interpret (an index file of
+another naming, mode or content, a reduction it does not know, a tensor saved as a shape
+only, a worker that is not worker_<rank>, an ended store without collections) raises
+StoreFormatError or CorruptStoreFile naming the file: it never reads as empty.
 """
 
 from __future__ import annotations
@@ -19,14 +43,23 @@ from typing import Any
 
 import numpy as np
 from remedy.debugger import store, tfevents
+from remedy.debugger.collections import NORMS, REDUCTIONS, reduction_key, split_key
 from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile, StoreFormatError
 from remedy.debugger.modes import STEP_MODES, ModeKeys
 from remedy.debugger.readers.base import StoreReader
 
 INDEX_DIR = "index"
 END_MARKER = "training_job_end.ts"
-COLLECTIONS_FILE = "collections/000000000/worker_0_collections.json"
-_INDEX_RE = re.compile(r"^(\d{12})_worker_0\.json$")
+COLLECTIONS_DIR = "collections/000000000"
+REDUCTIONS_PREFIX = "smdebug/reductions/"
+_INDEX_RE = re.compile(r"^(\d{12})_(.+)\.json$")
+_COLLECTIONS_RE = re.compile(r"^(.+)_collections\.json$")
+_WORKER_RE = re.compile(r"^worker_(\d+)$")
+# The writer writes a file as <name>.tmp and renames it when complete.
+_TEMP_SUFFIX = ".tmp"
+
+# One tensor of one step: (its tag in the event file, start, length).
+_Entry = tuple[str, int, int]
 
 
 def is_legacy_store(location: str | os.PathLike[str]) -> bool:
@@ -35,27 +68,32 @@ def is_legacy_store(location: str | os.PathLike[str]) -> bool:
 
 
 class LegacyStoreReader(StoreReader):
-    def __init__(self, location: str | os.PathLike[str]) -> None:
+    def __init__(self, location: str | os.PathLike[str], worker: str | None = None) -> None:
+        """`worker`: read that worker's files (a part of a store of several workers);
+        None: the store's only worker, worker_0."""
         self.location = os.fspath(location)
-        self._seen: set[str] = set()  # index files parsed
-        # mode -> mode_step -> (global step, event file, {name: (start, length)})
-        self._steps: dict[ModeKeys, dict[int, tuple[int, str, dict[str, tuple[int, int]]]]] = {
+        self.worker = worker or store.worker_name(0)
+        self._part = worker is not None
+        self._seen: set[str] = set()  # index files parsed (or of another worker)
+        self._global_mode: str | None = None  # the first index file in mode GLOBAL
+        self._train_mode: str | None = None  # the first index file in mode TRAIN
+        self._tensor_names: set[str] = set()  # saved tensors (a reduction's: its tensor)
+        # mode -> mode_step -> (global step, event file, {our name: entry})
+        self._steps: dict[ModeKeys, dict[int, tuple[int, str, dict[str, _Entry]]]] = {
             mode: {} for mode in STEP_MODES
         }
 
+    def child(self, relative: str) -> LegacyStoreReader:
+        worker = relative.rpartition("/")[2]
+        return LegacyStoreReader(self.location, worker=worker)
+
     def read_json(self, name: str) -> Any | None:
-        root = Path(self.location)
         if name == store.META_FILE:
-            # The trial checks the format; a legacy store reads as ours, version 1.
-            return {"format": store.FORMAT_NAME, "version": 1, "legacy": True}
+            return self._meta()
         if name == store.COLLECTIONS_FILE:
-            data = store.read_json(root / COLLECTIONS_FILE) or {}
-            return {
-                cname: {"tensor_names": entry.get("tensor_names", [])}
-                for cname, entry in data.get("collections", {}).items()
-            }
+            return self._collections()
         if name == store.END_FILE:
-            if not (root / END_MARKER).exists():
+            if not self._ended():
                 return None
             return {"last_step": {m.value: max(s) for m, s in self._steps.items() if s}}
         return None
@@ -81,7 +119,7 @@ class LegacyStoreReader(StoreReader):
 
     def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
         _, event_file, tensors = self._steps[mode][mode_step]
-        start, length = tensors[name]
+        tag, start, length = tensors[name]
         path = Path(self.location) / event_file
         try:
             fd, size = store.open_regular(path)  # never a FIFO, device or symlink
@@ -93,53 +131,193 @@ class LegacyStoreReader(StoreReader):
                 os.close(fd)
             event = tfevents.decode_event(tfevents.unframe(record))
         except (OSError, ValueError, CorruptStoreFile) as exc:
-            raise CorruptStepFile(f"{path}: cannot read {name}: {exc}") from None
+            raise CorruptStepFile(f"{path}: cannot read {tag}: {exc}") from None
         for value in event.values:
-            if value.tag == name and value.tensor is not None:
+            if value.tag == tag and value.tensor is not None:
                 return value.tensor
-        raise CorruptStepFile(f"{path}: the record at {start} does not hold {name}")
+        raise CorruptStepFile(f"{path}: the record at {start} does not hold {tag}")
+
+    # -- the store's files ----------------------------------------------------------------
+
+    def _ended(self) -> bool:
+        return (Path(self.location) / END_MARKER).exists()
+
+    def _collection_files(self) -> dict[str, Path]:
+        """{worker: its collections file}, for the files the writer has completed."""
+        folder = Path(self.location) / COLLECTIONS_DIR
+        if not folder.is_dir():
+            return {}
+        found = {}
+        for path in sorted(folder.iterdir()):
+            if path.name.endswith(_TEMP_SUFFIX):
+                continue  # still being written
+            match = _COLLECTIONS_RE.match(path.name)
+            if match is None:
+                raise StoreFormatError(
+                    f"{path}: not a collections file (<worker>_collections.json)"
+                )
+            found[_worker(match.group(1), path)] = path
+        return found
+
+    def _meta(self) -> dict[str, Any] | None:
+        """Our meta.json's view: None until the writer's first collections file is there
+        (the legacy trial waits for it too), then the number of workers it announces."""
+        meta: dict[str, Any] = {"format": store.FORMAT_NAME, "version": 1, "legacy": True}
+        if self._part:
+            return meta  # one worker's part: the trial asks the top how many there are
+        files = self._collection_files()
+        if not files:
+            self._check_not_empty()
+            return None
+        first = next(iter(files.values()))
+        announced = (_read_object(first).get("_meta") or {}).get("num_workers", 1)
+        if not isinstance(announced, int) or isinstance(announced, bool) or announced < 1:
+            raise StoreFormatError(f"{first}: num_workers {announced!r} is not a count")
+        ranks = [int(_WORKER_RE.match(w).group(1)) for w in files]  # type: ignore[union-attr]
+        workers = max(announced, max(ranks) + 1)
+        if workers > 1:
+            meta.update(version=store.WORKERS_FORMAT_VERSION, workers=workers)
+        return meta
+
+    def _check_not_empty(self) -> None:
+        """An ended store with index files but no collections file would list no steps."""
+        folder = Path(self.location) / COLLECTIONS_DIR
+        index = Path(self.location) / INDEX_DIR
+        if self._ended() and index.is_dir() and any(index.rglob("*.json")):
+            raise CorruptStoreFile(
+                f"{folder}: no collections file, although the store has ended and "
+                f"{index} holds index files"
+            )
+
+    def _collections(self) -> dict[str, Any] | None:
+        path = Path(self.location) / COLLECTIONS_DIR / f"{self.worker}_collections.json"
+        data = store.read_json(path)
+        if data is None:
+            if self._steps_seen() or self._ended():
+                why = f"{self.worker} wrote steps" if self._steps_seen() else "the job has ended"
+                raise CorruptStoreFile(f"{path}: missing, although {why}")
+            return None
+        entries = data.get("collections") if isinstance(data, dict) else None
+        if not isinstance(entries, dict):
+            raise StoreFormatError(f'{path}: no "collections" object')
+        out = {}
+        for cname, entry in entries.items():
+            names = entry.get("tensor_names", []) if isinstance(entry, dict) else None
+            regexes = entry.get("include_regex", []) if isinstance(entry, dict) else None
+            if not isinstance(names, list) or not isinstance(regexes, list):
+                raise StoreFormatError(f"{path}: collection {cname!r} is not a collection")
+            try:
+                patterns = [re.compile(r) for r in regexes]
+            except (re.error, TypeError) as exc:
+                raise StoreFormatError(f"{path}: collection {cname!r}: {exc}") from None
+            matched = {n for n in self._tensor_names if any(p.search(n) for p in patterns)}
+            out[cname] = {"tensor_names": sorted(set(names) | matched)}
+        return out
+
+    def _steps_seen(self) -> bool:
+        return any(self._steps.values())
 
     def _scan(self) -> None:
-        """Parse index files not seen yet. One that does not parse is being written: it
-        and every later one wait for the next scan (listings stay gap-free)."""
+        """Parse index files not seen yet, once this worker's collections file is there
+        (it comes after the first step's index; the legacy trial waits for it too). One
+        that does not parse is being written: it and every later one wait for the next
+        scan (listings stay gap-free), unless the job has ended."""
         root = Path(self.location) / INDEX_DIR
-        if not root.is_dir():
+        collections = Path(self.location) / COLLECTIONS_DIR / f"{self.worker}_collections.json"
+        if not root.is_dir() or not collections.exists():
             return
         names = sorted(
             (folder.name, entry.name)
             for folder in root.iterdir()
             if folder.is_dir()
             for entry in folder.iterdir()
-            if _INDEX_RE.match(entry.name)
+            if not entry.name.endswith(_TEMP_SUFFIX)
         )
+        ended = self._ended()
         for folder, name in names:
             key = f"{folder}/{name}"
             if key in self._seen:
                 continue
+            path = root / folder / name
+            match = _INDEX_RE.match(name)
+            if match is None:
+                raise StoreFormatError(f"{path}: not an index file (<step>_<worker>.json)")
+            if _worker(match.group(2), path) != self.worker:
+                self._seen.add(key)
+                continue
             try:
-                index = json.loads(store.read_regular(root / folder / name, store.MAX_JSON_BYTES))
-                meta = index["meta"]
-                mode = ModeKeys(meta["mode"])
-                mode_step = int(meta["mode_step"])
-                event_file = meta["event_file_name"]
-                tensors = {
-                    t["tensorname"]: (int(t["start_idx"]), int(t["length"]))
-                    for t in index.get("tensor_payload", [])
-                }
-            except (OSError, ValueError, KeyError, TypeError, RecursionError):
+                index = json.loads(store.read_regular(path, store.MAX_JSON_BYTES))
+            except (OSError, ValueError, RecursionError) as exc:
+                if ended:
+                    raise CorruptStoreFile(f"{path}: not an index file ({exc})") from None
                 return
-            global_step = int(_INDEX_RE.match(name).group(1))  # type: ignore[union-attr]
-            index_path = f"{INDEX_DIR}/{folder}/{name}"
+            self._add(path, int(match.group(1)), index)
             self._seen.add(key)
-            if mode is ModeKeys.GLOBAL:
-                # The legacy hook's default without set_mode(): its steps have no TRAIN,
-                # EVAL or PREDICT mode to read them in. Dropping them would read the store
-                # as empty (no tensors, no steps, no error), and rules over it as clean.
-                raise StoreFormatError(
-                    f"{self.location}: {index_path} holds a step in mode GLOBAL (the legacy "
-                    "hook's default when the script never calls set_mode); remedy reads "
-                    "TRAIN, EVAL and PREDICT steps only. Re-run with hook.set_mode("
-                    "smd.modes.TRAIN) (and EVAL for evaluation)"
-                )
-            if mode in self._steps and tensors:
-                self._steps[mode][mode_step] = (global_step, event_file, tensors)
+
+    def _add(self, path: Path, global_step: int, index: Any) -> None:
+        try:
+            meta = index["meta"]
+            mode = ModeKeys(str(meta["mode"]).strip())
+            mode_step = int(meta["mode_step"])
+            event_file = str(meta["event_file_name"])
+            payload = index.get("tensor_payload") or []
+            shapes = index.get("shape_payload") or []
+            raw = [(t["tensorname"], int(t["start_idx"]), int(t["length"])) for t in payload]
+            shape_names = [s["tensorname"] for s in shapes]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            known = f"{path}: not an index file the reader knows ({exc!r})"
+            raise StoreFormatError(known) from None
+        tensors = {_our_name(tag, path): (tag, start, length) for tag, start, length in raw}
+        saved = {split_key(name)[0] for name in tensors}
+        only_shapes = sorted(set(shape_names) - saved)
+        if only_shapes:
+            raise StoreFormatError(
+                f"{path}: holds only the shape of {', '.join(only_shapes[:5])} "
+                "(ReductionConfig(save_shape=True)); remedy reads tensor values and reductions"
+            )
+        if mode is ModeKeys.GLOBAL:
+            # The legacy hook's default without set_mode(): read as TRAIN, numbered by the
+            # global step (its mode_step), which is how the legacy trial lists them.
+            self._global_mode = self._global_mode or str(path)
+            mode = ModeKeys.TRAIN
+        elif mode is ModeKeys.TRAIN:
+            self._train_mode = self._train_mode or str(path)
+        if self._global_mode and self._train_mode:
+            raise StoreFormatError(
+                f"{path}: {self.worker} wrote steps in mode GLOBAL ({self._global_mode}) and "
+                f"TRAIN ({self._train_mode}); remedy reads GLOBAL steps as TRAIN steps and "
+                "cannot tell them apart"
+            )
+        if not tensors:
+            return  # a step that saved nothing: the legacy trial lists none either
+        self._steps[mode][mode_step] = (global_step, event_file, tensors)
+        self._tensor_names.update(saved)
+
+
+def _our_name(tag: str, path: Path) -> str:
+    """A tensor's name in our store: the legacy reduction entry of a tensor becomes our
+    reduction key of that tensor."""
+    if not tag.startswith(REDUCTIONS_PREFIX):
+        return tag
+    reduction, _, tensor = tag[len(REDUCTIONS_PREFIX) :].partition("/")
+    absolute = reduction.startswith("abs_")
+    reduction = reduction.removeprefix("abs_")
+    if reduction not in REDUCTIONS and reduction not in NORMS or not tensor:
+        raise StoreFormatError(f"{path}: {tag} is not a reduction the reader knows")
+    return reduction_key(tensor, reduction, absolute)
+
+
+def _worker(name: str, path: Path) -> str:
+    if _WORKER_RE.match(name) is None:
+        raise StoreFormatError(
+            f"{path}: worker {name!r} is not worker_<rank>; remedy reads the PyTorch hook's "
+            "workers (torch.distributed, Horovod and SMDDP ranks)"
+        )
+    return name
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    data = store.read_json(path)
+    if not isinstance(data, dict):
+        raise StoreFormatError(f"{path}: not a JSON object")
+    return data
