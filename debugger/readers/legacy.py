@@ -204,7 +204,9 @@ class LegacyStoreReader(StoreReader):
         for cname, entry in entries.items():
             names = entry.get("tensor_names", []) if isinstance(entry, dict) else None
             regexes = entry.get("include_regex", []) if isinstance(entry, dict) else None
-            if not isinstance(names, list) or not isinstance(regexes, list):
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise StoreFormatError(f"{path}: collection {cname!r} is not a collection")
+            if not isinstance(regexes, list):
                 raise StoreFormatError(f"{path}: collection {cname!r} is not a collection")
             try:
                 patterns = [re.compile(r) for r in regexes]
@@ -262,8 +264,8 @@ class LegacyStoreReader(StoreReader):
             event_file = str(meta["event_file_name"])
             payload = index.get("tensor_payload") or []
             shapes = index.get("shape_payload") or []
-            raw = [(t["tensorname"], int(t["start_idx"]), int(t["length"])) for t in payload]
-            shape_names = [s["tensorname"] for s in shapes]
+            raw = [(_text(t["tensorname"]), int(t["start_idx"]), int(t["length"])) for t in payload]
+            shape_names = [_text(s["tensorname"]) for s in shapes]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             known = f"{path}: not an index file the reader knows ({exc!r})"
             raise StoreFormatError(known) from None
@@ -305,6 +307,12 @@ def _our_name(tag: str, path: Path) -> str:
     if reduction not in REDUCTIONS and reduction not in NORMS or not tensor:
         raise StoreFormatError(f"{path}: {tag} is not a reduction the reader knows")
     return reduction_key(tensor, reduction, absolute)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not a name")
+    return value
 
 
 def _worker(name: str, path: Path) -> str:
