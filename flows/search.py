@@ -218,4 +218,5 @@ def search(
         number: (candidate_dir(search_dir, number), flow_run_of(future))
         for number, future in futures.items()
     }
-    return publish_leaderboard(search_dir, candidates, settings.remediate.notify_config)
+    notify = settings.remediate
+    return publish_leaderboard(search_dir, candidates, notify.notify_config, notify.notify_block)

@@ -8,10 +8,11 @@ candidate's job did not report one.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from remedy.records.messages import redact
+from remedy.records.messages import Message, cell, markdown_table, redact, sentence
 from remedy.records.metric_columns import BUILTIN_METRICS, metric_names, unique
 from remedy.records.run_folder import load_run, state_path
 from remedy.records.verdict import run_is_clean
@@ -78,33 +79,57 @@ def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     )
 
 
-def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
-    columns = [
-        "candidate",
-        "depth",
-        "activation",
-        "batch_norm",
-        "width",
-        "learning_rate",
-        "attempts",
-        "strategies",
-        "accuracy",
-        "steps_used",
-        "status",
-        "why",
-    ]
-    if any(row.get("flow_run") for row in rows):  # candidates ran as deployment runs
+COLUMNS = [
+    "candidate",
+    "depth",
+    "activation",
+    "batch_norm",
+    "width",
+    "learning_rate",
+    "attempts",
+    "strategies",
+    "accuracy",
+    "steps_used",
+    "status",
+    "why",
+]
+
+
+def leaderboard_table(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """The leaderboard as a table, header first: the candidates' metrics after the accuracy,
+    their flow runs when they ran as deployment runs; "-" for what a row does not have."""
+    columns = list(COLUMNS)
+    if any(row.get("flow_run") for row in rows):
         columns.append("flow_run")
     metrics = unique(name for row in rows for name in row.get("metrics", {}))
     at = columns.index("accuracy") + 1
-    lines = ["| " + " | ".join(columns[:at] + metrics + columns[at:]) + " |"]
-    lines.append("|" + "---|" * (len(columns) + len(metrics)))
+    table = [columns[:at] + metrics + columns[at:]]
     for row in rows:
         own = row.get("metrics", {})
-        cells = [str(row.get(c, "")) for c in columns]
-        values = ["-" if own.get(name) is None else f"{own[name]:.4g}" for name in metrics]
-        lines.append("| " + " | ".join(cells[:at] + values + cells[at:]) + " |")
-    return "\n".join(lines) + "\n"
+        cells = [cell(row.get(c)) for c in columns]
+        values = [cell(own.get(name)) for name in metrics]
+        table.append(cells[:at] + values + cells[at:])
+    return table
+
+
+def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
+    return "\n".join(markdown_table(leaderboard_table(rows))) + "\n"
+
+
+def leaderboard_lines(table: list[list[str]]) -> list[str]:
+    """`Candidate 2 (clean): depth 20, activation elu, ...`: a candidate per line, its values
+    named, for targets that show plain text."""
+    header, *body = table
+    lines = []
+    for row in body:
+        values = dict(zip(header, row, strict=True))
+        named = [
+            f"{name} {value}"
+            for name, value in values.items()
+            if name not in ("candidate", "status") and value not in ("", "-")
+        ]
+        lines.append(f"Candidate {values['candidate']} ({values['status']}): {', '.join(named)}")
+    return lines
 
 
 def write_leaderboard(search_dir: str, rows: list[dict[str, Any]]) -> None:
@@ -113,10 +138,37 @@ def write_leaderboard(search_dir: str, rows: list[dict[str, Any]]) -> None:
 
 
 def summary(rows: list[dict[str, Any]]) -> str:
+    """`candidate 2 (elu, bn 1, depth 20) is best with accuracy 0.912`."""
     best = rows[0] if rows and rows[0]["accuracy"] is not None else None
     if best is None:
         return "no candidate completed"
     return (
-        f"best: candidate {best['candidate']} ({best['activation']}, bn {best['batch_norm']}, "
-        f"depth {best['depth']}) accuracy {best['accuracy']:.3f}"
+        f"candidate {best['candidate']} ({best['activation']}, bn {best['batch_norm']}, "
+        f"depth {best['depth']}) is best with accuracy {best['accuracy']:.3f}"
     )
+
+
+# The most candidates a notification lists; leaderboard.md has them all.
+MESSAGE_CANDIDATES = 5
+
+
+def search_message(rows: list[dict[str, Any]], search_dir: str) -> Message:
+    """The search's end for people: the best candidate in a sentence, how the candidates
+    ended, and the top of the leaderboard."""
+    counts = Counter(row["status"] for row in rows)
+    ended = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+    table = leaderboard_table(rows[:MESSAGE_CANDIDATES])
+    more = len(rows) - MESSAGE_CANDIDATES
+    return Message(
+        title="remedy: search finished",
+        opening=[
+            sentence(f"Search {Path(search_dir).name} finished: {summary(rows)}"),
+            f"{len(rows)} candidate{'s' if len(rows) != 1 else ''}: {ended or 'none'}.",
+        ],
+        rows=table,
+        row_lines=leaderboard_lines(table),
+        notes=[f"... and {more} more in leaderboard.md."] if more > 0 else [],
+    )
+
+
+STATUSES = ("clean", "repaired", "failed", "never started")

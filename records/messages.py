@@ -160,21 +160,23 @@ def repro_lines(state: State) -> list[str]:
 @dataclass(frozen=True)
 class Message:
     """A message for people, rendered for what each target shows: `text` for plain-text
-    targets (one line per attempt: nothing to align on a phone), `markdown` for chat and
-    mail (a table; apprise turns it into HTML for targets that take HTML). The opening line
-    is a complete sentence. Everything is redacted but `links`: ours (the flow run's page,
-    the report), added after redaction. `title, body = message` gives the text body."""
+    targets (`row_lines`, a line per row: nothing to align on a phone), `markdown` for chat
+    and mail (`rows` as a table; apprise turns it into HTML for targets that take HTML). The
+    opening line is a complete sentence. Everything is redacted but `links`: ours (the flow
+    run's page, the report), added after redaction. `title, body = message` gives the text
+    body."""
 
     title: str
     opening: list[str]
-    rows: list[list[str]] = dataclasses.field(default_factory=list)  # attempt table, header first
+    rows: list[list[str]] = dataclasses.field(default_factory=list)  # a table, header first
+    row_lines: list[str] = dataclasses.field(default_factory=list)  # its rows as plain text
     notes: list[str] = dataclasses.field(default_factory=list)
     links: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (label, URL)
 
     def text(self) -> str:
         lines = [redact(line) for line in self.opening]
-        if self.rows:
-            lines += ["", *(redact(line) for line in attempt_lines(self.rows))]
+        if self.row_lines:
+            lines += ["", *(redact(line) for line in self.row_lines)]
         lines += [redact(line) for line in self.notes]
         lines += [f"{label}: {url}" for label, url in self.links]
         return "\n".join(lines)
@@ -190,7 +192,7 @@ class Message:
 
     def with_links(self, *links: tuple[str, str | None]) -> Message:
         known = [(label, url) for label, url in links if url]
-        return Message(self.title, self.opening, self.rows, self.notes, self.links + known)
+        return dataclasses.replace(self, links=self.links + known)
 
     def __iter__(self) -> Iterator[str]:
         return iter((self.title, self.text()))
@@ -255,13 +257,15 @@ def retraining_message(state: State) -> Message:
     if attempt is not None:
         where += f" (job {attempt.job_name})"
     change = state.planned_change
+    rows = attempt_rows(state)
     return Message(
         title=f"remedy: retraining {name}",
         opening=[
             sentence(f"{findings_phrase(state)} in {where}"),
             sentence(f"Next: {change.reason}") if change else "Next: relaunch unchanged.",
         ],
-        rows=attempt_rows(state),
+        rows=rows,
+        row_lines=attempt_lines(rows),
         notes=repro_lines(state),
     )
 
@@ -278,6 +282,7 @@ def final_message(state: State) -> Message:
         opening = f"{name} completed cleanly after {attempts}"
     else:
         opening = f"remedy gave up on {name} after {attempts}"
+    rows = attempt_rows(state)
     return Message(
         title=f"remedy: {name} {'completed' if clean else 'gave up'}",
         opening=[
@@ -285,6 +290,7 @@ def final_message(state: State) -> Message:
             f"Attempts: {count}; final metrics: "
             f"{metrics_text(attempt.metrics if attempt else {}, metric_names(state))}.",
         ],
-        rows=attempt_rows(state),
+        rows=rows,
+        row_lines=attempt_lines(rows),
         notes=repro_lines(state),
     )

@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 import apprise
-from remedy.records.logs import task_logger
 from remedy.records.messages import Message
 
 NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
@@ -64,25 +63,6 @@ def notifier(
         config.add(config_path)
         targets.add(config)
     return targets if len(targets) or config_path else None
-
-
-def send(
-    title: str, body: str, config_path: str | None = None, secret_block: str | None = None
-) -> bool:
-    """Send one message to every target; returns whether every target accepted it.
-    Never raises: a notification must never fail the flow."""
-    logger = task_logger()
-    try:
-        targets = notifier(config_path, secret_block)
-        if targets is None:
-            return False
-        delivered = bool(targets.notify(title=title, body=body))
-    except Exception as error:
-        logger.warning("notification failed: %s", type(error).__name__)
-        return False
-    if not delivered:
-        logger.warning("a notification target did not accept %r", title)
-    return delivered
 
 
 class NotDelivered(RuntimeError):

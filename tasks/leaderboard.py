@@ -9,15 +9,15 @@ from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from remedy.records.leaderboard import (
-    leaderboard_markdown,
     leaderboard_row,
     rank,
+    search_message,
     summary,
     write_leaderboard,
 )
 from remedy.records.logs import task_logger
-from remedy.records.notifications import send
 from remedy.records.run_folder import default_run_dir
+from remedy.tasks.notify import tell
 
 
 @task(cache_policy=NO_CACHE)
@@ -32,9 +32,11 @@ def publish_leaderboard(
     search_dir: str,
     candidates: dict[int, tuple[str, dict[str, Any]]],
     notify_config: str | None = None,
+    notify_block: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rank the candidates (number -> its run folder and what its flow run reported), write
-    leaderboard.json and .md, show the table in the UI and tell people the best."""
+    leaderboard.json and .md, show the table in the UI and tell people the best (as the
+    remediation's messages are told: each target retried, linking this flow run)."""
     rows = rank(
         [
             leaderboard_row(number, run_dir, flow_run)
@@ -47,9 +49,8 @@ def publish_leaderboard(
         key="remedy-search-leaderboard",
         description=f"Leaderboard of {search_dir}",
     )
-    best = summary(rows)
-    send("remedy: search finished", best + "\n\n" + leaderboard_markdown(rows[:5]), notify_config)
-    task_logger().info("search finished: %s", best)
+    task_logger().info("search finished: %s", summary(rows))
+    tell(search_message(rows, search_dir), notify_config, notify_block)
     return rows
 
 

@@ -8,13 +8,23 @@ import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from prefect import flow
 from prefect.runtime import flow_run
-from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier, send
-from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange, State
-from remedy.state_schema.transitions import begin_attempt, update_current_attempt
+from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier
+from remedy.state_schema import (
+    Finding,
+    JobStatus,
+    Payload,
+    PlannedChange,
+    RunSpec,
+    State,
+    save_state,
+)
+from remedy.state_schema.transitions import begin_attempt, end, update_current_attempt
+from remedy.tasks.leaderboard import publish_leaderboard
 from remedy.tasks.notify import announce, notify
 
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
@@ -135,7 +145,7 @@ def test_targets_from_a_prefect_secret_block(
         notifier()
     # the run form's settings.notify_block names the block instead of the environment
     monkeypatch.delenv(NOTIFY_SECRET_ENV)
-    assert send("remedy: retraining", "named in the form", None, "remedy-notify-test") is True
+    assert notify.fn("remedy: retraining", "named in the form", None, "remedy-notify-test") is True
     assert Receiver.received[-1]["message"] == "named in the form"
 
 
@@ -212,4 +222,67 @@ def test_messages_read_well_on_a_phone_and_link_the_flow_run(
         p.get_payload(decode=True).decode() for p in parts if p.get_content_type() == "text/html"
     ]
     assert "<table>" in html and "<td>NonFiniteGradient @ step 3</td>" in html
+    assert f'<a href="{link}">Flow run</a>' in html
+
+
+def candidate(run_dir: Path, name: str, loss: float, accuracy: float, reason: str) -> str:
+    """A candidate's run folder: one attempt that completed with `loss` (from 2.3) and
+    `accuracy`, and its end."""
+    state = State(run_spec=RunSpec(base_job_name=name))
+    state = begin_attempt(state, f"{name}-1")
+    done = {"outcome": JobStatus.Completed, "steps_run": 40, "initial_loss": 2.3}
+    state = update_current_attempt(state, **done, final_loss=loss, final_accuracy=accuracy)
+    save_state(run_dir / "state.json", end(state, reason))
+    return str(run_dir)
+
+
+def test_the_search_tells_its_leaderboard_as_the_runs_tell_theirs(
+    prefect_api_url: str, receiver: str, smtp_receiver, tmp_path: Path, monkeypatch
+) -> None:
+    """The search's end goes the remediation messages' way: a sentence first, a line per
+    candidate to plain text, a table to markdown and (as HTML) to mail, a link to the
+    search's flow run; a target's outage is retried."""
+    port, mails = smtp_receiver
+    mail = (
+        f"mailto://remedy@example.com?smtp=127.0.0.1&port={port}&mode=insecure"
+        "&from=remedy@example.com&to=ml-team@example.com"
+    )
+    text_hook = receiver.replace("/hook", "/text")
+    markdown_hook = receiver.replace("/hook", "/markdown") + "?format=markdown"
+    Receiver.refuse = {"/text": 1}
+    monkeypatch.setenv(NOTIFY_URLS_ENV, f"{text_hook} {markdown_hook} {mail}")
+    candidates = {
+        1: (candidate(tmp_path / "c1", "c1", 2.29, 0.1, "max_num_retraining (0) reached"), {}),
+        2: (candidate(tmp_path / "c2", "c2", 0.4, 0.875, "completed: all good"), {}),
+    }
+
+    @flow(name="search-probe")
+    def probe() -> str:
+        publish_leaderboard(str(tmp_path), candidates)
+        return str(flow_run.id)
+
+    link = f"{prefect_api_url.removesuffix('/api')}/runs/flow-run/{probe()}"
+    by_path = {message["path"]: message for message in Receiver.received}
+    assert Receiver.refuse == {"/text": 0}  # refused once, delivered on the retry
+
+    text = by_path["/text"]["message"]
+    assert by_path["/text"]["title"] == "remedy: search finished"
+    assert text.splitlines()[:2] == [
+        f"Search {tmp_path.name} finished: candidate 2 (elu, bn 0, depth 20) is best with "
+        "accuracy 0.875.",
+        "2 candidates: 1 clean, 1 failed.",
+    ]
+    assert "|" not in text and "Candidate 1 (failed): depth 20," in text
+    assert text.splitlines()[-2].endswith("why max_num_retraining (0) reached")
+    assert text.splitlines()[-1] == f"Flow run: {link}"
+
+    markdown = by_path["/markdown"]["message"]
+    assert "| candidate | depth | activation |" in markdown and f"[Flow run]({link})" in markdown
+
+    (mail_text,) = mails
+    parts = email.message_from_string(mail_text).walk()
+    (html,) = [
+        p.get_payload(decode=True).decode() for p in parts if p.get_content_type() == "text/html"
+    ]
+    assert "<table>" in html and "<td>0.875</td>" in html
     assert f'<a href="{link}">Flow run</a>' in html
