@@ -4,9 +4,11 @@ Prefect server."""
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from remedy.errors import UsageError
@@ -81,15 +83,27 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-AUTOMATION_FILE = "infra/automations/gave_up.yaml"
+# Package data, so that `remedy automation` works from a plain install (no checkout).
+AUTOMATION_FILE = "remedy/automations/gave_up.yaml"
+
+
+def shipped_automation() -> str:
+    """The path of the automation file the package ships."""
+    return str(importlib.resources.files("remedy") / "automations" / "gave_up.yaml")
 
 
 def cmd_automation(args: argparse.Namespace) -> int:
     """Create (or replace, by name) the Prefect automations of a file, their notification
-    actions sending through the block named by --block."""
+    actions sending through the block named by --block; --print writes the file instead."""
+    path = args.from_file or shipped_automation()
+    if args.print:
+        print(Path(path).read_text(), end="")
+        return 0
+    if not args.block:
+        raise UsageError("remedy automation: --block BLOCK_TYPE_SLUG/NAME is required")
     require_api("create automations on")
     try:
-        ids = apply_automations(args.from_file, args.block)
+        ids = apply_automations(path, args.block)
     except ValueError as error:
         raise UsageError(str(error)) from None
     for name, automation_id in ids.items():
@@ -102,8 +116,6 @@ def apply_automations(path: str, block: str) -> dict[str, Any]:
     `prefect automation create --from-file` reads them) on the Prefect API, each
     send-notification action pointed at the block BLOCK_TYPE_SLUG/NAME; an automation of
     the same name is replaced. Returns {name: id}."""
-    from pathlib import Path
-
     import yaml
     from prefect.client.orchestration import get_client
     from prefect.events.schemas.automations import AutomationCore
@@ -279,14 +291,17 @@ def register(commands: Any) -> None:
     )
     automation.add_argument(
         "--block",
-        required=True,
         help="notification block as BLOCK_TYPE_SLUG/NAME (e.g. slack-webhook/remedy-alerts)",
     )
     automation.add_argument(
         "--from-file",
-        default=AUTOMATION_FILE,
         help="automation file, YAML or JSON as `prefect automation create --from-file` "
-        f"reads it (default {AUTOMATION_FILE})",
+        f"reads it (default: the one remedy ships, {AUTOMATION_FILE})",
+    )
+    automation.add_argument(
+        "--print",
+        action="store_true",
+        help="write the automation file to stdout (for `prefect automation create`) and exit",
     )
     automation.set_defaults(handler=cmd_automation)
 

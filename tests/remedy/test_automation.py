@@ -1,9 +1,10 @@
-"""The automation in infra/ (remedy.gave_up -> a notification), created by `remedy
+"""The automation remedy ships (remedy.gave_up -> a notification), created by `remedy
 automation` on the session's real server and triggered by a real run that gives up: the
 server's automation sends through a real webhook block to a real HTTP receiver."""
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 import queue
@@ -25,7 +26,8 @@ from remedy.records.publish import run_name
 from remedy.state_schema import Budgets, RunSpec, State
 
 REPO = Path(__file__).resolve().parents[2]
-AUTOMATION = REPO / "infra" / "automations" / "gave_up.yaml"
+# package data: read as an installed package reads it, not from the checkout's tree
+AUTOMATION = importlib.resources.files("remedy") / "automations" / "gave_up.yaml"
 
 
 @pytest.fixture
@@ -63,10 +65,20 @@ def remedy_cli(api_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_shipped_file_is_what_prefect_automation_create_reads() -> None:
+def test_the_shipped_file_is_what_prefect_automation_create_reads(tmp_path: Path) -> None:
     automation = AutomationCore.model_validate(yaml.safe_load(AUTOMATION.read_text()))
     assert automation.trigger.expect == {"remedy.gave_up"}
     assert [action.type for action in automation.actions] == ["send-notification"]
+    # from any folder, for `prefect automation create --from-file`
+    printed = subprocess.run(
+        [sys.executable, "-m", "remedy", "automation", "--print"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert printed.stdout == AUTOMATION.read_text()
 
 
 def test_a_run_that_gives_up_notifies_through_the_automation(
