@@ -169,3 +169,16 @@ def served(prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """moto's real server (S3, the training service as far as moto has it, CloudWatch
+    Logs) on loopback: its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

@@ -1,5 +1,5 @@
-"""moto's real server (S3, the training service as far as moto has it, CloudWatch Logs),
-and the environment that points boto3 at it."""
+"""The environment that points boto3 at moto's real server (tests/conftest.py: S3, the
+training service as far as moto has it, CloudWatch Logs)."""
 
 from __future__ import annotations
 
@@ -15,17 +15,6 @@ from remedy.state_schema import RunSpec
 BUCKET = "remedy-cloud-test"
 REGION = "us-west-2"
 ROLE = "arn:aws:iam::123456789012:role/remedy-training"
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture
