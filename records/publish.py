@@ -8,9 +8,10 @@
   resource remedy.run.<run>, so Prefect automations can notify or trigger on them;
 - at the run's end, its report itself as a markdown artifact (key remedy-<run>-report:
   summary, attempt table and plots inline), so the UI shows it whichever machine ran the
-  flow (a pool worker included); it and the attempts artifact link the HTML report when a
-  report server serves the run (`remedy serve`, or REMEDY_REPORTS_URL), and otherwise name
-  its file and the machine it lies on (a file:// link opens from no web page).
+  flow (a pool worker included); it and the attempts artifact link the HTML report when it
+  was uploaded to an object store (REMEDY_REPORTS_S3, report_store.py) or a report server
+  serves the run (`remedy serve`, or REMEDY_REPORTS_URL), and otherwise name its file and
+  the machine it lies on (a file:// link opens from no web page).
 Everything published goes through redact(): no role ARN, URL or token reaches the UI; the
 report's URL is ours, added after redaction.
 """
@@ -34,6 +35,7 @@ from prefect.runtime import flow_run
 from remedy.jobs import JobSnapshot
 from remedy.records.messages import attempt_rows, redact
 from remedy.records.report_server import REPORTS_URL_ENV
+from remedy.records.report_store import REPORTS_S3_ENV
 from remedy.records.run_folder import REPORT_MARKDOWN, runs_root
 from remedy.state_schema import State
 
@@ -109,12 +111,15 @@ def report_url(report_dir: str | Path) -> str:
     return index.as_uri()
 
 
-def publish_attempts(state: State, run_dir: str, report_dir: str | None = None) -> None:
+def publish_attempts(
+    state: State, run_dir: str, report_dir: str | None = None, url: str | None = None
+) -> None:
+    """The attempts artifact; `url`: where the report opens (default report_url)."""
     if _flow_run_id() is None:
         return
     markdown = attempts_markdown(state)
     if report_dir is not None:
-        markdown += f"\n\n{report_link(report_dir)}"
+        markdown += f"\n\n{report_link(report_dir, url)}"
     create_markdown_artifact(
         markdown,
         key=f"remedy-{run_name(run_dir)}-attempts",
@@ -122,20 +127,20 @@ def publish_attempts(state: State, run_dir: str, report_dir: str | None = None) 
     )
 
 
-def report_link(report_dir: str | Path) -> str:
-    """Markdown for where the HTML report opens: a link when a report server serves it,
-    else its path and the machine it lies on."""
-    url = report_url(report_dir)
+def report_link(report_dir: str | Path, url: str | None = None) -> str:
+    """Markdown for where the HTML report opens: a link when it is on the web (`url`: the
+    object store's; else a report server's), else its path and the machine it lies on."""
+    url = url or report_url(report_dir)
     if url.startswith(("http://", "https://")):
         return f"**Report:** [report/index.html]({url})"
     where = (Path(report_dir) / "index.html").resolve()
     return (
         f"**Report:** `{where}` on {socket.gethostname()} (no report server serves this run: "
-        f"`remedy serve` does, or set {REPORTS_URL_ENV})"
+        f"`remedy serve` does, or set {REPORTS_URL_ENV} or {REPORTS_S3_ENV})"
     )
 
 
-def report_markdown(report_dir: str | Path) -> str:
+def report_markdown(report_dir: str | Path, url: str | None = None) -> str:
     """The run's report (report.md) for its artifact: text redacted, our own plots kept
     (left out past MAX_REPORT_ARTIFACT_CHARS), and where the HTML report opens."""
     path = Path(report_dir) / REPORT_MARKDOWN
@@ -146,15 +151,15 @@ def report_markdown(report_dir: str | Path) -> str:
         lines = [line for line in lines if not plot.match(line)]
         lines.append(f"_Plots left out ({len(text) // 1_000_000} MB): see the HTML report._")
     kept = "\n".join(line if plot.match(line) else redact(line) for line in lines)
-    return f"{kept}\n\n{report_link(report_dir)}\n"
+    return f"{kept}\n\n{report_link(report_dir, url)}\n"
 
 
-def publish_report(report_dir: str, run_dir: str) -> None:
+def publish_report(report_dir: str, run_dir: str, url: str | None = None) -> None:
     """The run's report as a markdown artifact of this flow run (summary, attempts, plots)."""
     if _flow_run_id() is None:
         return
     create_markdown_artifact(
-        report_markdown(report_dir),
+        report_markdown(report_dir, url),
         key=f"remedy-{run_name(run_dir)}-report",
         description="Every attempt with its curves, findings and gradient norms",
     )

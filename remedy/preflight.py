@@ -17,6 +17,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
+from remedy.records.report_store import reports_store
 from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
 
 
@@ -26,7 +27,12 @@ class PreflightError(ValueError):
 
 def preflight(spec: RunSpec) -> None:
     """Raise PreflightError naming the field when a local job could not start, or when a
-    rule could not be evaluated (whatever the backend: a job must never run unwatched)."""
+    rule could not be evaluated (whatever the backend: a job must never run unwatched), or
+    when this machine's REMEDY_REPORTS_S3 is not an s3:// URI."""
+    try:
+        reports_store()
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
     check_rules(spec)
     if spec.backend == "sagemaker":
         check_cloud(spec)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from remedy.records.logs import task_logger
-from remedy.records.messages import Message, final_message, retraining_message
+from remedy.records.messages import Message, final_message, redact, retraining_message
 from remedy.records.notifications import deliver, notifier
 from remedy.records.publish import (
     flow_run_url,
@@ -14,8 +16,10 @@ from remedy.records.publish import (
     publish_report,
     report_url,
 )
+from remedy.records.report_store import REPORTS_S3_ENV
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import State
+from remedy.tasks.report_store import store_report
 
 
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 15])
@@ -87,10 +91,26 @@ def announce_end(
 ) -> None:
     """The run ended: completed (clean) or gave_up, its attempts and report, the message."""
     publish_event("completed" if run_is_clean(state) else "gave_up", state, run_dir)
-    publish_attempts(state, run_dir, report_dir)
+    report = None if report_dir is None else report_location(report_dir, run_dir)
+    publish_attempts(state, run_dir, report_dir, report)
     if report_dir is not None:
-        publish_report(report_dir, run_dir)
-    report = report_url(report_dir) if report_dir is not None else None
+        publish_report(report_dir, run_dir, report)
     if report and not report.startswith(("http://", "https://")):
         report = None  # a file:// URL opens on no phone
     tell(final_message(state).with_links(("Report", report)), notify_config, notify_block)
+
+
+def report_location(report_dir: str, run_dir: str) -> str:
+    """Where the report opens: the object store's link when REMEDY_REPORTS_S3 is set and
+    the upload worked (retried), else report_url (a report server's, or file://)."""
+    if not os.environ.get(REPORTS_S3_ENV):
+        return report_url(report_dir)
+    stored = store_report(report_dir, run_dir, return_state=True)
+    if not stored.is_completed():
+        task_logger().warning(
+            "report not uploaded to %s (%s): its path is linked instead",
+            REPORTS_S3_ENV,
+            redact(str(stored.message or stored.name)),
+        )
+        return report_url(report_dir)
+    return stored.result() or report_url(report_dir)
