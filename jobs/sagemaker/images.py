@@ -2,8 +2,8 @@
 cloud SDK's `image_uris.retrieve("pytorch", region, version, py_version, instance_type,
 image_scope="training")`), or the user's own (run_spec.image_uri).
 
-The training images live in a registry account per region: 763104351884 in most, a few
-regions have their own. A region not listed here needs run_spec.image_uri.
+The training images live in a registry account per region (763104351884 in most); a region
+the SDK lists no image for needs run_spec.image_uri.
 """
 
 from __future__ import annotations
@@ -11,40 +11,49 @@ from __future__ import annotations
 DEFAULT_FRAMEWORK_VERSION = "2.5.1"
 DEFAULT_PY_VERSION = "py311"
 REPOSITORY = "pytorch-training"
-DEFAULT_ACCOUNT = "763104351884"
-# Regions whose deep-learning-container registry is not DEFAULT_ACCOUNT.
-REGION_ACCOUNTS = {
+# The PyTorch training images' registry account per region, as the cloud SDK publishes it
+# (image_uri_config/pytorch.json, training 2.5.1; tests/jobs/sagemaker/test_images.py pins
+# this table to that file).
+REGISTRY_ACCOUNTS = {
     "af-south-1": "626614931356",
     "ap-east-1": "871362719292",
+    "ap-east-2": "975050140332",
+    "ap-northeast-1": "763104351884",
+    "ap-northeast-2": "763104351884",
     "ap-northeast-3": "364406365360",
+    "ap-south-1": "763104351884",
+    "ap-south-2": "772153158452",
+    "ap-southeast-1": "763104351884",
+    "ap-southeast-2": "763104351884",
     "ap-southeast-3": "907027046896",
+    "ap-southeast-4": "457447274322",
+    "ap-southeast-5": "550225433462",
+    "ap-southeast-6": "633930458069",
+    "ap-southeast-7": "590183813437",
+    "ca-central-1": "763104351884",
+    "ca-west-1": "204538143572",
     "cn-north-1": "727897471807",
     "cn-northwest-1": "727897471807",
+    "eu-central-1": "763104351884",
+    "eu-central-2": "380420809688",
+    "eu-north-1": "763104351884",
     "eu-south-1": "692866216735",
+    "eu-south-2": "503227376785",
+    "eu-west-1": "763104351884",
+    "eu-west-2": "763104351884",
+    "eu-west-3": "763104351884",
     "il-central-1": "780543022126",
+    "me-central-1": "914824155844",
     "me-south-1": "217643126080",
+    "mx-central-1": "637423239942",
+    "sa-east-1": "763104351884",
+    "us-east-1": "763104351884",
+    "us-east-2": "763104351884",
+    "us-gov-east-1": "446045086412",
     "us-gov-west-1": "442386744353",
+    "us-west-1": "763104351884",
+    "us-west-2": "763104351884",
 }
-DEFAULT_ACCOUNT_REGIONS = frozenset(
-    {
-        "ap-northeast-1",
-        "ap-northeast-2",
-        "ap-south-1",
-        "ap-southeast-1",
-        "ap-southeast-2",
-        "ca-central-1",
-        "eu-central-1",
-        "eu-north-1",
-        "eu-west-1",
-        "eu-west-2",
-        "eu-west-3",
-        "sa-east-1",
-        "us-east-1",
-        "us-east-2",
-        "us-west-1",
-        "us-west-2",
-    }
-)
 # Instance families with NVIDIA GPUs: the gpu image; every other family the cpu one.
 GPU_FAMILIES = ("p2", "p3", "p4", "p5", "p6", "g4", "g5", "g6", "gr6")
 # Accelerators the PyTorch image cannot drive (Trainium, Inferentia): an image_uri is needed.
@@ -71,10 +80,8 @@ def processor(instance_type: str) -> str:
 
 
 def registry_account(region: str) -> str:
-    if region in REGION_ACCOUNTS:
-        return REGION_ACCOUNTS[region]
-    if region in DEFAULT_ACCOUNT_REGIONS:
-        return DEFAULT_ACCOUNT
+    if region in REGISTRY_ACCOUNTS:
+        return REGISTRY_ACCOUNTS[region]
     raise ImageError(
         f"run_spec.region {region}: remedy does not know the PyTorch training image's "
         "registry there; set run_spec.image_uri"
