@@ -36,7 +36,7 @@ from remedy.tasks.notify import announce, announce_end
 from remedy.tasks.plan import PolicyName, plan
 from remedy.tasks.record import finish, open_run, record, release_run
 from remedy.tasks.stop import stop_job, stop_latest_job
-from remedy.tasks.train import ensure_launched, train
+from remedy.tasks.train import check_spec, ensure_launched, train
 
 RUNNING = (JobStatus.InProgress, JobStatus.Stopping)
 
@@ -98,6 +98,7 @@ def remediate(
         state = State(
             run_spec=run_spec, budgets=budgets, policy=policy, policy_config=policy_config
         )
+    check_spec(state.run_spec)  # a spec no job could start from: refused, nothing created
     run_dir, state = open_run(state, run_dir, flow_run.name)  # a retry resumes, never redoes
     state = ensure_launched(state, run_dir)
 

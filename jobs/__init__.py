@@ -8,7 +8,7 @@ from remedy.jobs.base import (
     RuleEvaluation,
     is_infrastructure_failure,
 )
-from remedy.jobs.registry import backend_for, known_backends, register_backend
+from remedy.jobs.registry import backend_class, backend_for, known_backends, register_backend
 
 __all__ = [
     "JobBackend",
@@ -16,6 +16,7 @@ __all__ = [
     "JobSnapshot",
     "Progress",
     "RuleEvaluation",
+    "backend_class",
     "backend_for",
     "is_infrastructure_failure",
     "known_backends",

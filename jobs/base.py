@@ -108,6 +108,12 @@ class JobBackend(ABC):
         # working directory (source_dir), where a relative path would point elsewhere.
         self.run_dir = Path(run_dir).absolute()
 
+    @classmethod
+    def check(cls, spec: RunSpec) -> None:
+        """Refuse a spec this backend could never launch (ValueError naming the field),
+        before anything is created. Every flow run calls it first; the default takes any."""
+        return None
+
     @abstractmethod
     def launch(self, job_name: str, spec: RunSpec) -> None:
         """Start the job; launching a name that exists already does nothing."""

@@ -31,10 +31,15 @@ def known_backends() -> list[str]:
     )
 
 
-def backend_for(name: str, run_dir: str | Path) -> JobBackend:
-    """The backend named by run_spec.backend, keeping its jobs under run_dir."""
+def backend_class(name: str) -> type[JobBackend]:
+    """The class of the backend named by run_spec.backend."""
     if name not in BACKENDS and name in known_backends():
         importlib.import_module(f"{__package__}.{name}")
     if name not in BACKENDS:
         raise ValueError(f"run_spec.backend: unknown backend {name!r}; known: {known_backends()}")
-    return BACKENDS[name](run_dir)
+    return BACKENDS[name]
+
+
+def backend_for(name: str, run_dir: str | Path) -> JobBackend:
+    """The backend named by run_spec.backend, keeping its jobs under run_dir."""
+    return backend_class(name)(run_dir)

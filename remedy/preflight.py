@@ -9,10 +9,8 @@ first on the import path, then the installed packages.
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import os
-import re
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
@@ -65,70 +63,17 @@ def preflight(spec: RunSpec) -> None:
             raise PreflightError(f"run_spec.data_path: {error}") from None
 
 
-CLOUD_FIELDS = ("sm_role", "bucket", "region", "instance_type")
-BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-
-
 def check_cloud(spec: RunSpec) -> None:
-    """A cloud job's spec, before anything is created: the fields it needs, an instance
-    type and region the service knows (botocore's model and endpoints), the image, the
-    code, and the whole CreateTrainingJob request against the service's model
-    (hyperparameter and environment limits included). Never quotes the role or bucket."""
-    from remedy.jobs.sagemaker.images import ImageError, training_image
-    from remedy.jobs.sagemaker.layout import CloudPaths
-    from remedy.jobs.sagemaker.request import create_training_job_request
-    from remedy.jobs.sagemaker.service_model import RequestError, instance_types
-    from remedy.jobs.sagemaker.source import SourceError, source_files
+    """A cloud job's spec (jobs/sagemaker/checks.py: fields, instance type, region, image,
+    the request against the service's model), and its script in source_dir."""
+    from remedy.jobs.sagemaker.checks import CloudSpecError, check_cloud_spec
 
-    missing = [name for name in CLOUD_FIELDS if not getattr(spec, name)]
-    if missing:
-        raise PreflightError(
-            f"run_spec: the sagemaker backend needs {', '.join(missing)} (see docs/cloud.md)"
-        )
-    assert spec.instance_type and spec.region and spec.bucket
-    known = instance_types()
-    if spec.instance_type not in known:
-        close = difflib.get_close_matches(spec.instance_type, known, n=3)
-        hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise PreflightError(
-            f"run_spec.instance_type: {spec.instance_type!r} is not a training instance type "
-            f"of the service{hint}"
-        )
-    regions = cloud_regions()
-    if regions and spec.region not in regions:
-        close = difflib.get_close_matches(spec.region, regions, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise PreflightError(f"run_spec.region: the service has no region {spec.region!r}{hint}")
-    if not BUCKET_NAME.fullmatch(spec.bucket) or ".." in spec.bucket:
-        raise PreflightError("run_spec.bucket: not a bucket name (3-63 of a-z, 0-9, '.', '-')")
     try:
-        training_image(spec.image_uri, spec.region, spec.instance_type)
-        list(source_files(spec))
-    except (ImageError, SourceError) as error:
+        check_cloud_spec(spec)
+    except CloudSpecError as error:
         raise PreflightError(str(error)) from None
     if spec.source_dir is not None and spec.is_script:
         check_script(spec.entry_point, Path(spec.source_dir).resolve(), True)
-    if spec.init_checkpoint and not spec.init_checkpoint.startswith("s3://"):
-        raise PreflightError(
-            "run_spec.init_checkpoint: a cloud job warm-starts from a checkpoint in the "
-            "bucket (an s3:// folder a job wrote)"
-        )
-    try:
-        paths = CloudPaths(spec.bucket, "preflight-check")
-        create_training_job_request(spec, paths, spec.region)
-    except (RequestError, ValueError) as error:
-        raise PreflightError(f"run_spec: the service would refuse the job: {error}") from None
-
-
-def cloud_regions() -> list[str]:
-    """The service's regions in botocore's endpoint data (all partitions)."""
-    import boto3
-
-    session = boto3.session.Session()
-    found: list[str] = []
-    for partition in session.get_available_partitions():
-        found += session.get_available_regions("sagemaker", partition_name=partition)
-    return sorted(set(found))
 
 
 def check_checkpoint(folder: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from remedy.jobs import backend_for
+from remedy.jobs import backend_class, backend_for
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import persist
 from remedy.state_schema import NextAction, RunSpec, State
@@ -15,6 +15,14 @@ from remedy.state_schema.transitions import (
     retraining_budget_spent,
 )
 from remedy.tasks.retry import BACKEND_RETRIES
+
+
+@task(cache_policy=NO_CACHE)
+def check_spec(run_spec: RunSpec) -> None:
+    """The backend's checks of run_spec (e.g. a cloud job's role, bucket, region and
+    instance type), before anything is created: a run started from a deployment is refused
+    as `remedy run`'s preflight refuses it, naming the field."""
+    backend_class(run_spec.backend).check(run_spec)
 
 
 @task(cache_policy=NO_CACHE, **BACKEND_RETRIES)

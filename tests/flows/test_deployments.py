@@ -114,3 +114,65 @@ def test_the_overnight_search_is_scheduled_at_one(served: Served) -> None:
     assert schedule.schedule.cron == "0 1 * * *"
     assert schedule.schedule.timezone == "UTC"
     assert schedule.active
+
+
+def cloud_run_spec(**fields: object) -> dict:
+    """The form's built-in job on the cloud backend (placeholder role and bucket)."""
+    return {
+        "backend": "sagemaker",
+        "sm_role": "arn:aws:iam::123456789012:role/remedy-training",
+        "bucket": "remedy-form-test",
+        "region": "us-west-2",
+        "instance_type": "ml.g5.xlarge",
+    } | fields
+
+
+def test_the_run_form_takes_a_cloud_run_spec(served: Served) -> None:
+    """The deployment's parameter schema as the server keeps it (the UI's form, a pool
+    deployment's enforced schema) and the flow's own parameter model take backend
+    sagemaker with its fields."""
+    from prefect.utilities.schema_tools import validate
+    from remedy.flows.remediate import remediate
+
+    with get_client(sync_client=True) as client:
+        schema = client.read_deployment_by_name("remediate/remediate").parameter_openapi_schema
+    fields = schema["definitions"]["RunSpec"]["properties"]
+    assert "sagemaker" in fields["backend"]["enum"]
+    assert {"sm_role", "bucket", "region", "instance_type", "spot", "image_uri"} <= set(fields)
+    parameters = {"run_spec": cloud_run_spec(spot=True, max_run_s=3600)}
+    assert validate(parameters, schema) == []
+    run_spec = remediate.validate_parameters(parameters)["run_spec"]
+    assert (run_spec.backend, run_spec.instance_type, run_spec.spot) == (
+        "sagemaker",
+        "ml.g5.xlarge",
+        True,
+    )
+
+
+@pytest.mark.slow
+def test_a_deployment_run_refuses_a_cloud_spec_it_cannot_launch_naming_the_field(
+    served: Served, tmp_path: Path
+) -> None:
+    """The flow's first step is the backend's check (remedy run's preflight for the cloud):
+    the run fails naming the field, before a run folder, an upload or a job exists."""
+    cases = {
+        "missing": (
+            {"sm_role": None, "bucket": None, "region": None, "instance_type": None},
+            "the sagemaker backend needs sm_role, bucket, region, instance_type",
+        ),
+        "typo": (
+            {"instance_type": "ml.g5.xlarg"},
+            "run_spec.instance_type: 'ml.g5.xlarg' is not a training instance type",
+        ),
+    }
+    for name, (fields, expected) in cases.items():
+        flow_run = run_deployment(
+            "remediate/remediate",
+            parameters={"run_spec": cloud_run_spec(**fields), "run_dir": str(tmp_path / name)},
+            timeout=180,
+        )
+        assert flow_run.state.type is StateType.FAILED, flow_run.state
+        message = flow_run.state.message or ""
+        assert expected in message, message
+        assert "remedy-form-test" not in message and "role/remedy-training" not in message
+        assert not (tmp_path / name).exists()
