@@ -15,6 +15,7 @@ writes into DIR (JSON written to a temporary file, then renamed into place):
   checkpoints/    every checkpoint_every_epochs epochs (epoch-NNNN) and, with
                   checkpoint_every_steps, mid-epoch too (step-NNNNNNNNN, the
                   keep_checkpoints most recent kept); safetensors + JSON
+                  (--checkpoint-dir DIR puts them in DIR instead)
   result.json     at the end: status Completed or Stopped, steps, epochs_completed,
                   final_loss / final_accuracy (last test evaluation), final_train_loss,
                   skipped_steps (batches passed over by skip_steps)
@@ -144,7 +145,10 @@ def evaluate(
 
 
 def train(
-    config: Hyperparameters, output_dir: Path, device: torch.device | None = None
+    config: Hyperparameters,
+    output_dir: Path,
+    device: torch.device | None = None,
+    checkpoint_dir: Path | None = None,
 ) -> dict[str, Any]:
     device = training_device(config.device) if device is None else device
     stop = StopRequest()  # first, so that an early SIGTERM is a clean stop too
@@ -195,7 +199,7 @@ def train(
         flush=True,
     )
     metrics = (output_dir / "metrics.jsonl").open("w")
-    checkpoints = output_dir / "checkpoints"
+    checkpoints = checkpoint_dir or output_dir / "checkpoints"
     step, epochs_completed, train_loss, stopped = start_step, start_epoch, math.nan, False
     skipped = 0  # batches passed over by skip_steps
     first_loss: float | None = None  # this launch's first step: "trained" is judged against it
@@ -338,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
         "--hyperparameters", required=True, help="JSON file of hyperparameters (the contract)"
     )
     parser.add_argument("--output-dir", required=True, help="folder for progress and results")
+    parser.add_argument(
+        "--checkpoint-dir",
+        help="folder for checkpoints (default: OUTPUT_DIR/checkpoints; a cloud job's is the "
+        "one the service syncs to the bucket)",
+    )
     args = parser.parse_args(argv)
     try:
         config = load_hyperparameters(args.hyperparameters)
@@ -349,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     except DeviceError as exc:  # before anything is written, as a bad field
         print(f"error: {args.hyperparameters}: device: {exc}", file=sys.stderr)
         return 2
-    train(config, Path(args.output_dir), device)
+    checkpoints = Path(args.checkpoint_dir) if args.checkpoint_dir else None
+    train(config, Path(args.output_dir), device, checkpoints)
     return 0
 
 

@@ -54,6 +54,16 @@ RESULT_METRICS = (
 )
 
 
+def result_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """The figures of a job's result.json: RESULT_METRICS, then a script's own "metrics":
+    {name: value}. Non-finite values are left out."""
+    found = {name: result[key] for name, key in RESULT_METRICS if is_finite(result.get(key))}
+    own = result.get("metrics")
+    if isinstance(own, dict):
+        found |= {name: float(value) for name, value in own.items() if is_finite(value)}
+    return found
+
+
 def rule_configs(spec: RunSpec) -> list[dict[str, Any]]:
     """RULES.json: the run's rules, a custom rule's file as an absolute path (found from
     source_dir, as the preflight found it), since the evaluator runs elsewhere."""
@@ -207,11 +217,7 @@ class LocalBackend(JobBackend):
         """The figures of result.json (RESULT_METRICS, then a script's own "metrics": {name:
         value}), and the last value of each metric the log showed (run_spec.
         metric_definitions), which wins: the user named it. Non-finite values are left out."""
-        found = {name: result[key] for name, key in RESULT_METRICS if is_finite(result.get(key))}
-        own = result.get("metrics")
-        if isinstance(own, dict):
-            found |= {name: float(value) for name, value in own.items() if is_finite(value)}
-        return found | final_values(read_records(paths.log_metrics))
+        return result_metrics(result) | final_values(read_records(paths.log_metrics))
 
     def _lost_reason(self, paths: JobPaths, record: dict, status: dict) -> str | None:
         """Why a job that is not final can never finish, or None while it may."""

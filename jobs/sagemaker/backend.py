@@ -32,13 +32,14 @@ from remedy.jobs.base import (
     Progress,
     RuleEvaluation,
 )
-from remedy.jobs.local.backend import debugger_config, pid_alive, rule_configs
+from remedy.jobs.local.backend import debugger_config, pid_alive, result_metrics, rule_configs
 from remedy.jobs.local.layout import read_json, read_json_written_by_job
 from remedy.jobs.local.log_metrics import read_records
 from remedy.jobs.registry import register_backend
 from remedy.jobs.sagemaker import clients
-from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths
+from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths, warm_start_folder
 from remedy.jobs.sagemaker.naming import training_job_name
+from remedy.jobs.sagemaker.reports import mirror
 from remedy.jobs.sagemaker.request import create_training_job_request
 from remedy.jobs.sagemaker.service_model import check_request
 from remedy.jobs.sagemaker.snapshot import job_snapshot, scrub
@@ -61,6 +62,12 @@ class SageMakerBackend(JobBackend):
     evaluator_poll_s = 2.0
     evaluator_drain_s = 120.0
     stop_poll_s = STOP_POLL_S
+
+    @classmethod
+    def check(cls, spec: RunSpec) -> None:
+        from remedy.jobs.sagemaker.checks import check_cloud_spec
+
+        check_cloud_spec(spec)
 
     def paths(self, job_name: str) -> LocalPaths:
         return LocalPaths(self.run_dir / "jobs" / job_name)
@@ -91,8 +98,11 @@ class SageMakerBackend(JobBackend):
         write_atomic(paths.rules, json.dumps(rule_configs(spec), indent=2))
         s3 = clients.s3(spec.region)
         upload(s3, spec.bucket, cloud.source_key, pack(spec, self.job_debugger_config(spec, cloud)))
-        if spec.init_checkpoint and not spec.is_builtin:
-            copy_warm_start(s3, spec.init_checkpoint, cloud)
+        start_step = 0
+        if spec.init_checkpoint:
+            start_step = copy_warm_start(s3, spec.init_checkpoint, cloud)
+        if not spec.is_builtin:
+            start_step = 0  # a script's launcher counts its own steps from 0, as locally
         sagemaker = clients.sagemaker(spec.region)
         try:
             sagemaker.create_training_job(**request)
@@ -105,6 +115,9 @@ class SageMakerBackend(JobBackend):
             "region": spec.region,
             "bucket": spec.bucket,
             "created": datetime.now(UTC).isoformat(),
+            # Steps done before this launch (the built-in job goes on from a warm start's
+            # step); the job's own progress.json says so too, once it has sent one.
+            "start_step": start_step,
             "watch_poll_s": self.watch_poll_s,
             "evaluator_poll_s": self.evaluator_poll_s,
             "evaluator_drain_s": self.evaluator_drain_s,
@@ -153,11 +166,15 @@ class SageMakerBackend(JobBackend):
             self.start_watcher(job_name)  # a restarted orchestrator: the job is watched again
             watched = True
         final = status in FINAL_JOB_STATUSES
-        rules = self.rule_statuses(job_name, record, judged_for_good=final and not watched)
-        progress = read_json_written_by_job(self.paths(job_name).progress)
+        paths = self.paths(job_name)
+        if final and not watched:  # what the job sent last; the watcher may have missed it
+            mirror(clients.s3(record["region"]), cloud, paths.job_reports)
+        rules = self.rule_statuses(job_name, judged_for_good=final and not watched)
+        progress = read_json_written_by_job(paths.progress)
         metrics = {}
         if progress and isinstance(progress.get("loss"), (int, float)):
             metrics["train:loss"] = float(progress["loss"])
+        metrics |= result_metrics(read_json_written_by_job(paths.job_reports / "result.json") or {})
         return job_snapshot(
             job_name,
             described,
@@ -167,20 +184,19 @@ class SageMakerBackend(JobBackend):
             private=(record["bucket"],),
         )
 
-    def rule_statuses(
-        self, job_name: str, record: dict[str, Any], judged_for_good: bool
-    ) -> list[RuleEvaluation]:
-        """The evaluator's statuses, and those the job's NaN guard wrote (uploaded by the
-        job at its end). Once the job has ended and its watcher is gone, a rule still
-        pending never will be judged: Error, saying so."""
+    def rule_statuses(self, job_name: str, judged_for_good: bool) -> list[RuleEvaluation]:
+        """The evaluator's statuses, and those the job's NaN guard wrote (sent by the job
+        while it runs, mirrored here by the watcher: reports.py). Once the job has ended and
+        its watcher is gone, a rule still pending never will be judged: Error, saying so."""
         paths = self.paths(job_name)
-        found = {
-            status["RuleConfigurationName"]: RuleEvaluation.model_validate(status)
-            for path in sorted(paths.rule_status.glob("*.json"))
-            if (status := read_json_written_by_job(path))
-        }
+        found = {}
+        for folder in (paths.rule_status, paths.job_reports / "rule_status"):
+            for path in sorted(folder.glob("*.json")):
+                if status := read_json_written_by_job(path):
+                    with contextlib.suppress(ValueError):
+                        rule = RuleEvaluation.model_validate(status)
+                        found[rule.name] = rule
         if judged_for_good:
-            found |= self.guard_statuses(record)
             for rule in read_json(paths.rules) or []:
                 name = rule["name"]
                 if name not in found or found[name].status in RULE_PENDING:
@@ -192,20 +208,6 @@ class SageMakerBackend(JobBackend):
                         f"(its last word: {said})",
                     )
         return list(found.values())
-
-    def guard_statuses(self, record: dict[str, Any]) -> dict[str, RuleEvaluation]:
-        """rule_status/*.json the job uploaded to <prefix>/remedy/ (the NaN guard's)."""
-        cloud = self.cloud(record)
-        s3 = clients.s3(record["region"])
-        where = parse_uri(cloud.reports)
-        listing = s3.list_objects_v2(Bucket=where.bucket, Prefix=where.key("rule_status/"))
-        found = {}
-        for item in listing.get("Contents", []):
-            body = s3.get_object(Bucket=where.bucket, Key=item["Key"])["Body"].read()
-            with contextlib.suppress(ValueError):
-                rule = RuleEvaluation.model_validate(json.loads(body))
-                found[rule.name] = rule
-        return found
 
     # -- stop, logs, artefacts -----------------------------------------------------------
 
@@ -290,14 +292,15 @@ class SageMakerBackend(JobBackend):
         return self.cloud(self.record(job_name)).tensors
 
 
-def copy_warm_start(s3: Any, checkpoint: str, cloud: CloudPaths) -> None:
+def copy_warm_start(s3: Any, checkpoint: str, cloud: CloudPaths) -> int:
     """A warm start: the checkpoint folder (an s3:// prefix, from checkpoints()) copied into
     the new job's checkpoint prefix, which the service restores into /opt/ml/checkpoints
-    (REMEDY_CHECKPOINT_DIR) before the script starts, as the local backend places it."""
+    (REMEDY_CHECKPOINT_DIR) before the script starts, as the local backend places it.
+    Returns the checkpoint's step (its sidecar's; 0 when it has none)."""
     source = parse_uri(checkpoint)
     target = parse_uri(cloud.checkpoints)
-    name = source.prefix.rsplit("/", 1)[-1]
-    copied = 0
+    name = warm_start_folder(checkpoint).rsplit("/", 1)[-1]
+    copied, step = 0, 0
     for page in s3.get_paginator("list_objects_v2").paginate(
         Bucket=source.bucket, Prefix=source.prefix + "/"
     ):
@@ -309,8 +312,13 @@ def copy_warm_start(s3: Any, checkpoint: str, cloud: CloudPaths) -> None:
                 CopySource={"Bucket": source.bucket, "Key": item["Key"]},
             )
             copied += 1
+            if relative == CHECKPOINT_META_FILE:
+                with contextlib.suppress(Exception):
+                    meta = s3.get_object(Bucket=source.bucket, Key=item["Key"])["Body"].read()
+                    step = int(json.loads(meta)["step"])
     if not copied:
         raise FileNotFoundError(f"run_spec.init_checkpoint: no checkpoint at {name}")
+    return step
 
 
 def _code(error: Exception) -> str:

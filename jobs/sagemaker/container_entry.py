@@ -13,9 +13,14 @@ only, and remedy's modules only when they are there.
   service's SIGTERM); the built-in job as `python -m remedy.training.train`.
   Not installed: the script runs plainly with the toolkit's arguments, and the log says
   that nothing is captured (the rules then report Error: they read nothing).
-- SIGTERM (StopTrainingJob) is passed on to the job. When the job has ended, the small
-  files remedy's launcher wrote (result.json, progress.json, the NaN guard's rule status)
-  are uploaded to REMEDY_REPORT_URI, where the orchestrator reads them.
+- SIGTERM (StopTrainingJob) is passed on to the job. The small files remedy's launcher
+  writes go to REMEDY_REPORT_URI, where the orchestrator reads them: progress.json and the
+  NaN guard's rule statuses while the job runs (every REPORT_INTERVAL_S, when changed: the
+  guard's finding and a warm start's step are known before the job ends), and all of them
+  (result.json, metrics.jsonl too) when it has ended.
+- The built-in job keeps its checkpoints in REMEDY_CHECKPOINT_DIR (which the service syncs
+  to the bucket), and a warm start's init_checkpoint under /opt/ml/checkpoints is the folder
+  the service restored there.
 """
 
 from __future__ import annotations
@@ -26,12 +31,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 PREFIX = "remedy sagemaker entry:"
 BUILTIN = "remedy.training.train"
 HYPERPARAMETERS_FILE = "/opt/ml/input/config/hyperparameters.json"
-REPORTED = ("result.json", "progress.json", "metrics.jsonl")
+CHECKPOINT_DIR = "/opt/ml/checkpoints"  # CheckpointConfig.LocalPath (layout.py)
+LIVE = ("progress.json",)  # and rule_status/*.json: sent while the job runs
+REPORTED = ("result.json", "progress.json", "metrics.jsonl")  # and rule_status/*.json
+REPORT_INTERVAL_S = 5.0
 
 
 def log(line: str) -> None:
@@ -66,10 +75,14 @@ def command(entry_point: str, values: dict[str, object], toolkit_args: list[str]
     output_dir = os.environ.get("REMEDY_OUTPUT_DIR", "/opt/ml/output/data/remedy")
     if entry_point == BUILTIN:
         Path(output_dir).mkdir(parents=True, exist_ok=True)
+        checkpoints = os.environ.get("REMEDY_CHECKPOINT_DIR", CHECKPOINT_DIR)
+        warm = values.get("init_checkpoint")
+        if isinstance(warm, str) and warm.startswith(CHECKPOINT_DIR + "/"):
+            values = values | {"init_checkpoint": checkpoints + warm[len(CHECKPOINT_DIR) :]}
         hyperparameters_file = Path(output_dir) / "hyperparameters.json"
         hyperparameters_file.write_text(json.dumps(values))
         return [sys.executable, "-m", BUILTIN, "--hyperparameters", str(hyperparameters_file),
-                "--output-dir", output_dir]  # fmt: skip
+                "--output-dir", output_dir, "--checkpoint-dir", checkpoints]  # fmt: skip
     target = [entry_point] if entry_point.endswith(".py") else ["-m", entry_point]
     if not installed("remedy.training.launch"):
         log("remedy is not installed in this image: the job runs without capture, NaN guard "
@@ -80,21 +93,56 @@ def command(entry_point: str, values: dict[str, object], toolkit_args: list[str]
     return [sys.executable, "-m", "remedy.training.launch", *target, *flag_arguments(values)]
 
 
-def upload_reports(output_dir: Path, uri: str) -> None:
-    """result.json, progress.json, metrics.jsonl and rule_status/*.json to uri (single PUTs)."""
-    if not uri.startswith("s3://") or not installed("boto3"):
-        return
-    import boto3
+class Reports:
+    """remedy's small files in the job's output folder, copied to `uri` (single PUTs), each
+    only when it changed since it was last sent."""
 
-    bucket, _, prefix = uri[len("s3://") :].partition("/")
-    prefix = prefix.strip("/")
-    client = boto3.client("s3")
-    files = [output_dir / name for name in REPORTED]
-    files += sorted((output_dir / "rule_status").glob("*.json"))
-    for path in files:
-        if path.is_file():
-            key = f"{prefix}/{path.relative_to(output_dir).as_posix()}".lstrip("/")
-            client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+    def __init__(self, output_dir: Path, uri: str) -> None:
+        self.output_dir = output_dir
+        self.bucket, _, prefix = uri[len("s3://") :].partition("/")
+        self.prefix = prefix.strip("/")
+        self.sent: dict[Path, tuple[int, int, int]] = {}
+        import boto3
+
+        self.client = boto3.client("s3")
+
+    def upload(self, names: tuple[str, ...]) -> None:
+        files = [self.output_dir / name for name in names]
+        files += sorted((self.output_dir / "rule_status").glob("*.json"))
+        for path in files:
+            try:
+                info = path.stat()
+            except FileNotFoundError:
+                continue
+            stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+            if self.sent.get(path) == stamp:
+                continue
+            key = f"{self.prefix}/{path.relative_to(self.output_dir).as_posix()}".lstrip("/")
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+            self.sent[path] = stamp
+
+    def follow(self, child: subprocess.Popen[bytes], interval_s: float) -> None:
+        """While the job runs: progress.json and rule statuses every interval_s."""
+        failed = False
+        while True:
+            try:
+                child.wait(timeout=interval_s)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                self.upload(LIVE)
+            except Exception as error:  # the next round tries again; said once
+                if not failed:
+                    log(f"could not upload remedy's progress files: {type(error).__name__}")
+                failed = True
+
+
+def reports(uri: str) -> Reports | None:
+    if not uri.startswith("s3://") or not installed("boto3"):
+        return None
+    output_dir = Path(os.environ.get("REMEDY_OUTPUT_DIR", "/opt/ml/output/data/remedy"))
+    return Reports(output_dir, uri)
 
 
 def main(argv: list[str]) -> int:
@@ -113,11 +161,23 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, pass_on)
     signal.signal(signal.SIGINT, pass_on)
-    code = child.wait()
+    sender = None
     if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0's files
         try:
-            output_dir = Path(os.environ.get("REMEDY_OUTPUT_DIR", "/opt/ml/output/data/remedy"))
-            upload_reports(output_dir, os.environ.get("REMEDY_REPORT_URI", ""))
+            sender = reports(os.environ.get("REMEDY_REPORT_URI", ""))
+        except Exception as error:  # no client: the job runs all the same
+            log(f"cannot upload remedy's report files: {type(error).__name__}")
+    follower = None
+    if sender is not None:
+        follower = threading.Thread(target=sender.follow, args=(child, REPORT_INTERVAL_S))
+        follower.daemon = True
+        follower.start()
+    code = child.wait()
+    if follower is not None:
+        follower.join(timeout=60)
+    if sender is not None:
+        try:
+            sender.upload(REPORTED)
         except Exception as error:  # the job's own result stands
             log(f"could not upload remedy's report files: {type(error).__name__}")
     return code if code >= 0 else 128 - code  # killed by a signal: the shell's status

@@ -25,6 +25,13 @@ PACKED_DIR = ".remedy"  # remedy's files inside sourcedir.tar.gz
 DEBUGGER_CONFIG = f"{PACKED_DIR}/debugger.json"
 
 
+def warm_start_folder(checkpoint: str) -> str:
+    """Where a warm start's checkpoint (an s3:// folder a job wrote) is in the next job's
+    container: the service restores the job's checkpoint prefix, into which the backend
+    copies it under its own name, into CHECKPOINT_DIR."""
+    return f"{CHECKPOINT_DIR}/{checkpoint.rstrip('/').rsplit('/', 1)[-1]}"
+
+
 @dataclass(frozen=True)
 class CloudPaths:
     bucket: str
@@ -101,3 +108,7 @@ class LocalPaths:
     @property
     def metrics(self) -> Path:  # one step record per loss the store holds
         return self.root / "metrics.jsonl"
+
+    @property
+    def job_reports(self) -> Path:  # what the job sent to <prefix>/remedy/ (reports.py)
+        return self.root / "job"

@@ -8,8 +8,10 @@ it in script mode, checked against the service's model (service_model.py).
   run_spec.distribution, sagemaker_torch_distributed_enabled.
 - Environment: the job contract's variables, pointing at the container's folders and the
   bucket (REMEDY_DEBUGGER_CONFIG switches the tensor store on).
-- CheckpointConfig always (warm start, spot interruptions); StoppingCondition from
-  run_spec.max_run_s (and max_wait_s with spot); the managed debugger is not asked for.
+- CheckpointConfig always (warm start, spot interruptions; the built-in job's
+  init_checkpoint is the copy of the checkpoint the service restores into the container);
+  StoppingCondition from run_spec.max_run_s (and max_wait_s with spot); the managed
+  debugger is not asked for.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from remedy.jobs.sagemaker.layout import (
     DEBUGGER_CONFIG,
     OUTPUT_DIR,
     CloudPaths,
+    warm_start_folder,
 )
 from remedy.jobs.sagemaker.service_model import check_request
 from remedy.jobs.sagemaker.source import ENTRY_PROGRAM
@@ -61,7 +64,10 @@ def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
 def create_training_job_request(spec: RunSpec, paths: CloudPaths, region: str) -> dict[str, Any]:
     """The request; RequestError when the service's model refuses it, naming the member."""
     assert spec.bucket and spec.sm_role and spec.instance_type  # the preflight's business
-    hyperparameters = encoded_hyperparameters(spec.job_hyperparameters())
+    values = spec.job_hyperparameters()
+    if spec.is_builtin and spec.init_checkpoint:  # the copy the service restores
+        values["init_checkpoint"] = warm_start_folder(spec.init_checkpoint)
+    hyperparameters = encoded_hyperparameters(values)
     hyperparameters |= {
         "sagemaker_program": json.dumps(ENTRY_PROGRAM),
         "sagemaker_submit_directory": json.dumps(paths.source),

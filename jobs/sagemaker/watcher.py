@@ -6,8 +6,11 @@
   runs it beside a local job (the managed debugger's rules are not used);
 - when the evaluator asks for a stop (a StopTraining rule fired: it creates the stop file),
   calls StopTrainingJob at once, without waiting for the flow;
+- mirrors the files the job sends while it runs (its progress.json, the NaN guard's rule
+  statuses: reports.py) into the job's folder, so a guard's finding is known at once;
 - follows the store's losses into progress.json and metrics.jsonl (what the monitor shows
-  and the verdict reads: the first and the latest training loss);
+  and the verdict reads: the first and the latest training loss), numbered from the job's
+  start_step (a warm start goes on from its checkpoint's step, as for a local job);
 - once the job has ended, lets the evaluator judge what was written (it ends by itself
   when the store is closed) for at most drain_s, then stops it (rules left Stopped).
 Started detached by the backend at launch (and again by describe() when it finds the job
@@ -29,8 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from remedy.debugger.evaluator import evaluator_command
+from remedy.jobs.local.layout import read_json_written_by_job
 from remedy.jobs.sagemaker import clients
 from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths
+from remedy.jobs.sagemaker.reports import mirror
 from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import without_secrets
 
@@ -43,12 +48,19 @@ def log(line: str) -> None:
     print(f"{datetime.now(UTC).isoformat(timespec='seconds')} {line}", flush=True)
 
 
-class StoreProgress:
-    """progress.json and metrics.jsonl from the losses in the store (store step N is the
-    progress files' step N + 1, as the launcher counts)."""
+# What only the job knows, taken from its own progress.json.
+JOB_FIELDS = ("start_step", "total_steps", "steps_per_epoch", "epoch")
 
-    def __init__(self, store: str, paths: LocalPaths) -> None:
+
+class StoreProgress:
+    """progress.json and metrics.jsonl from the losses in the store. The store counts this
+    launch's steps from 0; store step N is step start_step + N + 1 of the progress files, as
+    the job counts (start_step: steps done before a warm start; the job's own progress.json
+    says it, and until it has sent one the launch record does)."""
+
+    def __init__(self, store: str, paths: LocalPaths, start_step: int = 0) -> None:
         self.store, self.paths = store, paths
+        self.start_step = start_step  # the launch's word, until the job's own
         self.trial: Any = None
         self.last = -1
         self.first_loss: float | None = None
@@ -56,32 +68,47 @@ class StoreProgress:
     def update(self) -> None:
         from remedy.debugger import create_trial
 
+        job = read_json_written_by_job(self.paths.job_reports / "progress.json") or {}
+        start = job.get("start_step")
+        start = start if isinstance(start, int) else self.start_step
         if self.trial is None:
             self.trial = create_trial(self.store)
         self.trial.refresh()
         steps = [step for step in self.trial.steps() if step > self.last]
-        if not steps:
-            return
-        names = self.trial.tensor_names(collection="losses")
-        name = "loss" if "loss" in names else (names[0] if names else None)
         records = []
-        for step in steps:
-            loss = self._loss(name, step)
-            if self.last < 0 and self.first_loss is None and loss is not None:
-                self.first_loss = loss
-            records.append(
-                {"type": "step", "step": step + 1, "loss": loss, "wall_time": time.time()}
-            )
-        self.last = steps[-1]
-        with self.paths.metrics.open("a") as handle:
-            handle.write("".join(json.dumps(r) + "\n" for r in records))
-        progress = {
-            "step": self.last + 1,
-            "start_step": 0,
-            "loss": records[-1]["loss"],
+        if steps:
+            names = self.trial.tensor_names(collection="losses")
+            name = "loss" if "loss" in names else (names[0] if names else None)
+            for step in steps:
+                loss = self._loss(name, step)
+                if self.last < 0 and self.first_loss is None and loss is not None:
+                    self.first_loss = loss
+                numbered = start + step + 1
+                records.append(
+                    {"type": "step", "step": numbered, "loss": loss, "wall_time": time.time()}
+                )
+            self.last = steps[-1]
+            with self.paths.metrics.open("a") as handle:
+                handle.write("".join(json.dumps(r) + "\n" for r in records))
+        if self.last < 0 and not job:
+            return
+        progress: dict[str, Any] = {
+            "step": start + self.last + 1,
+            "start_step": start,
+            "loss": records[-1]["loss"] if records else self._latest_loss(),
             "first_loss": self.first_loss,
         }
+        progress |= {field: job[field] for field in JOB_FIELDS if job.get(field) is not None}
+        if isinstance(job.get("step"), int) and job["step"] >= progress["step"]:
+            progress |= {"step": job["step"], "loss": job.get("loss")}
+        if job.get("first_loss") is not None:  # the job's first step of this launch
+            progress["first_loss"] = job["first_loss"]
         write_atomic(self.paths.progress, json.dumps(progress))
+
+    def _latest_loss(self) -> float | None:
+        written = read_json_written_by_job(self.paths.progress) or {}
+        loss = written.get("loss")
+        return float(loss) if isinstance(loss, (int, float)) else None
 
     def _loss(self, name: str | None, step: int) -> float | None:
         if name is None:
@@ -101,9 +128,11 @@ class Watcher:
         self.region = self.record["region"]
         self.poll_s = float(self.record.get("watch_poll_s", 10.0))
         self.drain_s = float(self.record.get("evaluator_drain_s", 120.0))
-        self.progress = StoreProgress(self.cloud.tensors, self.paths)
+        start_step = int(self.record.get("start_step", 0))
+        self.progress = StoreProgress(self.cloud.tensors, self.paths, start_step)
         self.evaluator: subprocess.Popen[bytes] | None = None
         self.stop_asked = False
+        self.mirrored: dict[str, str] = {}  # the job's report files seen, by ETag
 
     def start_evaluator(self) -> subprocess.Popen[bytes]:
         command = evaluator_command(
@@ -153,18 +182,23 @@ class Watcher:
             if self.paths.stop_request.exists() and not self.stop_asked and status not in FINAL:
                 self.stop_asked = True
                 self.stop_job()
-            self.follow_store()
+            self.follow_job()
             if status not in FINAL:
                 time.sleep(self.poll_s)
         log(f"job ended: {status}")
         self.finish_evaluator()
-        self.follow_store()
+        self.follow_job()
         return 0
 
-    def follow_store(self) -> None:
+    def follow_job(self) -> None:
+        """The files the job sent, then the store's losses."""
+        try:
+            mirror(clients.s3(self.region), self.cloud, self.paths.job_reports, self.mirrored)
+        except Exception as error:  # the message may name the bucket: not logged
+            log(f"reading the job's report files: {type(error).__name__}")
         try:
             self.progress.update()
-        except Exception as error:  # the message may name the bucket: not logged
+        except Exception as error:
             log(f"reading the store's losses: {type(error).__name__}")
 
     def finish_evaluator(self) -> None:
@@ -173,7 +207,7 @@ class Watcher:
             return
         deadline = time.monotonic() + self.drain_s
         while evaluator.poll() is None and time.monotonic() < deadline:
-            self.follow_store()
+            self.follow_job()
             time.sleep(min(self.poll_s, 1.0))
         if evaluator.poll() is None:
             evaluator.terminate()  # judges what is written, marks the rest Stopped

@@ -12,6 +12,8 @@ from remedy.jobs.sagemaker.backend import SageMakerBackend
 from remedy.jobs.sagemaker.clients import client as CACHED_CLIENT
 from remedy.state_schema import RunSpec
 
+from tests.jobs.sagemaker.fake_service import FakeTrainingService
+
 BUCKET = "remedy-cloud-test"
 REGION = "us-west-2"
 ROLE = "arn:aws:iam::123456789012:role/remedy-training"
@@ -42,6 +44,22 @@ def fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SageMakerBackend, "evaluator_poll_s", 0.2)
     monkeypatch.setattr(SageMakerBackend, "evaluator_drain_s", 3.0)
     monkeypatch.setattr(SageMakerBackend, "stop_poll_s", 0.05)
+
+
+@pytest.fixture
+def service(
+    aws: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeTrainingService]:
+    """The training service's stand-in (fake_service.py), where boto3's sagemaker clients
+    go (AWS_ENDPOINT_URL_SAGEMAKER); S3 and CloudWatch Logs stay moto's. Its jobs use one
+    thread each (this machine's cores are shared)."""
+    fake = FakeTrainingService(tmp_path / "containers", REGION, grace_s=30.0).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", fake.url)
+    monkeypatch.setenv("REMEDY_TORCH_THREADS", "1")
+    CACHED_CLIENT.cache_clear()
+    yield fake
+    fake.close()
+    CACHED_CLIENT.cache_clear()
 
 
 def cloud_spec(tmp_path: Path, **fields: object) -> RunSpec:
