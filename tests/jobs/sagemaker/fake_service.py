@@ -101,6 +101,7 @@ class TrainingJob:
         self.process: subprocess.Popen[bytes] | None = None
         self.stop_asked = False
         self.stopped_as = "Stopped"  # the secondary status a stopped job ends in
+        self.synced: dict[str, int] = {}  # checkpoint files sent, by modification time
         self.lock = threading.Lock()
         self.s3 = boto3.client("s3", region_name=region)
         self.logs = boto3.client("logs", region_name=region)
@@ -281,17 +282,15 @@ class TrainingJob:
                     target.write_bytes(body)
             self.synced = {str(p): p.stat().st_mtime_ns for p in local.rglob("*") if p.is_file()}
             return
-        synced: dict[str, int] = getattr(self, "synced", {})
         for path in sorted(local.rglob("*")):
             if not path.is_file() or path.name.startswith("."):
                 continue  # a file being written (the job writes then renames)
             stamp = path.stat().st_mtime_ns
-            if synced.get(str(path)) == stamp:
+            if self.synced.get(str(path)) == stamp:
                 continue
             key = f"{prefix}/{path.relative_to(local).as_posix()}"
             self.s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
-            synced[str(path)] = stamp
-        self.synced = synced
+            self.synced[str(path)] = stamp
 
     def send_logs(self) -> None:
         assert self.process is not None and self.process.stdout is not None
@@ -307,9 +306,12 @@ class TrainingJob:
                 copy.flush()
                 message = raw.decode(errors="replace").rstrip("\n") or " "
                 event = {"timestamp": int(time.time() * 1000), "message": message}
-                self.logs.put_log_events(
-                    logGroupName=LOG_GROUP, logStreamName=stream, logEvents=[event]
-                )
+                try:
+                    self.logs.put_log_events(
+                        logGroupName=LOG_GROUP, logStreamName=stream, logEvents=[event]
+                    )
+                except Exception as error:  # keep reading: a full pipe would stall the job
+                    copy.write(f"[fake service: line not sent to logs: {error}]\n".encode())
 
     # -- what DescribeTrainingJob says ----------------------------------------------------
 

@@ -86,6 +86,7 @@ while not pathlib.Path("release").exists():  # the test lets it end
 """
 
 
+@pytest.mark.slow
 def test_the_nan_guards_word_is_known_while_the_job_runs(
     service: FakeTrainingService, fast: None, tmp_path: Path
 ) -> None:
