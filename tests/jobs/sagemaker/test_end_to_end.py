@@ -70,8 +70,13 @@ def test_a_cloud_run_diverges_is_stopped_repaired_and_completes(
     )
     for private in (ROLE, BUCKET):
         assert private not in shown and private not in written
-    keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=BUCKET)["Contents"]]
     name = training_job(run_dir, second.job_name)
+    pages = (
+        boto3.client("s3")
+        .get_paginator("list_objects_v2")
+        .paginate(Bucket=BUCKET, Prefix=f"remedy/{name}/")
+    )
+    keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
     assert f"remedy/{name}/output/{name}/output/model.tar.gz" in keys
     assert f"remedy/{name}/checkpoints/epoch-0006/checkpoint.json" in keys
 
