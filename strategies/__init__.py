@@ -12,6 +12,7 @@ from remedy.strategies import (  # noqa: F401  (importing a strategy module regi
     lower_lr,
     lower_lr_10x,
     lower_warmup_lr,
+    lowest_warmup_lr,
     raise_batch_size,
     raise_lr,
     rollback_and_skip,

@@ -16,7 +16,13 @@ from remedy.strategies.base import Strategy, register_strategy
 from remedy.strategies.warm_start import update_of
 
 # Rules that see the onset of an instability (the first update of trouble is then known).
-SPIKES = ("ExplodingTensor", "NonFiniteGradient", "DivergingLoss", "LossSpike")
+SPIKES = (
+    "ExplodingTensor",
+    "NonFiniteGradient",
+    "DivergingLoss",
+    "LossSpike",
+    "GradientNormSpike",
+)
 
 
 @register_strategy

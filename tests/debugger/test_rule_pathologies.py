@@ -208,6 +208,7 @@ CASES: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]], str, str, 
     ("DyingRelu", {}, "dead_relu", "healthy", "exactly zero"),
     ("GradientRatio", {}, "deep_sigmoid", "healthy", "vanishing gradients"),
     ("LossSpike", {"window": 10}, "late_spike", "healthy", "robust sigmas"),
+    ("GradientNormSpike", {"window": 10}, "late_spike", "healthy", "robust sigmas"),
 ]
 
 # Healthy for 40 steps, then a schedule's mistake: the learning rate jumps 12x (real
@@ -267,6 +268,16 @@ def test_gradient_ratio_also_sees_exploding_gradients() -> None:
     assert record.status is RuleStatus.ISSUES_FOUND
     assert "exploding gradients" in record.details
     assert record.tensor == "gradient/0.weight"
+
+
+def test_the_gradient_norm_spikes_no_later_than_the_loss() -> None:
+    """OLMo 2's observation on the late_spike run: the gradient norm shows the spike first
+    (or at the same step), so a rollback can be planned before the loss is gone."""
+    store = run("late_spike").store
+    gradient = evaluate(store, "GradientNormSpike", window=10)
+    loss = evaluate(store, "LossSpike", window=10)
+    assert gradient.step is not None and loss.step is not None
+    assert gradient.step <= loss.step
 
 
 def test_stalled_training_fires_while_a_job_hangs(tmp_path: Path) -> None:

@@ -28,9 +28,12 @@ def run_ladder(state: State, findings: list[Finding], checkpoints=()) -> list[st
     return chosen, state
 
 
-def test_from_scratch_explosion_cuts_the_lr_then_adds_batch_norm() -> None:
-    chosen, _ = run_ladder(launched(), EXPLODING)
-    assert chosen[:3] == ["lower_lr_10x", "add_batch_norm", "clip_gradients"]
+def test_from_scratch_explosion_lowers_the_warmup_rate_then_adds_batch_norm() -> None:
+    chosen, final = run_ladder(launched(), EXPLODING)
+    assert chosen[:4] == ["lowest_warmup_lr", "add_batch_norm", "lower_lr_10x", "clip_gradients"]
+    # the seed ladder's five halvings in one launch; the main rate only by lower_lr_10x
+    first = final.history.attempts[1].spec
+    assert first.warmup_learning_rate == 0.003125 and first.learning_rate == 0.1
 
 
 def test_with_a_clean_checkpoint_hyperparameters_come_before_architecture() -> None:
@@ -45,7 +48,7 @@ def test_nothing_is_tried_more_often_than_its_limit_and_the_end_says_why() -> No
     chosen, final = run_ladder(launched(), EXPLODING)
     assert chosen.count("clip_gradients") == 2 and chosen.count("lower_lr_10x") == 1
     assert chosen.count("add_batch_norm") == 1
-    assert len(chosen) == len(set(chosen)) + 2  # only the 2x rungs repeat
+    assert len(chosen) == len(set(chosen)) + 1  # only the 2x rung repeats
     reason = final.end_reason or ""
     assert reason.startswith("policy 'adaptive' has no strategy left")
     assert "ExplodingTensor" in reason and "add_batch_norm: tried 1x, failed" in reason
@@ -53,7 +56,7 @@ def test_nothing_is_tried_more_often_than_its_limit_and_the_end_says_why() -> No
 
 def test_a_strategy_already_tried_in_this_run_is_skipped() -> None:
     state = launched()
-    state = plan_next(state, EXPLODING)  # lower_lr_10x
+    state = plan_next(state, EXPLODING)  # lowest_warmup_lr
     state = begin_attempt(state, "job-2")
     state = plan_next(state, EXPLODING)
     assert state.planned_change.strategy == "add_batch_norm"
@@ -64,7 +67,7 @@ def test_strategies_the_entry_point_does_not_understand_are_skipped() -> None:
     spec = RunSpec(hyperparameters_understood=["learning_rate", "add_batch_norm"])
     chosen, final = run_ladder(launched(spec), EXPLODING)
     # lower_lr_10x lowers a warmup rate only when the job takes one: it still applies
-    assert chosen == ["lower_lr_10x", "add_batch_norm"]
+    assert chosen == ["add_batch_norm", "lower_lr_10x"]
     assert final.run_spec.warmup_learning_rate == 0.1  # not understood, so not changed
     reason = final.end_reason or ""
     assert "clip_gradients: entry point does not take grad_clip_norm" in reason
@@ -82,9 +85,9 @@ def test_findings_pick_their_own_order() -> None:
     assert unknown.planned_change.strategy == "lower_lr_10x"
 
 
-def test_non_finite_gradient_without_a_data_problem_lowers_the_lr() -> None:
+def test_non_finite_gradient_without_a_data_problem_lowers_the_warmup_rate() -> None:
     state = plan_next(launched(), [Finding(rule="NonFiniteGradient", step=5)])
-    assert state.planned_change.strategy == "lower_lr_10x"
+    assert state.planned_change.strategy == "lowest_warmup_lr"
 
 
 def test_policy_config_overrides_the_order_for_the_findings_it_names() -> None:

@@ -3,6 +3,7 @@ a second spike where the batches were already skipped escalates."""
 
 from __future__ import annotations
 
+import pytest
 from remedy.state_schema import Finding, RunSpec, State
 from remedy.state_schema.hyperparameters import StepWindow
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
@@ -12,8 +13,8 @@ from remedy.strategies.warm_start import update_of
 CKPTS = [Checkpoint(f"/c/step-{s:09d}", epoch=s // 100, step=s) for s in (100, 200, 300)]
 
 
-def spike(step: int) -> list[Finding]:
-    return [Finding(rule="LossSpike", step=step, tensor="loss")]
+def spike(step: int, rule: str = "LossSpike") -> list[Finding]:
+    return [Finding(rule=rule, step=step, tensor="loss")]
 
 
 def test_hook_steps_map_to_updates_past_the_skipped_ones() -> None:
@@ -30,9 +31,10 @@ def launched(spec: RunSpec, start_step: int = 0) -> State:
     return update_current_attempt(state, start_step=start_step)
 
 
-def test_a_late_spike_rolls_back_and_skips_the_batches_around_it() -> None:
+@pytest.mark.parametrize("rule", ["LossSpike", "GradientNormSpike"])
+def test_a_late_spike_rolls_back_and_skips_the_batches_around_it(rule: str) -> None:
     state = launched(RunSpec(debugger_save_interval=10, checkpoint_every_steps=100))
-    state = plan_next(state, spike(249), CKPTS)  # update 250
+    state = plan_next(state, spike(249, rule), CKPTS)  # update 250
     change, spec = state.planned_change, state.run_spec
     assert change.strategy == "rollback_and_skip"
     assert spec.skip_steps == [StepWindow(first=240, last=260)]

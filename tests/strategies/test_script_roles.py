@@ -111,7 +111,7 @@ def test_the_end_reason_names_only_the_roles_really_missing() -> None:
     assert chosen == ["lower_lr_10x", "clip_gradients", "clip_gradients"]
     reason = final.end_reason or ""
     assert "lower_lr_10x: tried 1x, failed" in reason
-    assert "lower_warmup_lr: the script has no flag for warmup_learning_rate " in reason
+    assert "lowest_warmup_lr: the script has no flag for warmup_learning_rate " in reason
     assert "add_batch_norm: the script has no flag for add_batch_norm (hyperparameter_roles)" in (
         reason
     )

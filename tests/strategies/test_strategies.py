@@ -101,3 +101,11 @@ def test_counters_only_for_the_seed_strategies() -> None:
     h = state.history
     assert (h.num_warmup_adjustments, h.num_batch_layer_adjustments) == (1, 1)
     assert h.num_learning_rate_adjustments == 1
+
+
+def test_lowest_warmup_lr_makes_the_seed_ladders_halvings_at_once() -> None:
+    strategy = get_strategy("lowest_warmup_lr")
+    after = strategy.apply(RunSpec(warmup_learning_rate=0.1, learning_rate=0.1))
+    assert after.warmup_learning_rate == 0.003125 and after.learning_rate == 0.1
+    assert not strategy.applies(after)  # at the ladder's floor
+    assert not strategy.applies(RunSpec(warmup_epochs=0))  # no warmup rate in use

@@ -1,0 +1,82 @@
+"""GradientNormSpike: the total gradient norm jumps far above its recent level (median/MAD)."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from statistics import median
+
+from remedy.debugger.modes import ModeKeys
+from remedy.debugger.rules import reads
+from remedy.debugger.rules.base import Rule
+from remedy.debugger.rules.loss_spike import MAD_TO_SIGMA
+from remedy.debugger.rules.registry import register_rule
+
+
+@register_rule
+class GradientNormSpike(Rule):
+    """Fires at a saved step whose total gradient norm (the L2 norm over every tensor of the
+    "gradients" collection) is more than `sigmas` robust standard deviations (median
+    absolute deviation x 1.4826) and more than `factor` x above the median of the `window`
+    saved gradient steps before it, or is not finite. TRAIN steps only; the first `window`
+    saved steps only fill the window.
+
+    Gradient-norm spikes come before loss spikes (OLMo 2's report): the update that blows
+    the loss up is computed from a gradient that is already far too large, so this rule can
+    stop a run, and name the onset a rollback restarts before, while the loss is still
+    finite. The gradient norm falls and rises over a healthy run (fast at first, then with
+    the learning rate), so its level is the median of the recent window, which one outlier
+    does not move; `factor` keeps a tight window's small absolute jumps from counting.
+    """
+
+    name = "GradientNormSpike"
+    READS = (reads.GRADIENTS,)
+    window: int = 20
+    sigmas: float = 6.0
+    factor: float = 3.0
+
+    def validate(self) -> None:
+        if self.window < 5:
+            raise ValueError(f"{self.name}: parameter 'window' must be >= 5, got {self.window}")
+        for key in ("sigmas", "factor"):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{self.name}: parameter {key!r} must be > 0, got {value}")
+
+    def setup(self) -> None:
+        self._recent: deque[float] = deque(maxlen=self.window)
+
+    def norm_at(self, step: int, mode: ModeKeys) -> float | None:
+        """The total L2 norm of the step's saved gradients (None: none saved there)."""
+        names = self.select(step, mode, ["gradients"], None, everything=False)
+        if not names:
+            return None
+        squares = sum(self.reduction(name, step, mode, "l2") ** 2 for name in names)
+        return math.sqrt(squares)
+
+    def required_tensors(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> list[str]:
+        return self.select(step, mode, ["gradients"], None, everything=False)
+
+    def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
+        if mode is not ModeKeys.TRAIN:
+            return False
+        norm = self.norm_at(step, mode)
+        if norm is None:
+            return False
+        if not math.isfinite(norm):
+            return self.fire(step, mode, None, f"the gradient norm is {norm} at step {step}")
+        if len(self._recent) == self.window:
+            level = median(self._recent)
+            spread = MAD_TO_SIGMA * median(abs(x - level) for x in self._recent)
+            if norm - level > self.sigmas * spread and norm > self.factor * level > 0:
+                sigmas = f"{(norm - level) / spread:.1f} robust sigmas and " if spread else ""
+                return self.fire(
+                    step,
+                    mode,
+                    None,
+                    f"the gradient norm {norm:.4g} at step {step} is {sigmas}"
+                    f"{norm / level:.3g}x above the median {level:.4g} of the {self.window} "
+                    "saved steps before it",
+                )
+        self._recent.append(norm)  # a rise that did not fire still joins the window
+        return False
