@@ -73,15 +73,16 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "add_batch_norm": 1,
         "warmup_learning_rate": 0.003125,
         "learning_rate": 1.0,
+        "train_samples": 2000,  # a 32-step warmup epoch: every retry from scratch repeats it
         "rules": [exploding_tensor_rule(), rule("DivergingLoss")],
     },
     "late_spike": DEMO_RUN_SPEC.model_dump()
     | {
         "add_batch_norm": 1,
         "warmup_learning_rate": 0.1,
-        "warmup_epochs": 3,
+        "warmup_epochs": 2,
         "learning_rate": 1.0,
-        "num_epochs": 4,
+        "num_epochs": 3,
         "train_samples": 2000,
         "debugger_save_interval": 1,  # the gradient norm of every update
         "checkpoint_every_steps": 20,
@@ -161,7 +162,7 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=["seed", "adaptive"])
     parser.add_argument("--repeats", type=int, default=3, help="seeds 0..N-1 (default 3)")
     parser.add_argument(
-        "--max-launches", type=int, default=12, help="launch budget of every run (default 12)"
+        "--max-launches", type=int, default=8, help="launch budget of every run (default 8)"
     )
     parser.add_argument("--run-dir", help="keep the runs here (default: a temporary folder)")
     args = parser.parse_args()
