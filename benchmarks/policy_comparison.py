@@ -24,14 +24,16 @@ Scenarios (real dynamics, nothing injected):
   batch norm explodes within 5 updates, so failed attempts are nearly free and no clean
   checkpoint exists: every strategy restarts from scratch.
 - late: the demo's repaired spec (batch norm, warmup 0.003125) with the main learning rate
-  typed as 1.0 instead of 0.1: the warmup epoch trains and is checkpointed, the gradients
-  overflow a few updates after the main rate starts. Beside ExplodingTensor it runs
-  DivergingLoss: at rates 0.5-0.7 the loss climbs to 1e10 and stays finite.
-- late_spike: a sound run whose schedule goes wrong late: three epochs at 0.1 train it to
-  high accuracy, then the fourth epoch's rate is 1.0 (a stage typed 10x too high), and the
-  gradient norm and then the loss spike in the last epoch. Step checkpoints every 20
-  updates; the spike rules (GradientNormSpike, LossSpike) watch beside ExplodingTensor and
-  DivergingLoss.
+  typed as 1.0 instead of 0.1, on 2,000 images (32 steps an epoch): the warmup epoch
+  trains, the loss diverges a few updates after the main rate starts. Step checkpoints
+  every 10 updates. Beside ExplodingTensor it runs DivergingLoss: at rates 0.5-0.7 the loss
+  climbs to 1e10 and stays finite.
+- late_spike: a sound run whose schedule goes wrong late: batch norm, two epochs at 0.1
+  (2,000 images, 32 steps an epoch), then the third epoch's rate is 1.0 (a stage typed 10x
+  too high): the gradient norm and the loss spike at the first update of the last epoch
+  and the loss is non-finite four updates later. Gradients saved every update, step
+  checkpoints every 20; the spike rules (GradientNormSpike, LossSpike) watch beside
+  ExplodingTensor and DivergingLoss.
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "warmup_learning_rate": 0.003125,
         "learning_rate": 1.0,
         "train_samples": 2000,  # a 32-step warmup epoch: every retry from scratch repeats it
+        # The main rate starts at update 33 and the loss diverges a few updates later: the
+        # epoch-end checkpoint is too close to count as clean (one save interval before the
+        # finding), a step checkpoint 10 updates earlier is not.
+        "checkpoint_every_steps": 10,
         "rules": [exploding_tensor_rule(), rule("DivergingLoss")],
     },
     "late_spike": DEMO_RUN_SPEC.model_dump()
