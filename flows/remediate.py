@@ -23,6 +23,7 @@ from prefect.states import Cancelled
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 from remedy.state_schema import (
+    DEFAULT_POLICY,
     Budgets,
     JobStatus,
     NextAction,
@@ -74,7 +75,7 @@ def remediate(
     # What a person chooses: the run form. Pydantic defaults are copied; the UI shows them.
     run_spec: RunSpec = RunSpec(),  # noqa: B008
     budgets: Budgets = Budgets(),  # noqa: B008
-    policy: PolicyName = "seed",
+    policy: PolicyName = DEFAULT_POLICY,
     policy_config: dict[str, list[PolicyStep]] | None = None,
     settings: RemediateSettings = RemediateSettings(),  # noqa: B008
     run_dir: str | None = None,

@@ -23,7 +23,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.state_schema import Activation, Budgets, RunSpec
+from remedy.state_schema import DEFAULT_POLICY, Activation, Budgets, RunSpec
 from remedy.tasks.leaderboard import open_search, publish_leaderboard
 from remedy.tasks.plan import PolicyName
 
@@ -89,7 +89,9 @@ class SearchSettings(BaseModel):
         "then it is cancelled and the leaderboard says why. null: wait for ever.",
     )
     budgets: Budgets = Field(default_factory=Budgets, description="Per candidate.")
-    policy: PolicyName = Field("seed", description="Remediation policy for every candidate.")
+    policy: PolicyName = Field(
+        DEFAULT_POLICY, description="Remediation policy for every candidate."
+    )
     remediate: RemediateSettings = Field(default_factory=RemediateSettings)
 
 

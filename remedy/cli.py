@@ -176,7 +176,8 @@ def stop_after_interrupt(run_dir: Path) -> None:
 def demo_state() -> State:
     from remedy.training.demo import DEMO_RUN_SPEC
 
-    return State(run_spec=DEMO_RUN_SPEC.model_copy(deep=True))
+    # The demo shows the original ladder, its seven launches, whatever the default policy.
+    return State(run_spec=DEMO_RUN_SPEC.model_copy(deep=True), policy="seed")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -303,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="remediate from a run_spec or state payload file")
     run.add_argument("file", help='run_spec JSON, a bare state, or {"state": ...}')
-    run.add_argument("--policy", help="remediation policy (default: the file's, else seed)")
+    run.add_argument("--policy", help="remediation policy (default: the file's, else adaptive)")
     run.add_argument(
         "--policy-config",
         metavar="FILE",

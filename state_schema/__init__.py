@@ -23,6 +23,7 @@ from remedy.state_schema.io import (
 )
 from remedy.state_schema.metric_definitions import MetricDefinition
 from remedy.state_schema.models import (
+    DEFAULT_POLICY,
     Attempt,
     Budgets,
     DataProblem,
@@ -45,6 +46,7 @@ from remedy.state_schema.run_spec import SuccessCriterion
 __all__ = [
     "BUILTIN_ENTRY_POINT",
     "CHECKPOINT_META_FILE",
+    "DEFAULT_POLICY",
     "ROLES",
     "SYNTHETIC_TEST_SAMPLES",
     "SYNTHETIC_TRAIN_SAMPLES",

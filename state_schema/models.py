@@ -164,12 +164,17 @@ class Budgets(Strict):
     )
 
 
+# The policy of a run that names none: adaptive wins on compute and is never worse on
+# quality on every scenario of benchmarks/policy_comparison.py (README, "Policies").
+DEFAULT_POLICY = "adaptive"
+
+
 class State(Strict):
     # Field order is the order of the Prefect UI's run form and of state.json: first what
     # a user sets to start a run, then what the flow keeps up to date.
     run_spec: RunSpec = Field(default_factory=RunSpec)
     budgets: Budgets = Field(default_factory=Budgets)
-    policy: str = Field("seed", description="Name of the remediation policy.")
+    policy: str = Field(DEFAULT_POLICY, description="Name of the remediation policy.")
     policy_config: dict[str, list[PolicyStep]] | None = Field(
         None,
         description="Finding -> ordered strategies with limits; used by policy 'config' "

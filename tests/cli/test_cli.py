@@ -89,6 +89,7 @@ def test_plan_prints_the_next_state(tmp_path: Path) -> None:
     state_file = tmp_path / "state.json"
     seed = json.loads(json.dumps(SEED_FINAL_PAYLOAD))
     seed["state"]["run_spec"]["warmup_learning_rate"] = 0.1
+    seed["state"]["policy"] = "seed"  # the original ladder: halve the warmup rate
     state_file.write_text(json.dumps(seed))
     out = remedy("plan", str(state_file), "--finding", "ExplodingTensor", "--step", "7")
     assert out.returncode == 0, out.stderr

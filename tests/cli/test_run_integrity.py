@@ -116,7 +116,7 @@ def test_calling_the_flow_again_on_its_run_dir_never_overwrites_it(
     assert len(list((run_dir / "jobs").iterdir())) == 1
 
     other = tmp_path / "other.json"
-    other.write_text(load_state(start).model_copy(update={"policy": "adaptive"}).model_dump_json())
+    other.write_text(load_state(start).model_copy(update={"policy": "seed"}).model_dump_json())
     refused = call_flow(other)
     assert refused.returncode != 0
     assert "already holds another run" in refused.stderr

@@ -29,7 +29,8 @@ def test_real_explosion_is_detected_stopped_repaired_and_completed(
 ) -> None:
     # warmup 0.003125: the seed ladder's next step is batch norm, so two attempts. The NaN
     # guard is off: this is the debugger's path (tests/flows/test_nan_guard.py: the guard's).
-    state = State(run_spec=tiny_spec(warmup_learning_rate=0.003125, nan_guard="off"))
+    spec = tiny_spec(warmup_learning_rate=0.003125, nan_guard="off")
+    state = State(run_spec=spec, policy="seed")
     final = run(state, tmp_path)
 
     first, second = final.history.attempts

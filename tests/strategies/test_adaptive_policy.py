@@ -99,6 +99,9 @@ def test_policy_config_overrides_the_order_for_the_findings_it_names() -> None:
     assert state.next_action is NextAction.end
 
 
-def test_adaptive_is_selectable_and_seed_stays_the_default() -> None:
-    assert State().policy == "seed"
+def test_adaptive_is_the_default_and_the_demo_keeps_the_seed_ladder() -> None:
+    from remedy.cli import demo_state
+
+    assert State().policy == "adaptive"
+    assert demo_state().policy == "seed"
     assert get_policy("adaptive").warm_start and not get_policy("seed").warm_start

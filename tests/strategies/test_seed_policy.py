@@ -16,7 +16,7 @@ def seed_initial_state() -> State:
     spec = Payload.model_validate(SEED_FINAL_PAYLOAD).state.run_spec.model_copy(
         update={"warmup_learning_rate": 0.1, "add_batch_norm": 0}
     )
-    return State(run_spec=spec)
+    return State(run_spec=spec, policy="seed")
 
 
 def plan_cli(state: State, finding: str, tmp_path) -> State:
@@ -53,7 +53,8 @@ def test_seed_findings_through_remedy_plan_reproduce_the_seed_final_state(tmp_pa
 
 
 def test_ladder_then_lowers_lr_then_ends() -> None:
-    state = State(run_spec=RunSpec(warmup_learning_rate=0.003125, add_batch_norm=1))
+    spec = RunSpec(warmup_learning_rate=0.003125, add_batch_norm=1)
+    state = State(run_spec=spec, policy="seed")
     lrs = []
     while (state := plan_next(state)).next_action is NextAction.launch_new:
         lrs.append(state.run_spec.learning_rate)

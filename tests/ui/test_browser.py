@@ -168,9 +168,9 @@ def test_the_run_form_holds_only_what_a_person_chooses(
             retraining = field(page, "Max Num Retraining (Optional)").get_by_role("spinbutton")
             assert retraining.input_value() == "30"
 
-            # policy: a dropdown of the registered policies, seed by default
+            # policy: a dropdown of the registered policies, adaptive by default
             policy = field(page, "policy (Optional)")
-            assert policy.locator(".p-select-button__value").inner_text() == "seed"
+            assert policy.locator(".p-select-button__value").inner_text() == "adaptive"
             policy.locator("button.p-select-button__control").focus()
             page.keyboard.press("ArrowDown")  # opens the list (a click in headless does not)
             page.get_by_role("option").first.wait_for()
