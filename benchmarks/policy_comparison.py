@@ -30,8 +30,8 @@ Scenarios (real dynamics, nothing injected):
   climbs to 1e10 and stays finite.
 - late_spike: a sound run whose schedule goes wrong late: batch norm, two epochs at 0.1
   (2,000 images, 32 steps an epoch), then the third epoch's rate is 1.0 (a stage typed 10x
-  too high): the gradient norm and the loss spike at the first update of the last epoch
-  and the loss is non-finite four updates later. Gradients saved every update, step
+  too high): the gradient norm and the loss spike at the second update of the last
+  epoch, while the loss is still finite. Gradients saved every update, step
   checkpoints every 20; the spike rules (GradientNormSpike, LossSpike) watch beside
   ExplodingTensor and DivergingLoss.
 """
