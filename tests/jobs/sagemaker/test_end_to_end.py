@@ -37,7 +37,7 @@ def test_a_cloud_run_diverges_is_stopped_repaired_and_completes(
     env = os.environ | {"PREFECT_API_URL": prefect_api_url}
     out = subprocess.run(
         [sys.executable, "-m", "tests.jobs.sagemaker.fast_cli", "run", str(tmp_path / "spec.json"),
-         "--run-dir", str(run_dir), "--poll-interval", "0.5"],
+         "--run-dir", str(run_dir), "--poll-interval", "0.5", "--policy", "seed"],
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]  # 0: the run is clean
