@@ -254,10 +254,11 @@ def with_policy_config(state: State, path: str) -> State:
 
 
 def check_policy(name: str) -> None:
-    from remedy.strategies import get_policy
+    """Refuse an unknown policy before launch; a module:Class one is read, not imported."""
+    from remedy.strategies import check_policy_name
 
     try:
-        get_policy(name)
+        check_policy_name(name)
     except ValueError as error:
         raise UsageError(f"policy: {error}") from None
 

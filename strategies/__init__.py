@@ -20,7 +20,13 @@ from remedy.strategies import (  # noqa: F401  (importing a strategy module regi
 )
 from remedy.strategies.base import STRATEGIES, Strategy, get_strategy, register_strategy
 from remedy.strategies.plan import plan_next
-from remedy.strategies.policies import POLICIES, Policy, get_policy, register_policy
+from remedy.strategies.policies import (
+    POLICIES,
+    Policy,
+    check_policy_name,
+    get_policy,
+    register_policy,
+)
 from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 
 __all__ = [
@@ -29,6 +35,7 @@ __all__ = [
     "STRATEGIES",
     "Policy",
     "Strategy",
+    "check_policy_name",
     "get_policy",
     "get_strategy",
     "pick_checkpoint",

@@ -54,7 +54,12 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
     "source_dir a file": ('{"source_dir": "/etc/passwd", "entry_point": "x.py"}', "no folder"),
     "missing script": (f"{{{SCRIPT}}}", "no script 'x.py'"),
     "unknown policy": ('{"state": {"policy": "fastest", "run_spec": {}}}', "unknown policy"),
-    "not a policy class": ('{"state": {"policy": "os:system", "run_spec": {}}}', "not a Policy"),
+    "not a policy class": ('{"state": {"policy": "os:system", "run_spec": {}}}', "no class system"),
+    "a class, not a policy": (
+        '{"state": {"policy": "argparse:ArgumentParser", "run_spec": {}}}',
+        "does not derive from Policy",
+    ),
+    "no such policy module": ('{"state": {"policy": "no_such_mod:P", "run_spec": {}}}', "find"),
     "deeply nested": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
     "5000-digit number": (f'{{"learning_rate": {DIGITS}}}', "a value cannot be read"),
     "binary garbage": (b"\x00\x01\xff", "not UTF-8 text"),

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 from remedy.state_schema import Finding, NextAction, State
 from remedy.state_schema.transitions import begin_attempt
-from remedy.strategies import Policy, get_policy, get_strategy, plan_next, register_policy
+from remedy.strategies import (
+    Policy,
+    check_policy_name,
+    get_policy,
+    get_strategy,
+    plan_next,
+    register_policy,
+)
 
 FIRED = [Finding(rule="ExplodingTensor", step=5)]
 CONFIG = {
@@ -96,3 +103,34 @@ def test_a_python_policy_by_import_path(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(ValueError, match="not a Policy subclass"):
         get_policy("json:dumps")
     sys.modules.pop("my_policies", None)
+
+
+def test_a_python_policy_is_checked_without_importing_its_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a payload never runs a module's code (issue 13: `policy: "module:X"` was
+    imported while validating): its file is read, not imported."""
+    marker = tmp_path / "imported"
+    (tmp_path / "side_effects.py").write_text(
+        f"open({str(marker)!r}, 'w').close()  # runs on import\n"
+        "from remedy.strategies import Policy\n"
+        "class Mine(Policy):\n"
+        "    name = 'mine'\n"
+        "class NotOne:\n"
+        "    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    refused = {
+        "side_effects:Missing": "defines no class Missing",
+        "side_effects:NotOne": "does not derive from Policy",
+        "side_effects:os.system": "is not package.module:ClassName",
+        "no_such_module_here:Mine": "cannot find policy module",
+    }
+    for name, says in refused.items():
+        with pytest.raises(ValueError, match=says):
+            check_policy_name(name)
+    check_policy_name("side_effects:Mine")  # accepted: imported when a run uses it
+    assert "side_effects" not in sys.modules and not marker.exists()
+    assert get_policy("side_effects:Mine").name == "mine"  # use imports it
+    assert marker.exists()
+    sys.modules.pop("side_effects", None)
