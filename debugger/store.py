@@ -19,7 +19,8 @@ crc32 of each tensor's bytes ("crc32", a JSON object) and the crc32 of the heade
 ("header_crc32"). meta.json and end.json carry a "crc32" of their own content, each entry of
 collections.json one of its own (name included). end.json names the steps saved per mode
 ("saved_steps", as ranges), so a reader reports a missing step file instead of skipping
-it. Stores written before the checksums read as before, unchecked.
+it. Stores written before the checksums read as before, unchecked, their saved steps
+inferred from end.json's last steps and collections.json's save_configs (Trial).
 
 Readers open regular files only (never a symlink, FIFO or device: those could point out of
 the store, block or never end), and check every size against the header and the file size

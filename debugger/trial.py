@@ -44,7 +44,9 @@ from typing import Any
 import numpy as np
 from remedy.debugger import store
 from remedy.debugger.collections import NORMS, REDUCTIONS, reduction_key, split_key
+from remedy.debugger.config import SaveConfig
 from remedy.debugger.exceptions import (
+    ConfigError,
     CorruptStepFile,
     CorruptStoreFile,
     IncompleteStore,
@@ -86,6 +88,7 @@ class Trial:
         self._collection_order: dict[str, list[str]] = {}
         self._meta_checked = False
         self._collections_crc32 = ""  # of collections.json as last read
+        self._save_configs: dict[str, dict[str, Any]] = {}  # collection -> its save_config
         self._end: dict[str, Any] | None = None
         self._complete = False  # end.json seen before a full listing: nothing more can come
         self.refresh()
@@ -413,6 +416,11 @@ class Trial:
         self._collection_order = order
         self._collections = {name: set(names) for name, names in order.items()}
         self._collections_crc32 = store.collections_crc32(data)
+        self._save_configs = {
+            name: entry["save_config"]
+            for name, entry in data.items()
+            if isinstance(entry.get("save_config"), dict)
+        }
 
     def _check_complete(self, end: dict[str, Any]) -> None:
         """Raise IncompleteStore when end.json names steps with no step file, or the store
@@ -424,15 +432,17 @@ class Trial:
                 file = os.path.join(self.reader.location, store.COLLECTIONS_FILE)
                 raise CorruptStoreFile(f"{file}: not the collections {where} names (modified)")
         saved = store.saved_step_ranges(end, where)
-        if saved is None:
-            return  # written before end markers named their steps: nothing to compare
+        claim = "names"
+        if saved is None:  # written before end markers named their steps
+            saved = self._inferred_saved_steps(end, where)
+            claim = "and the save_config of collections.json call for"
         for mode in STEP_MODES:
             ranges = saved.get(mode, [])
             listed = self._steps[mode]
             expected = sum(len(r) for r in ranges)
             if expected > len(listed) + 1_000_000:  # never expand an absurd claim
                 raise IncompleteStore(
-                    f"{where}: names {expected} {mode.value} steps; the store holds {len(listed)}"
+                    f"{where}: {claim} {expected} {mode.value} steps; the store holds {len(listed)}"
                 )
             named = {step for r in ranges for step in r}
             missing = sorted(named.difference(listed))
@@ -440,7 +450,7 @@ class Trial:
             if missing:
                 folder = os.path.join(self.reader.location, store.STEPS_DIR, mode.value)
                 raise IncompleteStore(
-                    f"{where}: names {len(missing)} {mode.value} step(s) with no step file in "
+                    f"{where}: {claim} {len(missing)} {mode.value} step(s) with no step file in "
                     f"{folder}: {', '.join(map(str, missing[:10]))}"
                     + (" ..." if len(missing) > 10 else "")
                 )
@@ -450,6 +460,56 @@ class Trial:
                     f"{folder}: holds {mode.value} step(s) {', '.join(map(str, extra[:10]))} "
                     f"that {where} does not name"
                 )
+
+    def _inferred_saved_steps(self, end: dict[str, Any], where: str) -> dict[ModeKeys, list[range]]:
+        """For a store written before end.json named its steps: the steps it must hold.
+        Each collection collections.json lists saves its tensors at the steps its
+        save_config makes due, up to end.json's last step of the mode; a collection counts
+        for a mode once one of its tensors is in a step file of that mode (a collection
+        never captured in EVAL is not expected there). A tensor collections.json names but
+        no step file holds means its step files are gone."""
+        unheld = sorted(
+            name for names in self._collections.values() for name in names
+            if name not in self._tensor_steps
+        )  # fmt: skip
+        if unheld:
+            shown = ", ".join(unheld[:5]) + (" ..." if len(unheld) > 5 else "")
+            raise IncompleteStore(
+                f"{os.path.join(self.reader.location, store.COLLECTIONS_FILE)}: names "
+                f"tensors no step file holds ({shown}): step files are missing"
+            )
+        last_steps = end.get("last_step", {})
+        if not isinstance(last_steps, dict):
+            raise CorruptStoreFile(f"{where}: last_step is not an object")
+        out: dict[ModeKeys, list[range]] = {}
+        for mode in STEP_MODES:
+            last = last_steps.get(mode.value)
+            if last is not None and not store._is_count(last):
+                raise CorruptStoreFile(f"{where}: last_step[{mode.value!r}] is not a step")
+            due = [] if last is None else self._due_ranges(mode, last)
+            out[mode] = due + [range(step, step + 1) for step in self._steps[mode]]
+        return out
+
+    def _due_ranges(self, mode: ModeKeys, last: int) -> list[range]:
+        """The steps up to `last` where a collection captured in `mode` is due."""
+        ranges: list[range] = []
+        for name, raw in self._save_configs.items():
+            captured = any(
+                self._tensor_steps.get(tensor, {}).get(mode)
+                for tensor in self._collections.get(name, ())
+            )
+            if not captured:
+                continue
+            try:
+                config = SaveConfig.from_dict(raw).for_mode(mode.value)
+            except ConfigError as exc:
+                file = os.path.join(self.reader.location, store.COLLECTIONS_FILE)
+                raise CorruptStoreFile(f"{file}: collection {name!r}: {exc}") from None
+            stop = last + 1 if config.end_step is None else min(last + 1, config.end_step)
+            first = -(-config.start_step // config.save_interval) * config.save_interval
+            ranges.append(range(first, max(first, stop), config.save_interval))
+            ranges += [range(step, step + 1) for step in config.save_steps if step <= last]
+        return ranges
 
     def _add(self, header: store.StepHeader) -> None:
         self._headers[header.mode][header.mode_step] = header

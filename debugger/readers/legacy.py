@@ -95,6 +95,7 @@ class LegacyStoreReader(StoreReader):
         if name == store.END_FILE:
             if not self._ended():
                 return None
+            self._scan()  # every step is there once the end marker is
             return {"last_step": {m.value: max(s) for m, s in self._steps.items() if s}}
         return None
 
@@ -214,7 +215,24 @@ class LegacyStoreReader(StoreReader):
                 raise StoreFormatError(f"{path}: collection {cname!r}: {exc}") from None
             matched = {n for n in self._tensor_names if any(p.search(n) for p in patterns)}
             out[cname] = {"tensor_names": sorted(set(names) | matched)}
+            saving = self._save_config(entry.get("save_config"))
+            if saving is not None:
+                out[cname]["save_config"] = saving
         return out
+
+    def _save_config(self, config: Any) -> dict[str, Any] | None:
+        """A legacy collection's save_config as ours, when it has one per mode, so the trial
+        reports a missing step (as in a store of ours written before end.json named its
+        steps). GLOBAL steps read as TRAIN: their TRAIN config is the GLOBAL one."""
+        fields = ("save_interval", "start_step", "end_step", "save_steps")
+        train = ModeKeys.GLOBAL if self._global_mode else ModeKeys.TRAIN
+        source = {m: train if m is ModeKeys.TRAIN else m for m in STEP_MODES}
+        if not isinstance(config, dict) or not all(
+            isinstance(config.get(m.value), dict) for m in source.values()
+        ):
+            return None
+        modes = {m.value: {k: config[s.value].get(k) for k in fields} for m, s in source.items()}
+        return modes[ModeKeys.TRAIN.value] | {"modes": modes}
 
     def _steps_seen(self) -> bool:
         return any(self._steps.values())
@@ -269,6 +287,12 @@ class LegacyStoreReader(StoreReader):
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             known = f"{path}: not an index file the reader knows ({exc!r})"
             raise StoreFormatError(known) from None
+        expected = f"events/{path.name[:12]}/{path.name[:12]}_{self.worker}.tfevents"
+        if event_file != expected or mode_step < 0:
+            raise CorruptStoreFile(
+                f"{path}: names {event_file!r} and mode_step {mode_step}, "
+                f"not {expected!r} and a step"
+            )
         tensors = {_our_name(tag, path): (tag, start, length) for tag, start, length in raw}
         saved = {split_key(name)[0] for name in tensors}
         only_shapes = sorted(set(shape_names) - saved)

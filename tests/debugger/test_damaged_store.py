@@ -147,3 +147,55 @@ def test_saved_steps_are_recorded_as_ranges_that_expand_to_them() -> None:
         ranges = store.step_ranges(steps)
         assert [s for r in ranges for s in range(*r)] == steps
     assert store.step_ranges(list(range(0, 10_000, 10))) == [[0, 9991, 10]]  # one, however long
+
+
+def written_before_checksums(root: Path) -> Path:
+    """The store as remedy wrote it before end.json named its steps: an end marker of
+    last steps only (no saved_steps, no checksums)."""
+    end = json.loads((root / store.END_FILE).read_text())
+    old = {key: end[key] for key in ("last_step", "global_step", "wall_time", "time")}
+    (root / store.END_FILE).write_text(json.dumps(old))
+    return root
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Path:
+    root = tmp_path / "old"
+    hook = every_step_hook(root, interval=2)  # losses every step, the others every 2nd
+    train(hook, steps=6, eval_steps=2)
+    hook.close()
+    return written_before_checksums(root)
+
+
+def test_an_old_store_reads_whole_and_reports_a_missing_step(old_store: Path) -> None:
+    trial = create_trial(old_store)  # whole: nothing reported
+    assert trial.steps() == list(range(6)) and trial.steps(store.ModeKeys.EVAL) == [0, 1]
+    step_file(old_store, 4).unlink()
+    with pytest.raises(IncompleteStore, match=r"call for 1 TRAIN step\(s\) with no .*: 4$"):
+        create_trial(old_store)
+
+
+def test_an_old_store_without_its_step_files_is_reported(old_store: Path) -> None:
+    for path in (old_store / store.STEPS_DIR).rglob("*.safetensors"):
+        path.unlink()  # remedy check said NoIssuesFound over 0 steps
+    with pytest.raises(IncompleteStore, match=r"collections\.json: names tensors no step"):
+        create_trial(old_store)
+
+
+def test_the_evaluator_names_an_old_store_s_missing_steps_at_its_start(
+    old_store: Path, tmp_path: Path
+) -> None:
+    step_file(old_store, 5).unlink()
+    rules = tmp_path / "RULES.json"
+    rules.write_text(json.dumps([{"name": "Loss", "rule": "LossNotDecreasing"}]))
+    status_dir = tmp_path / "status"
+    done = subprocess.run(
+        [sys.executable, "-m", "remedy.debugger.evaluator", "--trial", str(old_store),
+         "--rules", str(rules), "--status-dir", str(status_dir), "--poll-interval", "0.05"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    status = json.loads((status_dir / "Loss.json").read_text())
+    assert status["RuleEvaluationStatus"] == "Error"
+    assert "TRAIN step(s) with no step file" in status["StatusDetails"]
+    assert status["StatusDetails"].endswith(": 5")
