@@ -35,7 +35,7 @@ from remedy.state_schema import (
 from remedy.tasks.monitor import monitor
 from remedy.tasks.notify import announce, announce_end
 from remedy.tasks.plan import PolicyName, plan
-from remedy.tasks.record import finish, open_run, record, release_run
+from remedy.tasks.record import finish, hide_parameters, open_run, record, release_run
 from remedy.tasks.stop import stop_job, stop_latest_job
 from remedy.tasks.train import check_spec, ensure_launched, train
 
@@ -95,11 +95,12 @@ def remediate(
         run_dir: Where the run keeps its state and jobs (default: runs/<flow run name>).
     """
     settings = settings or RemediateSettings()
+    hide_parameters()  # the UI shows parameters: no role ARN or bucket there
     if state is None:
         state = State(
             run_spec=run_spec, budgets=budgets, policy=policy, policy_config=policy_config
         )
-    check_spec(state.run_spec)  # a spec no job could start from: refused, nothing created
+    check_spec(state, run_dir, flow_run.name)  # a spec no job can start from: nothing created
     run_dir, state = open_run(state, run_dir, flow_run.name)  # a retry resumes, never redoes
     state = ensure_launched(state, run_dir)
 

@@ -26,6 +26,7 @@ from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.state_schema import DEFAULT_POLICY, Activation, Budgets, RunSpec
 from remedy.tasks.leaderboard import open_search, publish_leaderboard
 from remedy.tasks.plan import PolicyName
+from remedy.tasks.record import hide_parameters
 
 
 class SearchSpace(BaseModel):
@@ -206,6 +207,7 @@ def search(
     search_dir: str | None = None,
 ) -> list[dict[str, Any]]:
     logger = get_run_logger()
+    hide_parameters()  # the UI shows parameters: no role ARN or bucket there
     search_dir = open_search(search_dir, flow_run.name)
     specs = space.candidates(base_spec)
     if settings.use_deployments and (warning := check_deployment(settings.deployment)):

@@ -11,11 +11,11 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from remedy.records.metric_columns import metric_names
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import Attempt, Payload, State
+from remedy.state_schema.private import PRIVATE_FIELDS, hide_private
 
 _PATTERNS = [
     (re.compile(r"arn:aws[a-z-]*:[a-z0-9-]*:[a-z0-9-]*:\d{12}:[^\s\"',]+"), "arn:***"),
@@ -26,8 +26,6 @@ _PATTERNS = [
         r"\1\2***",
     ),
 ]
-# run_spec fields that name cloud resources or identities: never put in a message.
-PRIVATE_FIELDS = ("sm_role", "bucket")
 
 
 def redact(text: str) -> str:
@@ -39,18 +37,7 @@ def redact(text: str) -> str:
 def payload_for_people(state: State) -> str:
     """The payload as JSON for a screen or a log: the PRIVATE_FIELDS of every run_spec
     hidden (state.json and --state-out keep them; a payload shown to people does not)."""
-
-    def hidden(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {
-                key: "<hidden>" if key in PRIVATE_FIELDS and item is not None else hidden(item)
-                for key, item in value.items()
-            }
-        if isinstance(value, list):
-            return [hidden(item) for item in value]
-        return value
-
-    return json.dumps(hidden(Payload(state=state).model_dump(mode="json")), indent=2)
+    return json.dumps(hide_private(Payload(state=state).model_dump(mode="json")), indent=2)
 
 
 def fmt(value: float | None, digits: int = 4) -> str:

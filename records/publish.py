@@ -4,6 +4,8 @@
   step and rule statuses in its description;
 - a markdown artifact (key remedy-<run>-attempts) with the attempt table and the latest
   finding, rewritten after every transition;
+- the flow run's parameters with the role ARN and bucket hidden (hide_parameters: a run
+  started from the form or the API may have given them; its run folder keeps them);
 - events remedy.issues_found, remedy.retraining, remedy.completed and remedy.gave_up on the
   resource remedy.run.<run>, so Prefect automations can notify or trigger on them;
 - at the run's end, its report itself as a markdown artifact (key remedy-<run>-report:
@@ -38,6 +40,7 @@ from remedy.records.report_server import REPORTS_URL_ENV
 from remedy.records.report_store import REPORTS_S3_ENV
 from remedy.records.run_folder import REPORT_MARKDOWN, runs_root
 from remedy.state_schema import State
+from remedy.state_schema.private import hide_private
 
 EVENTS = ("issues_found", "retraining", "completed", "gave_up")
 _progress_artifacts: dict[UUID, UUID] = {}  # flow run -> its progress artifact
@@ -57,6 +60,21 @@ def _flow_run_id() -> UUID | None:
     """The flow run this code runs in (from a task or the flow), else None."""
     run_id = flow_run.id
     return UUID(run_id) if run_id else None
+
+
+def hide_parameters() -> None:
+    """Rewrite this flow run's parameters on the server with every private run_spec field
+    HIDDEN, when they hold one (the flow has its values in memory already)."""
+    from prefect.client.orchestration import get_client
+
+    run_id = _flow_run_id()
+    if run_id is None:
+        return
+    with get_client(sync_client=True) as client:
+        parameters = client.read_flow_run(run_id).parameters
+        hidden = hide_private(parameters)
+        if hidden != parameters:
+            client.update_flow_run(run_id, parameters=hidden)
 
 
 def flow_run_url() -> str | None:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from remedy.state_schema import State, load_state, save_state
+from remedy.state_schema.private import reveal_private, same_run
 
 RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
 REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (records/report.py)
@@ -80,19 +81,21 @@ def is_finished(run_dir: str | Path) -> bool:
 
 
 def open_run_folder(run_dir: str | Path, state: State) -> State:
-    """The state to go on from: `state` for a new run (state.json and start.json written),
-    the saved state when `state` is this run's start or its saved state (a retry of the same
+    """The state to go on from: `state` for a new run (state.json and start.json written,
+    its hidden private fields taken from the environment), the saved state when `state` is
+    this run's start or its saved state, private fields hidden or not (a retry of the same
     flow run, a resume). RunMismatch for any other state: a run is never overwritten."""
     run_dir = Path(run_dir)
     path = state_path(run_dir)
     if not path.exists():
+        state = reveal_private(state)
         run_dir.mkdir(parents=True, exist_ok=True)
         save_state(run_dir / START_FILE, state)
         persist(run_dir, state, "start")
         return state
     saved = load_run(run_dir)
     start = run_dir / START_FILE
-    if state == saved or (start.exists() and state == load_state(start)):
+    if same_run(state, saved) or (start.exists() and same_run(state, load_state(start))):
         persist(run_dir, saved, "resume")
         return saved
     raise RunMismatch(

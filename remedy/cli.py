@@ -94,15 +94,18 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         RunBusy,
         load_run,
         lock_run,
+        open_run_folder,
         state_path,
         unlock_run,
     )
     from remedy.records.verdict import run_is_clean
+    from remedy.state_schema.private import hidden_state, reveal_private
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
     )
     try:
+        state = reveal_private(state)  # role and bucket left empty: from the environment
         preflight(state.run_spec)  # bad input fails now, before any launch
         notifier(settings.notify_config)
     except ValueError as error:
@@ -112,10 +115,20 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         lock_run(run_dir, f"remedy {args.command}")  # the flow takes it again, in this process
     except RunBusy as error:
         raise UsageError(str(error)) from None
+    if not state_path(run_dir).exists():
+        # The run folder keeps the role and bucket; the flow's parameters, which the UI
+        # shows, hide them (the flow takes them from the folder).
+        try:
+            state = open_run_folder(run_dir, state)
+        except ValueError as error:
+            unlock_run(run_dir)
+            raise UsageError(str(error)) from None
     print(f"remedy: run directory {run_dir}", flush=True)
     previous = signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops the job, as Ctrl-C
     try:
-        remediate(state=state, run_dir=str(run_dir), settings=settings, return_state=True)
+        remediate(
+            state=hidden_state(state), run_dir=str(run_dir), settings=settings, return_state=True
+        )
     except KeyboardInterrupt:
         stop_after_interrupt(run_dir)
         return EXIT_INTERRUPTED

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from remedy.state_schema.private import PRIVATE_FIELDS
+
 # --- the cloud service's training toolkit ------------------------------------------
 SM_MODEL_DIR_ENV = "SM_MODEL_DIR"  # <job>/model: the final model
 SM_OUTPUT_DATA_DIR_ENV = "SM_OUTPUT_DATA_DIR"  # <job>/output: other outputs
@@ -37,7 +39,11 @@ LAUNCHER_MODULE = "remedy.training.launch"
 LAUNCHER_LOG_PREFIX = "remedy launch:"  # its own lines in the job's log (not the script's)
 
 # --- never passed to a job ---------------------------------------------------------
-SECRET_ENVS = ("REMEDY_NOTIFY_URLS", "REMEDY_NOTIFY_SECRET")  # remedy.records.notifications
+SECRET_ENVS = (
+    "REMEDY_NOTIFY_URLS",  # remedy.records.notifications
+    "REMEDY_NOTIFY_SECRET",
+    *PRIVATE_FIELDS.values(),  # the flow's role and bucket (private.py)
+)
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "API_KEY")  # in a name, any case
 # Cloud credentials stay: a job may read from or write to the bucket.
 KEPT_CREDENTIALS = frozenset(

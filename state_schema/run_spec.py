@@ -143,8 +143,16 @@ class RunSpec(Hyperparameters):
     debugger_save_interval: int = Field(
         100, gt=0, le=10**9, description="Gradients are saved every this many steps."
     )
-    sm_role: str | None = Field(None, description="Cloud backend: execution role ARN.")
-    bucket: str | None = Field(None, description="Cloud backend: bucket for outputs.")
+    sm_role: str | None = Field(
+        None,
+        description="Cloud backend: execution role ARN. Leave empty: REMEDY_SM_ROLE of the "
+        "machine running the flow (a value given here shows as <hidden> once the run starts).",
+    )
+    bucket: str | None = Field(
+        None,
+        description="Cloud backend: bucket for outputs. Leave empty: REMEDY_BUCKET of the "
+        "machine running the flow (a value given here shows as <hidden> once the run starts).",
+    )
     region: str | None = Field(None, description="Cloud backend: region.")
     instance_type: str | None = Field(None, description="Cloud backend: instance type.")
     image_uri: str | None = Field(

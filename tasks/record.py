@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from remedy.records.publish import publish_attempts
+from remedy.records.publish import hide_parameters, publish_attempts
 from remedy.records.run_folder import (
     FINISHED,
     default_run_dir,
@@ -16,6 +16,8 @@ from remedy.records.run_folder import (
     unlock_run,
 )
 from remedy.state_schema import State
+
+__all__ = ["finish", "hide_parameters", "open_run", "record", "release_run"]
 
 
 @task(cache_policy=NO_CACHE)

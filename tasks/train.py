@@ -6,8 +6,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_class, backend_for
 from remedy.records.logs import task_logger
-from remedy.records.run_folder import persist
+from remedy.records.run_folder import default_run_dir, persist, state_path
 from remedy.state_schema import NextAction, RunSpec, State
+from remedy.state_schema.private import reveal_private
 from remedy.state_schema.transitions import (
     begin_attempt,
     end,
@@ -18,10 +19,16 @@ from remedy.tasks.retry import BACKEND_RETRIES
 
 
 @task(cache_policy=NO_CACHE)
-def check_spec(run_spec: RunSpec) -> None:
-    """The backend's checks of run_spec (e.g. a cloud job's role, bucket, region and
-    instance type), before anything is created: a run started from a deployment is refused
-    as `remedy run`'s preflight refuses it, naming the field."""
+def check_spec(state: State, run_dir: str | None, flow_run_name: str) -> None:
+    """The backend's checks of the run_spec a new run will use (e.g. a cloud job's role,
+    bucket, region and instance type), before anything is created: a run started from a
+    deployment is refused as `remedy run`'s preflight refuses it, naming the field. The
+    spec is the one open_run will keep: hidden or empty private fields taken from this
+    machine's environment. A run folder that holds a state already is a resume or a retry
+    (or remedy run's own start, checked by its preflight): its spec was checked then."""
+    if state_path(run_dir or default_run_dir(flow_run_name)).exists():
+        return
+    run_spec = reveal_private(state).run_spec
     backend_class(run_spec.backend).check(run_spec)
 
 

@@ -30,7 +30,8 @@ def check_cloud_spec(spec: RunSpec) -> None:
     missing = [name for name in REQUIRED if not getattr(spec, name)]
     if missing:
         raise CloudSpecError(
-            f"run_spec: the sagemaker backend needs {', '.join(missing)} (see docs/cloud.md)"
+            f"run_spec: the sagemaker backend needs {', '.join(missing)} (see docs/cloud.md; "
+            "sm_role and bucket may instead be REMEDY_SM_ROLE and REMEDY_BUCKET)"
         )
     assert spec.instance_type and spec.region and spec.bucket
     known = instance_types()
