@@ -33,10 +33,18 @@ from typing import Any
 
 # torch too: a replay forked from here starts in milliseconds, not seconds (nothing of
 # torch runs in the server, so no thread pool is forked half-started).
-PRELOAD = ["remedy.cli", "remedy.debugger.evaluator", "remedy.training.replay", "tests.fuzzing"]
+PRELOAD = [
+    "remedy.cli",
+    "remedy.debugger.evaluator",
+    "remedy.training.replay",
+    "tests.fuzzing",
+    "boto3",  # the S3 reader's
+]
 CASE_TIMEOUT_S = 60.0  # far above any clean read; only a real hang reaches it
 FOLLOW_S = 1.5  # an evaluator on a store without end marker follows it this long
 GRACE_S = 20.0  # after SIGTERM
+
+ENV_PREFIX = "--env="  # a Job's extra "--env=NAME=VALUE": set in the reading process
 
 # Values a damaged or hostile file may hold where a count, name or list belongs.
 HOSTILE = [None, "", "x" * 300, -1, 2**63, 10**30, 1e308, -1e308, 1e7, True, [], {}, [[[[]]]]]
@@ -61,6 +69,11 @@ def run_in_child(runner: str, target: str, work: str, extra: Sequence[str]) -> N
     import sys
 
     _redirect(Path(work))
+    for item in extra:  # the forkserver's environment predates the test's: e.g. S3's
+        if item.startswith(ENV_PREFIX):
+            name, _, value = item.removeprefix(ENV_PREFIX).partition("=")
+            os.environ[name] = value
+    extra = [item for item in extra if not item.startswith(ENV_PREFIX)]
     code = RUNNERS[runner](target, Path(work), list(extra))
     sys.stdout.flush()
     sys.stderr.flush()
@@ -211,7 +224,7 @@ def context() -> Any:
 @dataclass
 class Job:
     runner: str
-    target: Path
+    target: Path | str  # a folder, or an s3:// URI
     work: Path
     extra: Sequence[str]
     follow: bool  # an evaluator on a store that has not ended: SIGTERM after FOLLOW_S

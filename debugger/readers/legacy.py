@@ -110,16 +110,31 @@ class LegacyStoreReader(StoreReader):
             raise CorruptStepFile(f"{self.location}: no index for {mode.value} step {mode_step}")
         global_step, event_file, tensors = entry
         path = Path(self.location) / event_file
+        try:
+            fd, size = store.open_regular(path)  # never a FIFO, device or symlink
+            try:
+                wall_time = os.fstat(fd).st_mtime
+            finally:
+                os.close(fd)
+        except CorruptStoreFile as exc:
+            raise CorruptStepFile(str(exc)) from None
+        except OSError as exc:
+            raise CorruptStepFile(f"{path}: cannot open: {exc.strerror}") from None
+        covered = max(start + length for _, start, length in tensors.values())
+        if size != covered:  # the legacy hook writes its records back to back
+            raise CorruptStepFile(
+                f"{path}: {size} bytes, but its index names records up to byte {covered}"
+            )
         return store.StepHeader(
             mode=mode,
             mode_step=mode_step,
             global_step=global_step,
-            wall_time=path.stat().st_mtime if path.exists() else 0.0,
+            wall_time=wall_time,
             tensor_names=tuple(sorted(tensors)),
         )
 
     def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
-        _, event_file, tensors = self._steps[mode][mode_step]
+        global_step, event_file, tensors = self._steps[mode][mode_step]
         tag, start, length = tensors[name]
         path = Path(self.location) / event_file
         try:
@@ -133,6 +148,10 @@ class LegacyStoreReader(StoreReader):
             event = tfevents.decode_event(tfevents.unframe(record))
         except (OSError, ValueError, CorruptStoreFile) as exc:
             raise CorruptStepFile(f"{path}: cannot read {tag}: {exc}") from None
+        if event.step != global_step:
+            raise CorruptStepFile(
+                f"{path}: the record at {start} is of step {event.step}, not {global_step}"
+            )
         for value in event.values:
             if value.tag == tag and value.tensor is not None:
                 return value.tensor
@@ -278,22 +297,22 @@ class LegacyStoreReader(StoreReader):
         try:
             meta = index["meta"]
             mode = ModeKeys(str(meta["mode"]).strip())
-            mode_step = int(meta["mode_step"])
+            mode_step = meta["mode_step"]
+            if not store._is_count(mode_step):
+                raise ValueError(f"mode_step {mode_step!r} is not a step")
             event_file = str(meta["event_file_name"])
-            payload = index.get("tensor_payload") or []
+            raw = _payload(index.get("tensor_payload") or [])
             shapes = index.get("shape_payload") or []
-            raw = [(_text(t["tensorname"]), int(t["start_idx"]), int(t["length"])) for t in payload]
             shape_names = [_text(s["tensorname"]) for s in shapes]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             known = f"{path}: not an index file the reader knows ({exc!r})"
             raise StoreFormatError(known) from None
         expected = f"events/{path.name[:12]}/{path.name[:12]}_{self.worker}.tfevents"
-        if event_file != expected or mode_step < 0:
-            raise CorruptStoreFile(
-                f"{path}: names {event_file!r} and mode_step {mode_step}, "
-                f"not {expected!r} and a step"
-            )
+        if event_file != expected:
+            raise CorruptStoreFile(f"{path}: names event file {event_file!r}, not {expected!r}")
         tensors = {_our_name(tag, path): (tag, start, length) for tag, start, length in raw}
+        if len(tensors) != len(raw):  # two entries of one tensor (or of one reduction)
+            raise StoreFormatError(f"{path}: names a tensor twice in tensor_payload")
         saved = {split_key(name)[0] for name in tensors}
         only_shapes = sorted(set(shape_names) - saved)
         if only_shapes:
@@ -331,6 +350,26 @@ def _our_name(tag: str, path: Path) -> str:
     if reduction not in REDUCTIONS and reduction not in NORMS or not tensor:
         raise StoreFormatError(f"{path}: {tag} is not a reduction the reader knows")
     return reduction_key(tensor, reduction, absolute)
+
+
+def _payload(entries: Any) -> list[_Entry]:
+    """An index file's tensor_payload: (tag, start, length) of each record, the records
+    back to back from byte 0 (as the legacy hook writes them). TypeError or ValueError
+    otherwise (a float name, a negative or absurd length, an entry dropped)."""
+    if not isinstance(entries, list):
+        raise TypeError("tensor_payload is not a list")
+    out: list[_Entry] = []
+    for entry in entries:
+        tag, start, length = _text(entry["tensorname"]), entry["start_idx"], entry["length"]
+        if not (store._is_count(start) and store._is_count(length) and length > 0):
+            raise ValueError(f"{tag}: start_idx {start!r}, length {length!r} are not a range")
+        out.append((tag, start, length))
+    end = 0
+    for _, start, length in sorted(out, key=lambda e: e[1]):
+        if start != end:
+            raise ValueError(f"tensor_payload leaves or overlaps bytes at {end}..{start}")
+        end = start + length
+    return out
 
 
 def _text(value: Any) -> str:

@@ -188,7 +188,7 @@ def missing_ends(copy: Path) -> frozenset[str]:
     return frozenset(str(top.relative_to(copy)) for top in missing)
 
 
-def normal_statuses(read: fuzzing.Read, target: Path) -> Any:
+def normal_statuses(read: fuzzing.Read, target: Path | str) -> Any:
     if read.statuses is None:
         return None
     keep = ("RuleEvaluationStatus", "StatusDetails", "step", "mode", "tensor", "steps_evaluated")
@@ -198,11 +198,11 @@ def normal_statuses(read: fuzzing.Read, target: Path) -> Any:
     }
 
 
-def names_the_copy(text: str, target: Path) -> bool:
+def names_the_copy(text: str, target: Path | str) -> bool:
     return str(target) in text
 
 
-def verdict(runner: str, read: fuzzing.Read, expected: Any, target: Path) -> tuple[str, str]:
+def verdict(runner: str, read: fuzzing.Read, expected: Any, target: Path | str) -> tuple[str, str]:
     if read.hung:
         return "hung", "no exit"
     if "Traceback" in read.stderr:
@@ -233,7 +233,7 @@ def verdict(runner: str, read: fuzzing.Read, expected: Any, target: Path) -> tup
     return "silently wrong", json.dumps(statuses)[:400]
 
 
-def expected_of(runner: str, read: fuzzing.Read, target: Path) -> Any:
+def expected_of(runner: str, read: fuzzing.Read, target: Path | str) -> Any:
     if runner == "trial":
         assert read.result is not None and "read" in read.result, read.stderr
         return read.result["read"]
