@@ -18,6 +18,7 @@ from remedy.jobs.local.layout import JobPaths
 from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV
 from remedy.state_schema import JobStatus, RunSpec
 from remedy.state_schema import job_env as names
+from remedy.state_schema.private import PRIVATE_FIELDS
 from remedy.training.guard import RULE_STATUS_DIR_ENV
 
 from tests.jobs.test_local_backend import wait_final
@@ -226,7 +227,8 @@ def test_which_variables_are_secrets(name: str, secret: bool) -> None:
 def test_the_names_are_the_ones_their_readers_use() -> None:
     assert names.DEBUGGER_CONFIG_ENV == CONFIG_ENV_VAR
     assert names.RULE_STATUS_DIR_ENV == RULE_STATUS_DIR_ENV
-    assert {NOTIFY_URLS_ENV, NOTIFY_SECRET_ENV} == set(names.SECRET_ENVS)
+    private = set(PRIVATE_FIELDS.values())  # the flow's role and bucket
+    assert {NOTIFY_URLS_ENV, NOTIFY_SECRET_ENV} | private == set(names.SECRET_ENVS)
 
 
 def test_the_escalation_timeline() -> None:
