@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import adversarial
 from tests.postgres import Postgres, running_postgres
 
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -182,3 +183,26 @@ def moto_server() -> Iterator[str]:
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
+
+
+# -- the adversarial suite's counts (tests/adversarial.py) -----------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test marked adversarial(SUITE, fails_as=OUTCOME) is one case of SUITE."""
+    report = yield
+    mark = item.get_closest_marker("adversarial")
+    if mark is not None and (report.when == "call" or (report.when == "setup" and report.failed)):
+        outcome = "handled cleanly" if report.passed else mark.kwargs["fails_as"]
+        if not report.skipped:
+            adversarial.record(mark.args[0], {outcome: 1})
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = adversarial.summary()
+    if lines:
+        terminalreporter.section("adversarial suite (issue 13)")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -175,6 +175,7 @@ def test_run_exits_nonzero_when_the_last_attempt_did_not_complete(
     assert "AlgorithmError" in out.stdout
 
 
+@pytest.mark.adversarial("fault injection", fails_as="lost")
 def test_resume_after_a_crashed_flow_adopts_the_running_job(
     prefect_api_url: str, tmp_path: Path
 ) -> None:

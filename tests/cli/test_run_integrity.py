@@ -31,6 +31,7 @@ def events(run_dir: Path) -> list[str]:
     return [json.loads(line)["event"] for line in lines]
 
 
+@pytest.mark.adversarial("fault injection", fails_as="lost")
 def test_a_second_process_on_a_running_run_is_refused(prefect_api_url: str, tmp_path: Path) -> None:
     flow, run_dir = start_gated_run(tmp_path, prefect_api_url)
     try:
@@ -45,6 +46,7 @@ def test_a_second_process_on_a_running_run_is_refused(prefect_api_url: str, tmp_
     assert len(list((run_dir / "jobs").iterdir())) == 1  # one job, one supervisor
 
 
+@pytest.mark.adversarial("fault injection", fails_as="leaked")
 def test_sigterm_of_remedy_run_stops_the_job(prefect_api_url: str, tmp_path: Path) -> None:
     flow, run_dir = start_gated_run(tmp_path, prefect_api_url)
     flow.send_signal(signal.SIGTERM)
@@ -67,6 +69,7 @@ def quick_run(prefect_api_url: str, tmp_path: Path) -> Path:
     return run_dir
 
 
+@pytest.mark.adversarial("fault injection", fails_as="lost")
 def test_a_run_that_crashed_after_its_final_state_is_finished_by_resume(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
@@ -95,6 +98,7 @@ remediate(state=load_state(sys.argv[1]), run_dir=sys.argv[2])
 """
 
 
+@pytest.mark.adversarial("fault injection", fails_as="lost")
 def test_calling_the_flow_again_on_its_run_dir_never_overwrites_it(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
@@ -132,6 +136,7 @@ def pid_running(pid: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.adversarial("fault injection", fails_as="leaked")
 def test_a_killed_remedy_run_leaves_no_temporary_server(tmp_path: Path) -> None:
     spec = RunSpec(entry_point="tests.jobs.entry_points.gated", rules=[])
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}

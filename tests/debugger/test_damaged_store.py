@@ -15,6 +15,8 @@ from remedy.debugger.exceptions import CorruptStoreFile, IncompleteStore
 
 from tests.debugger.helpers import REPO, every_step_hook, new_store, train, write_step
 
+pytestmark = pytest.mark.adversarial("damaged stores", fails_as="silently wrong")
+
 
 @pytest.fixture
 def ended(tmp_path: Path) -> Path:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.debugger.helpers import every_step_hook, read_status, train, wait_for
 
 RULE = {"name": "GradientsExplode", "rule": "ExplodingTensor"}
@@ -31,6 +33,7 @@ def a_job_in_training(tmp_path: Path) -> Path:
     return job
 
 
+@pytest.mark.adversarial("fault injection", fails_as="hung")
 def test_an_evaluator_whose_job_folder_is_deleted_exits_writing_nothing(tmp_path: Path) -> None:
     job = a_job_in_training(tmp_path)
     evaluator = subprocess.Popen(evaluator_command(job), stdout=subprocess.PIPE, text=True)
@@ -53,6 +56,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.adversarial("fault injection", fails_as="hung")
 def test_an_evaluator_stops_when_its_parent_dies(tmp_path: Path) -> None:
     job = a_job_in_training(tmp_path)
     command = evaluator_command(job, "--exit-with-parent")

@@ -18,7 +18,7 @@ import pytest
 from remedy.debugger import store
 from remedy.debugger.readers import legacy
 
-from tests import fuzzing
+from tests import adversarial, fuzzing
 from tests.debugger.helpers import EXPLODING_LR, every_step_hook, train
 from tests.debugger.test_store_fuzz import (
     CHECK_ARGS,
@@ -220,6 +220,7 @@ def fuzz(
 def check(tally: fuzzing.Tally, expected_cases: int) -> None:
     print()
     print(tally.report())
+    adversarial.record(f"{tally.what} fuzzer", tally.counts)
     assert tally.counts["cases"] == expected_cases
     assert not tally.bad, tally.report()
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from remedy.debugger import ReductionConfig, store
 
-from tests import fuzzing
+from tests import adversarial, fuzzing
 from tests.debugger.helpers import EXPLODING_LR, every_step_hook, train
 
 SEED = 13
@@ -312,5 +312,6 @@ def test_damaged_stores_are_never_read_silently(
     for tally in tallies.values():
         print(tally.report().splitlines()[0])
     print(total.report())
+    adversarial.record("store fuzzer", total.counts)
     assert total.counts["cases"] == 3 * sum(CASES.values())
     assert not total.bad, total.report()

@@ -49,6 +49,7 @@ def assert_hidden(parameters: dict[str, Any]) -> None:
     assert parameters["state"]["run_spec"]["bucket"] == HIDDEN
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_remedy_run_never_sends_them(prefect_api_url: str, tmp_path: Path) -> None:
     payload = tmp_path / "payload.json"
     payload.write_text(Payload(state=ended_state()).model_dump_json())
@@ -61,6 +62,7 @@ def test_remedy_run_never_sends_them(prefect_api_url: str, tmp_path: Path) -> No
     assert saved.run_spec.sm_role == ROLE and saved.history.attempts[0].spec.bucket == BUCKET
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_given_through_the_api_they_are_hidden_and_a_retry_finds_them(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
@@ -74,6 +76,7 @@ def test_given_through_the_api_they_are_hidden_and_a_retry_finds_them(
     assert load_state(run_dir / "state.json").run_spec.bucket == BUCKET
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_a_new_run_takes_hidden_ones_from_the_machine(
     prefect_api_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -94,6 +94,7 @@ def test_a_script_sees_the_documented_environment(backend: LocalBackend) -> None
     assert env["MKL_NUM_THREADS"] == threads
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_no_secret_reaches_the_job_or_its_files(backend: LocalBackend) -> None:
     spec = RunSpec(source_dir=str(ENTRY_POINTS), entry_point="dump_env.py", rules=[])
     env = dump(backend, "secrets", spec)["env"]
@@ -107,6 +108,7 @@ def test_no_secret_reaches_the_job_or_its_files(backend: LocalBackend) -> None:
     assert not [value for value in SECRETS.values() if value in written]
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_no_process_of_a_job_holds_a_secret(backend: LocalBackend) -> None:
     """The supervisor and the evaluator too: /proc/PID/environ of every process of the job."""
     spec = RunSpec(entry_point="tests.jobs.entry_points.gated")

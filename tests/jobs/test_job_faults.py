@@ -39,6 +39,7 @@ def backend(tmp_path: Path) -> LocalBackend:
     return LocalBackend(tmp_path / "run")
 
 
+@pytest.mark.adversarial("fault injection", fails_as="hung")
 def test_a_killed_rule_evaluator_fails_the_job_and_its_rules(backend: LocalBackend) -> None:
     backend.launch("job", spec("gated").model_copy(update={"rules": WATCHED}))
     status = wait_training(backend, "job")
@@ -54,6 +55,7 @@ def test_a_killed_rule_evaluator_fails_the_job_and_its_rules(backend: LocalBacke
     assert rule.status == "Error" and "exited with status -9" in rule.details
 
 
+@pytest.mark.adversarial("fault injection", fails_as="hung")
 def test_a_stopped_training_process_is_noticed_and_ended(backend: LocalBackend) -> None:
     frozen = spec("gated", progress_timeout_s=10.0)  # its start-up (torch import) too
     backend.launch("job", frozen)
@@ -66,6 +68,7 @@ def test_a_stopped_training_process_is_noticed_and_ended(backend: LocalBackend) 
     assert str(ended.failure_reason).endswith("the training process is stopped (T)")
 
 
+@pytest.mark.adversarial("fault injection", fails_as="hung")
 def test_a_killed_process_group_leaves_no_rule_pending(backend: LocalBackend) -> None:
     backend.launch("job", spec("gated").model_copy(update={"rules": WATCHED}))
     status = wait_training(backend, "job")
@@ -78,6 +81,7 @@ def test_a_killed_process_group_leaves_no_rule_pending(backend: LocalBackend) ->
     assert rule.details.startswith("the job ended before the rule evaluator judged this rule")
 
 
+@pytest.mark.adversarial("fault injection", fails_as="lost")
 def test_a_supervisor_that_cannot_start_fails_at_once_naming_why(
     backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,6 +98,7 @@ def test_a_supervisor_that_cannot_start_fails_at_once_naming_why(
     )
 
 
+@pytest.mark.adversarial("fault injection", fails_as="lost")
 def test_a_lost_pid_file_or_a_killed_supervisor_does_not_redo_the_work(
     backend: LocalBackend,
 ) -> None:

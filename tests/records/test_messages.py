@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from remedy.records.messages import (
     attempt_table,
     final_message,
@@ -50,6 +51,7 @@ def test_retraining_message_says_what_and_why_without_secrets() -> None:
     assert ROLE not in body and BUCKET not in body and "111111111111" not in body
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_final_message_and_public_state_hide_the_role_and_bucket() -> None:
     state = seed_state_after_finding()
     _, body = final_message(state)
@@ -59,6 +61,7 @@ def test_final_message_and_public_state_hide_the_role_and_bucket() -> None:
     assert '"warmup_learning_rate": 0.003125' in public
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_a_payload_shown_to_people_hides_them_in_every_run_spec() -> None:
     state = seed_state_after_finding()
     assert state.run_spec.sm_role == ROLE and state.history.attempts[-1].spec.bucket == BUCKET

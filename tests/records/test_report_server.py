@@ -32,6 +32,7 @@ def base_url(runs: Path) -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_serves_the_files_of_reports_and_nothing_else(base_url: str) -> None:
     run = f"{base_url}/search-1/candidate-001"
     assert httpx.get(f"{run}/report/index.html").text == "<html>the report</html>"
@@ -41,6 +42,7 @@ def test_serves_the_files_of_reports_and_nothing_else(base_url: str) -> None:
     assert httpx.get(f"{base_url}/").status_code == 404  # no listing of the runs
 
 
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_no_link_and_no_run_called_report_opens_anything_else(runs: Path, base_url: str) -> None:
     run = runs / "search-1" / "candidate-001"
     (run / "report" / "passwd.html").symlink_to("/etc/passwd")  # a link inside a report

@@ -40,6 +40,7 @@ def test_a_new_run_starts_and_a_retry_or_resume_goes_on_from_the_saved_state(
     assert load_run(run_dir) == progressed
 
 
+@pytest.mark.adversarial("fault injection", fails_as="lost")
 def test_another_run_in_the_folder_is_refused_and_nothing_is_overwritten(
     tmp_path: Path,
 ) -> None:
@@ -80,6 +81,7 @@ def hold_in_another_process(run_dir: Path) -> subprocess.Popen[str]:
     return holder
 
 
+@pytest.mark.adversarial("fault injection", fails_as="lost")
 def test_a_second_process_is_refused_until_the_holder_dies(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     holder = hold_in_another_process(run_dir)

@@ -12,6 +12,7 @@ from remedy.state_schema import PayloadError, load_state
 from remedy.cli import check_policy
 from remedy.errors import UsageError
 from remedy.preflight import PreflightError, preflight
+from tests import adversarial
 
 SCRIPT = '"source_dir": ".", "entry_point": "x.py"'
 DIGITS = "1" * 5000
@@ -89,6 +90,10 @@ def counts() -> dict[str, int]:
     found = {"cases": 0, "refused cleanly": 0, "accepted": 0, "crashed": 0}
     yield found
     print("\nbad-input corpus: " + ", ".join(f"{k} {v}" for k, v in found.items()))
+    outcomes = {"refused cleanly": "handled cleanly", "accepted": "silently wrong"}
+    adversarial.record(
+        "bad-spec corpus", {outcomes.get(k, k): v for k, v in found.items() if k != "cases"}
+    )
 
 
 @pytest.mark.parametrize("name", list(CORPUS))

@@ -105,6 +105,7 @@ def test_a_python_policy_by_import_path(tmp_path: Path, monkeypatch: pytest.Monk
     sys.modules.pop("my_policies", None)
 
 
+@pytest.mark.adversarial("bad-spec corpus", fails_as="silently wrong")
 def test_a_python_policy_is_checked_without_importing_its_module(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,7 @@ from remedy.state_schema import Hyperparameters
 from remedy.training.bundle import META_FILE, write_manifest
 from remedy.training.train import train
 
-from tests import fuzzing
+from tests import adversarial, fuzzing
 from tests.training.test_guard import UNSTABLE
 
 SEED = 13
@@ -201,5 +201,6 @@ def test_damaged_bundles_are_never_replayed_silently(
     for tally in tallies.values():
         print(tally.report().splitlines()[0])
     print(total.report())
+    adversarial.record("bundle fuzzer", total.counts)
     assert total.counts["cases"] == len(RUNNERS) * CASES
     assert not total.bad, total.report()
