@@ -73,6 +73,20 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
         f'{{{SCRIPT}, "hyperparameter_roles": {{"learning_rate": "lr"}}}}',
         "hyperparameter_roles.learning_rate",
     ),
+    "misspelled rule class": (
+        '{"rules": [{"name": "Guard", "rule": "ExplodingTenser"}]}',
+        "ExplodingTensor",
+    ),
+    "invalid tensor_regex": (
+        '{"rules": [{"name": "Guard", "rule": "ExplodingTensor", '
+        '"parameters": {"tensor_regex": "grad(ient"}}]}',
+        "tensor_regex",
+    ),
+    "rule name with ../": ('{"rules": [{"name": "../x", "rule": "DeadRelu"}]}', "rules.0.name"),
+    "duplicate rule names": (
+        '{"rules": [{"name": "G", "rule": "DeadRelu"}, {"name": "G", "rule": "Overfit"}]}',
+        "used twice: G",
+    ),
     "zero progress timeout": ('{"progress_timeout_s": 0}', "progress_timeout_s"),
     "negative GPUs": ('{"gpus_per_job": -1}', "gpus_per_job"),
 }
