@@ -21,6 +21,7 @@ from tests.cli.test_cli import (
     remedy,
     remedy_env,
     start_gated_run,
+    start_remedy,
     wait_for,
     write_spec,
 )
@@ -160,3 +161,55 @@ def test_a_killed_remedy_run_leaves_no_temporary_server(tmp_path: Path) -> None:
     wait_for(lambda: not pid_running(server), timeout=30)
     job = load_state(run_dir / "state.json").history.latest_job_name
     LocalBackend(run_dir).stop(job)  # the job itself outlives its flow by design (resume)
+
+
+# The orchestrator is killed after each new journal event of a two-attempt run (the first
+# attempt explodes, the policy adds batch norm, the second completes): start, launching or
+# train, the monitor's transitions, one after another.
+KILLS = 7
+
+
+def phases(run_dir: Path) -> list[str]:
+    """The journal's events but the resumes this test causes."""
+    if not (run_dir / "transitions.jsonl").exists():
+        return []
+    return [event for event in events(run_dir) if event != "resume"]
+
+
+@pytest.mark.slow
+@pytest.mark.adversarial("fault injection", fails_as="lost")
+def test_remedy_killed_at_every_phase_loses_and_repeats_nothing(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    """kill -9 of `remedy run`, then of each `remedy resume`, right after each phase's
+    journal line: the run still ends clean, each job launched once, the history whole."""
+    from tests.flows.specs import tiny_spec
+
+    run_dir = tmp_path / "run"
+    spec = write_spec(
+        tmp_path / "spec.json", tiny_spec(warmup_learning_rate=0.003125, nan_guard="off")
+    )
+    command = ["run", str(spec), "--run-dir", str(run_dir), "--poll-interval", "0.3"]
+    killed_after: list[str] = []
+    for _ in range(KILLS):
+        before = len(phases(run_dir))
+        process = start_remedy(*command, api_url=prefect_api_url)
+        wait_for(
+            lambda p=process, n=before: len(phases(run_dir)) > n or p.poll() is not None,
+            timeout=300,
+        )
+        process.kill()  # SIGKILL: no handler runs
+        process.wait()
+        killed_after.append(phases(run_dir)[-1])
+        command = ["resume", str(run_dir), "--poll-interval", "0.3"]
+    # launching and train are a moment apart: a kill lands after either
+    assert {"start", "monitor"} <= set(killed_after), killed_after
+    assert {"launching", "train"} & set(killed_after), killed_after
+    done = remedy(*command, api_url=prefect_api_url)
+    assert done.returncode == 0, done.stdout + done.stderr + str(killed_after)
+    final = load_state(run_dir / "state.json")
+    jobs = [attempt.job_name for attempt in final.history.attempts]
+    assert len(jobs) == 2 and final.history.num_retraining == 2, killed_after
+    assert sorted(p.name for p in (run_dir / "jobs").iterdir()) == sorted(jobs)
+    assert phases(run_dir).count("launching") == 2  # no job launched twice
+    assert final.history.attempts[-1].outcome is JobStatus.Completed and is_finished(run_dir)
