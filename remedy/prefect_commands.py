@@ -177,7 +177,24 @@ def remediate_parameters(path: str | None) -> dict[str, Any]:
             f"{state.next_action.value}); the form's defaults start a run: give a run_spec "
             "or a state that has not started (`remedy resume RUN_DIR` goes on with a run)"
         )
-    return state.model_dump(mode="json", include={"run_spec", "budgets", "policy", "policy_config"})
+    defaults = state.model_dump(
+        mode="json", include={"run_spec", "budgets", "policy", "policy_config"}
+    )
+    refuse_private(defaults, path)
+    return defaults
+
+
+def refuse_private(parameters: dict[str, Any], path: str) -> None:
+    """A deployment's defaults show in the Prefect UI: never the role ARN or bucket."""
+    from remedy.state_schema.private import PRIVATE_FIELDS, hide_private
+
+    if hide_private(parameters) != parameters:
+        fields = " and ".join(PRIVATE_FIELDS)
+        variables = " and ".join(PRIVATE_FIELDS.values())
+        raise UsageError(
+            f"{path}: sets {fields}, which the Prefect UI would show with the deployment; "
+            f"leave them out and set {variables} on the machines that run flows"
+        )
 
 
 def search_parameters(path: str | None) -> dict[str, Any]:
@@ -204,6 +221,7 @@ def search_parameters(path: str | None) -> dict[str, Any]:
             SearchSpace.model_validate(document["space"]).candidates(base)
     except ValidationError as error:
         raise UsageError(describe_validation_error(error, path)) from None
+    refuse_private(document, path)
     return document
 
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from remedy.errors import UsageError
-from remedy.prefect_commands import search_parameters
+from remedy.prefect_commands import remediate_parameters, search_parameters
 from tests.conftest import healthy, start_remedy_server
 
 
@@ -25,6 +25,21 @@ def test_search_config_is_validated_before_serving(tmp_path: Path) -> None:
     good = {"space": {"add_batch_norm": [0, 1]}, "settings": {"concurrency": 2}}
     path.write_text(json.dumps(good))
     assert search_parameters(str(path)) == good
+
+
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
+def test_deployment_defaults_never_hold_the_role_or_bucket(tmp_path: Path) -> None:
+    """The deployment's defaults show in the Prefect UI (issue 13)."""
+    path = tmp_path / "defaults.json"
+    role = "arn:aws:iam::111111111111:role/r"
+    path.write_text(json.dumps({"sm_role": role, "learning_rate": 0.1}))
+    with pytest.raises(UsageError, match="sets sm_role and bucket.*REMEDY_SM_ROLE"):
+        remediate_parameters(str(path))
+    path.write_text(json.dumps({"base_spec": {"bucket": "my-bucket"}}))
+    with pytest.raises(UsageError, match="which the Prefect UI would show"):
+        search_parameters(str(path))
+    path.write_text(json.dumps({"learning_rate": 0.1}))
+    assert remediate_parameters(str(path))["run_spec"]["sm_role"] is None
 
 
 PROBE_FLOW = """
