@@ -23,10 +23,11 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.state_schema import DEFAULT_POLICY, Activation, Budgets, RunSpec
+from remedy.state_schema import DEFAULT_POLICY, Activation, Budgets, RunSpec, State
+from remedy.state_schema.private import hidden_state
 from remedy.tasks.leaderboard import open_search, publish_leaderboard
 from remedy.tasks.plan import PolicyName
-from remedy.tasks.record import hide_parameters
+from remedy.tasks.record import hide_parameters, prepare_run
 
 
 class SearchSpace(BaseModel):
@@ -133,10 +134,13 @@ def run_candidate(
 ) -> dict[str, Any]:
     """Remediate one candidate to the end; its state.json is the result. A deployment run
     also reports its flow run (name, final state) for the leaderboard."""
-    run_dir = candidate_dir(search_dir, number)
+    run_dir = str(Path(candidate_dir(search_dir, number)).resolve())  # the same on workers
+    # The candidate's folder keeps the role and bucket; its flow run's parameters hide them.
+    start = State(run_spec=spec, budgets=settings.budgets, policy=settings.policy)
+    shown = hidden_state(prepare_run(start, run_dir)).run_spec
     if not settings.use_deployments:
         remediate(
-            run_spec=spec,
+            run_spec=shown,
             budgets=settings.budgets,
             policy=settings.policy,
             run_dir=run_dir,
@@ -146,10 +150,10 @@ def run_candidate(
     flow_run = run_deployment(
         settings.deployment,
         parameters={
-            "run_spec": spec.model_dump(mode="json"),
+            "run_spec": shown.model_dump(mode="json"),
             "budgets": settings.budgets.model_dump(mode="json"),
             "policy": settings.policy,
-            "run_dir": str(Path(run_dir).resolve()),  # the same path on every worker
+            "run_dir": run_dir,
             "settings": settings.remediate.model_dump(mode="json"),
         },
         flow_run_name=spec.base_job_name,

@@ -17,7 +17,7 @@ from remedy.records.run_folder import (
 )
 from remedy.state_schema import State
 
-__all__ = ["finish", "hide_parameters", "open_run", "record", "release_run"]
+__all__ = ["finish", "hide_parameters", "open_run", "prepare_run", "record", "release_run"]
 
 
 @task(cache_policy=NO_CACHE)
@@ -32,6 +32,12 @@ def open_run(state: State, run_dir: str | None, flow_run_name: str) -> tuple[str
     except Exception:
         unlock_run(run_dir)
         raise
+
+
+def prepare_run(state: State, run_dir: str) -> State:
+    """Write a new run's folder before its flow starts, so the flow can be given the state
+    with its private fields hidden (its parameters show in the UI): it finds them here."""
+    return open_run_folder(run_dir, state)
 
 
 @task(cache_policy=NO_CACHE)

@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 from remedy.flows.remediate import RemediateSettings
 from remedy.flows.search import SearchSettings, SearchSpace, search
-from remedy.state_schema import Budgets
+from remedy.state_schema import Budgets, load_state
 
 from tests.flows.specs import tiny_spec
+
+ROLE = "arn:aws:iam::111111111111:role/search"
+BUCKET = "search-bucket-of-the-account"
 
 
 @pytest.mark.slow
@@ -29,9 +32,8 @@ def test_search_runs_every_candidate_and_ranks_them(prefect_api_url: str, tmp_pa
         budgets=Budgets(max_num_retraining=1),
         remediate=RemediateSettings(poll_interval_s=0.5),
     )
-    rows = search(
-        space=space, base_spec=tiny_spec(num_epochs=2), settings=settings, search_dir=str(tmp_path)
-    )
+    base = tiny_spec(num_epochs=2, sm_role=ROLE, bucket=BUCKET)  # unused by local jobs
+    rows = search(space=space, base_spec=base, settings=settings, search_dir=str(tmp_path))
     assert [(r["candidate"], r["batch_norm"]) for r in rows] == [(2, 1), (1, 0)]  # ranked
     clean, failed = rows
     assert clean["status"] == "clean" and clean["accuracy"] is not None
@@ -39,6 +41,21 @@ def test_search_runs_every_candidate_and_ranks_them(prefect_api_url: str, tmp_pa
     assert "max_num_retraining (1) reached" in failed["why"]
     assert json.loads((tmp_path / "leaderboard.json").read_text()) == rows
     assert "| candidate |" in (tmp_path / "leaderboard.md").read_text()
+    # The search's and its candidates' flow runs show no role or bucket (issue 13); the
+    # candidates' run folders keep them.
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(limit=200)
+    ours = [
+        run.parameters
+        for run in runs
+        if str(tmp_path) in json.dumps(run.parameters)  # search_dir, or a candidate's run_dir
+    ]
+    assert len(ours) == 3 and all(ROLE not in json.dumps(p) for p in ours)
+    assert all(BUCKET not in json.dumps(p) for p in ours)
+    saved = load_state(tmp_path / "candidate-001" / "state.json")
+    assert (saved.run_spec.sm_role, saved.run_spec.bucket) == (ROLE, BUCKET)
 
 
 def test_space_validates_every_candidate_before_running() -> None:
