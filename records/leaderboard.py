@@ -14,7 +14,7 @@ from typing import Any
 
 from remedy.records.messages import Message, cell, markdown_table, redact, sentence
 from remedy.records.metric_columns import BUILTIN_METRICS, metric_names, unique
-from remedy.records.run_folder import load_run, state_path
+from remedy.records.run_folder import has_begun, load_run
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import write_atomic
 
@@ -27,7 +27,7 @@ def leaderboard_row(
     ran = f"flow run {flow_run.get('flow_run')} ended {flow_run.get('flow_run_state')}"
     if flow_run.get("flow_run_message"):
         ran += f": {flow_run['flow_run_message']}"
-    if not state_path(run_dir).exists():
+    if not has_begun(run_dir):  # its folder may be written: no flow took it up
         why = "never started"
         if flow_run.get("flow_run_state") == "COMPLETED":  # it ran, somewhere else
             why = (

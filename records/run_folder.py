@@ -80,6 +80,16 @@ def is_finished(run_dir: str | Path) -> bool:
     return bool(lines) and json.loads(lines[-1]).get("event") == FINISHED
 
 
+def has_begun(run_dir: str | Path) -> bool:
+    """True once a flow has taken the run up: its journal holds more than the start line
+    (a search or `remedy run` writes a run's folder before its flow opens it)."""
+    try:
+        with (Path(run_dir) / JOURNAL_FILE).open() as journal:
+            return sum(1 for _ in zip(journal, range(2), strict=False)) > 1
+    except FileNotFoundError:
+        return False
+
+
 def open_run_folder(run_dir: str | Path, state: State) -> State:
     """The state to go on from: `state` for a new run (state.json and start.json written,
     its hidden private fields taken from the environment), the saved state when `state` is
