@@ -82,12 +82,13 @@ def is_finished(run_dir: str | Path) -> bool:
 
 def has_begun(run_dir: str | Path) -> bool:
     """True once a flow has taken the run up: its journal holds more than the start line
-    (a search or `remedy run` writes a run's folder before its flow opens it)."""
+    (a search or `remedy run` writes a run's folder before its flow opens it); for a
+    folder without journal, once it holds a state."""
     try:
         with (Path(run_dir) / JOURNAL_FILE).open() as journal:
             return sum(1 for _ in zip(journal, range(2), strict=False)) > 1
     except FileNotFoundError:
-        return False
+        return state_path(run_dir).exists()
 
 
 def open_run_folder(run_dir: str | Path, state: State) -> State:
