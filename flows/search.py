@@ -28,6 +28,7 @@ from remedy.state_schema.private import hidden_state
 from remedy.tasks.leaderboard import open_search, publish_leaderboard
 from remedy.tasks.plan import PolicyName
 from remedy.tasks.record import hide_parameters, prepare_run
+from remedy.tasks.train import check_spec
 
 
 class SearchSpace(BaseModel):
@@ -137,6 +138,7 @@ def run_candidate(
     run_dir = str(Path(candidate_dir(search_dir, number)).resolve())  # the same on workers
     # The candidate's folder keeps the role and bucket; its flow run's parameters hide them.
     start = State(run_spec=spec, budgets=settings.budgets, policy=settings.policy)
+    check_spec(start, run_dir, spec.base_job_name)  # as its flow would: before its folder
     shown = hidden_state(prepare_run(start, run_dir)).run_spec
     if not settings.use_deployments:
         remediate(

@@ -24,8 +24,9 @@ def check_spec(state: State, run_dir: str | None, flow_run_name: str) -> None:
     bucket, region and instance type), before anything is created: a run started from a
     deployment is refused as `remedy run`'s preflight refuses it, naming the field. The
     spec is the one open_run will keep: hidden or empty private fields taken from this
-    machine's environment. A run folder that holds a state already is a resume or a retry
-    (or remedy run's own start, checked by its preflight): its spec was checked then."""
+    machine's environment. A run folder that holds a state already is a resume or a retry,
+    or a start written before the flow (remedy run's, after its preflight; a search's
+    candidate, checked before its folder): its spec was checked then."""
     if state_path(run_dir or default_run_dir(flow_run_name)).exists():
         return
     run_spec = reveal_private(state).run_spec
