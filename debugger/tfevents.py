@@ -78,6 +78,24 @@ def unframe(record: bytes) -> bytes:
     return data
 
 
+HEAD_BYTES = 21  # a record's framing (12 bytes) and its Event's wall_time field (1 + 8)
+
+
+def record_head(head: bytes) -> tuple[int, float]:
+    """(the record's length on disk, its Event's wall_time) from its first HEAD_BYTES: the
+    writers put wall_time (field 1, a double) first. Reads no more than that however large
+    the record; RecordError when the length's checksum fails or no wall_time opens it."""
+    if len(head) < HEAD_BYTES:
+        raise RecordError("record shorter than its framing and wall time")
+    (length,) = struct.unpack("<Q", head[:8])
+    if struct.unpack("<I", head[8:12])[0] != masked_crc(head[:8]):
+        raise RecordError("record length checksum mismatch")
+    (wall_time,) = struct.unpack("<d", head[13:21])
+    if head[12] != 0x09 or not 0 < wall_time < 2**40:  # 0x09: field 1, 64-bit
+        raise RecordError("the record does not open with its wall time")
+    return 16 + length, wall_time
+
+
 def records(blob: bytes) -> Iterator[bytes]:
     """Payloads of the whole records of a file's bytes; stops at a torn tail."""
     offset = 0

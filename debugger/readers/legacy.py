@@ -113,7 +113,7 @@ class LegacyStoreReader(StoreReader):
         try:
             fd, size = store.open_regular(path)  # never a FIFO, device or symlink
             try:
-                wall_time = os.fstat(fd).st_mtime
+                head = os.pread(fd, tfevents.HEAD_BYTES, 0)
             finally:
                 os.close(fd)
         except CorruptStoreFile as exc:
@@ -125,6 +125,15 @@ class LegacyStoreReader(StoreReader):
             raise CorruptStepFile(
                 f"{path}: {size} bytes, but its index names records up to byte {covered}"
             )
+        # The step's time is its first record's, as the writer stamped it (a file's mtime
+        # changes when the store is copied or touched).
+        first = next(length for _, start, length in tensors.values() if start == 0)
+        try:
+            length, wall_time = tfevents.record_head(head)
+            if length != first:
+                raise tfevents.RecordError(f"its first record is {length} bytes, not {first}")
+        except tfevents.RecordError as exc:
+            raise CorruptStepFile(f"{path}: {exc}") from None
         return store.StepHeader(
             mode=mode,
             mode_step=mode_step,
@@ -301,7 +310,7 @@ class LegacyStoreReader(StoreReader):
             if not store._is_count(mode_step):
                 raise ValueError(f"mode_step {mode_step!r} is not a step")
             event_file = str(meta["event_file_name"])
-            raw = _payload(index.get("tensor_payload") or [])
+            raw = _payload(index["tensor_payload"])  # the hook writes it, empty or not
             shapes = index.get("shape_payload") or []
             shape_names = [_text(s["tensorname"]) for s in shapes]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -181,17 +182,38 @@ def test_a_torn_legacy_record_is_never_decoded(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "healthy", store)
     events = store / "events"
     flipped = events / "000000000002" / "000000000002_worker_0.tfevents"
+    index2 = json.loads((store / "index" / "000000000" / "000000000002_worker_0.json").read_text())
+    second = index2["tensor_payload"][1]
     blob = bytearray(flipped.read_bytes())
-    blob[0] ^= 0x01  # a record length that its checksum does not vouch for
+    blob[second["start_idx"]] ^= 0x01  # a record length that its checksum does not vouch for
     flipped.write_bytes(bytes(blob))
     trial = create_trial(store)
-    index2 = json.loads((store / "index" / "000000000" / "000000000002_worker_0.json").read_text())
     with pytest.raises(CorruptStepFile, match="checksum"):
-        trial.tensor(index2["tensor_payload"][0]["tensorname"]).value(2)
+        trial.tensor(second["tensorname"]).value(2)
+    blob[0] ^= 0x01  # the first record's: the step's time is read from it
+    flipped.write_bytes(bytes(blob))
+    with pytest.raises(CorruptStepFile, match=f"{flipped}: record length checksum mismatch"):
+        create_trial(store)  # its step is reported
     torn = events / "000000000001" / "000000000001_worker_0.tfevents"
     torn.write_bytes(torn.read_bytes()[:300])  # the writer died mid-file
     with pytest.raises(CorruptStepFile, match=f"{torn}: 300 bytes, but its index names"):
         create_trial(store)  # its step is reported, never read in part
+
+
+def test_a_legacy_step_s_time_is_its_first_record_s(tmp_path: Path) -> None:
+    """Copying a store (or touching it) changes its files' mtimes, never its steps' times."""
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "workers", store)
+    for path in store.rglob("*.tfevents"):
+        os.utime(path, (0, 0))
+    trial = create_trial(store)
+    for worker in trial.workers():
+        for mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
+            for step in trial.worker(worker).steps(mode):
+                header = trial.worker(worker).step_header(step, mode)
+                events = store / "events" / f"{header.global_step:012d}"
+                first = next(read_events(events / f"{header.global_step:012d}_{worker}.tfevents"))
+                assert header.wall_time == first.wall_time > 1.7e9
 
 
 def test_legacy_tensorboard_events_are_readable() -> None:

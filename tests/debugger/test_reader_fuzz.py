@@ -31,7 +31,15 @@ from tests.debugger.test_store_fuzz import (
 
 SEED = 13
 S3_CASES = 40  # each read by the trial and by remedy check
-LEGACY_CASES = {"exploding": 50, "healthy": 30}  # each read by the trial and the evaluator
+# Each read by the trial and the evaluator; every fixture (setting of the legacy library).
+LEGACY_CASES = {
+    "exploding": 25,
+    "healthy": 15,
+    "default_mode": 10,
+    "reductions": 10,
+    "regex": 10,
+    "workers": 10,
+}
 LEGACY = Path(__file__).parent / "fixtures" / "legacy"
 BUCKET = "remedy-fuzz"
 # Damage an S3 object can take: no FIFO, symlink or folder exists there.
