@@ -16,6 +16,7 @@ from remedy.debugger import CorruptStepFile, Hook, ModeKeys, RuleStatus, SaveCon
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.exceptions import (
     CorruptStoreFile,
+    IncompleteStore,
     InvalidWorker,
     StoreFormatError,
     TensorUnavailableForStep,
@@ -198,6 +199,27 @@ def test_a_torn_legacy_record_is_never_decoded(tmp_path: Path) -> None:
     torn.write_bytes(torn.read_bytes()[:300])  # the writer died mid-file
     with pytest.raises(CorruptStepFile, match=f"{torn}: 300 bytes, but its index names"):
         create_trial(store)  # its step is reported, never read in part
+
+
+def test_a_legacy_store_s_missing_steps_are_named(tmp_path: Path) -> None:
+    """As for an old store of ours: the steps its collections' save_config makes due, per
+    worker; GLOBAL steps (read as TRAIN) by the GLOBAL save_config."""
+    workers = tmp_path / "workers"
+    shutil.copytree(FIXTURES / "workers", workers)
+    (workers / "index" / "000000000" / "000000000000_worker_1.json").unlink()
+    with pytest.raises(IncompleteStore, match=r"call for 1 TRAIN step\(s\) with no .*: 0$"):
+        create_trial(workers)
+    default = tmp_path / "default_mode"
+    shutil.copytree(FIXTURES / "default_mode", default)
+    collections = default / "collections" / "000000000" / "worker_0_collections.json"
+    data = json.loads(collections.read_text())
+    for entry in data["collections"].values():
+        entry["save_config"]["TRAIN"]["save_interval"] = 2  # the hook saved by GLOBAL's
+    collections.write_text(json.dumps(data))
+    assert create_trial(default).steps() == [0, 1, 2, 3]
+    (default / "index" / "000000000" / "000000000001_worker_0.json").unlink()
+    with pytest.raises(IncompleteStore, match=r"call for 1 TRAIN step\(s\) with no .*: 1$"):
+        create_trial(default)
 
 
 def test_a_legacy_step_s_time_is_its_first_record_s(tmp_path: Path) -> None:
