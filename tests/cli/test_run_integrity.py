@@ -190,6 +190,7 @@ def test_remedy_killed_at_every_phase_loses_and_repeats_nothing(
         tmp_path / "spec.json", tiny_spec(warmup_learning_rate=0.003125, nan_guard="off")
     )
     command = ["run", str(spec), "--run-dir", str(run_dir), "--poll-interval", "0.3"]
+    command += ["--policy", "seed"]  # the ladder's batch norm: two attempts
     killed_after: list[str] = []
     for _ in range(KILLS):
         before = len(phases(run_dir))
