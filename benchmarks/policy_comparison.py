@@ -53,9 +53,9 @@ from remedy.cli import configure_prefect_environment  # noqa: E402
 configure_prefect_environment()
 
 from remedy.flows.remediate import RemediateSettings, remediate  # noqa: E402
+from remedy.records.verdict import run_flaw  # noqa: E402
 from remedy.state_schema import (  # noqa: E402
     Budgets,
-    JobStatus,
     RuleSpec,
     RunSpec,
     State,
@@ -115,7 +115,7 @@ FIGURES = (
 def figures(final: State) -> dict[str, Any]:
     attempts = final.history.attempts
     last = attempts[-1]
-    clean = last.outcome is JobStatus.Completed and not last.findings
+    clean = run_flaw(final) is None  # the flow's own meaning of clean (trained, no finding)
     total = sum(a.steps_run for a in attempts)
     final_steps = last.start_step + last.steps_run  # a warm start's checkpoint included
     return {
