@@ -5,7 +5,8 @@
 
 `name` is the RuleConfigurationName (status file name, unique); `rule` the registry key,
 or, with "rule_file": "path/to/my_rule.py", the name of a Rule subclass in that file
-(a custom rule, evaluated exactly like the built-ins).
+(a custom rule, evaluated exactly like the built-ins). An entry may also be a preset,
+{"preset": "recommended"}, expanded into its rules (rule_presets.py).
 """
 
 from __future__ import annotations
@@ -82,8 +83,14 @@ class RuleConfig:
 
 
 def parse_rule_configs(data: Any) -> list[RuleConfig]:
+    from remedy.debugger.rule_presets import expand_presets  # the rules, only when parsing
+
     if not isinstance(data, list):
         raise RuleConfigError(f"RULES.json must be a list of rules, got {type(data).__name__}")
+    try:
+        data = expand_presets(data)
+    except ValueError as exc:
+        raise RuleConfigError(str(exc)) from None
     configs: list[RuleConfig] = []
     problems: dict[str, str] = {}
     names: list[str] = []

@@ -94,12 +94,24 @@ def check_rules(spec: RunSpec) -> None:
     Error once the job runs; here nothing launches."""
     from remedy.debugger.rule_check import check_rule
     from remedy.debugger.rule_config import RuleConfig
+    from remedy.debugger.rule_presets import expand_entry
 
+    names: list[str] = []
     for index, rule in enumerate(spec.rules):
+        label = rule.name or f"preset {rule.preset}"
         try:
-            check_rule(RuleConfig.from_dict(rule.model_dump(mode="json")), spec.source_dir)
+            for config in expand_entry(rule.model_dump(mode="json")):
+                check_rule(RuleConfig.from_dict(config), spec.source_dir)
+                names.append(config["name"])
         except ValueError as error:
-            raise PreflightError(f"run_spec.rules[{index}] ({rule.name}): {error}") from None
+            raise PreflightError(f"run_spec.rules[{index}] ({label}): {error}") from None
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise PreflightError(
+            "run_spec.rules: each rule name is used once, presets expanded; used twice: "
+            f"{', '.join(twice)} (name your own rule differently, or take that rule from the "
+            'preset with {"name": ..., "rule": ..., "preset": ...} instead of the whole preset)'
+        )
 
 
 def check_script(entry_point: str, code_dir: Path, in_source_dir: bool) -> None:

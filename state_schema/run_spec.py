@@ -31,22 +31,47 @@ from remedy.state_schema.roles import check_role_name, role_value, script_value
 FIELDS_OF_EVERY_JOB = frozenset({"base_job_name", "nan_guard", "init_checkpoint", "start_epoch"})
 
 
+# The rules of a run_spec that names none (debugger/rule_presets.py defines the sets).
+DEFAULT_RULE_PRESET = "recommended"
+
 # A rule's name becomes its status file's name (<name>.json): a safe alphabet, no path.
 RULE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$"
 
 
 class RuleSpec(Strict):
-    """One debugger rule to evaluate beside the job (DebugRuleConfiguration). Whether the
-    class exists and takes these parameters is checked by the preflight, which knows the
-    debugger's registry (this package imports nothing of ours)."""
+    """One debugger rule to evaluate beside the job (DebugRuleConfiguration), or a preset:
+    a named rule set of the debugger (debugger/rule_presets.py).
 
-    name: str = Field(
+        {"name": "Spike", "rule": "LossSpike", "parameters": {"window": 100}}
+        {"preset": "recommended"}                      every rule of the preset
+        {"name": "Overfit", "rule": "Overfit", "preset": "managed"}
+                                  one rule of the preset, its parameters over the preset's
+
+    Whether the class or preset exists and takes these parameters is checked by the
+    preflight, which knows the debugger's registry (this package imports nothing of ours)."""
+
+    name: str | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
         description="RuleConfigurationName: how the rule's status is reported; it names a "
-        "file, so letters, digits, '_', '-' and '.', not starting with '.', no '..'.",
+        "file, so letters, digits, '_', '-' and '.', not starting with '.', no '..'. "
+        "Required with rule; absent for a whole preset.",
     )
-    rule: str = Field(
+    rule: str | None = Field(
+        None,
         min_length=1,
-        description="Rule class name in the debugger's registry, or in rule_file.",
+        exclude_if=lambda value: value is None,
+        description="Rule class name in the debugger's registry, or in rule_file. Required "
+        "with name; absent for a whole preset.",
+    )
+    preset: str | None = Field(
+        None,
+        min_length=1,
+        exclude_if=lambda value: value is None,  # a plain rule dumps as it always did
+        description="A rule set of the debugger: 'recommended' (the default rules) or "
+        "'managed' (the managed service's rules with its documented defaults). Alone: "
+        "every rule of the set (with these actions). With name and rule: that rule of the "
+        "set, with the set's parameters under these parameters.",
     )
     parameters: dict[str, Any] = Field(default_factory=dict, description="Rule parameters.")
     actions: list[Literal["StopTraining", "Notify"]] = Field(
@@ -63,13 +88,36 @@ class RuleSpec(Strict):
 
     @field_validator("name")
     @classmethod
-    def _name_is_a_file_name(cls, name: str) -> str:
-        if not re.match(RULE_NAME_PATTERN, name) or ".." in name:
+    def _name_is_a_file_name(cls, name: str | None) -> str | None:
+        if name is not None and (not re.match(RULE_NAME_PATTERN, name) or ".." in name):
             raise ValueError(
                 f"{name!r} cannot name a status file: use letters, digits, '_', '-' and '.' "
                 "(1-255, not starting with '.', no '..', no '/')"
             )
         return name
+
+    @model_validator(mode="after")
+    def _a_rule_or_a_preset(self) -> Self:
+        if self.preset is not None and self.name is None and self.rule is None:
+            if self.parameters or self.rule_file is not None:
+                raise ValueError(
+                    f"preset {self.preset!r} alone takes only actions; to change a rule of "
+                    "it, name that rule (name, rule, preset, parameters)"
+                )
+            return self
+        missing = [key for key in ("name", "rule") if getattr(self, key) is None]
+        if missing:
+            raise ValueError(
+                f"a rule needs name and rule (missing: {', '.join(missing)}), or is a whole "
+                'preset such as {"preset": "recommended"}'
+            )
+        if self.preset is not None and self.rule_file is not None:
+            raise ValueError("a preset's rule is a built-in one: preset and rule_file exclude")
+        return self
+
+    @property
+    def is_whole_preset(self) -> bool:
+        return self.name is None
 
 
 def exploding_tensor_rule() -> RuleSpec:
@@ -215,8 +263,9 @@ class RunSpec(Hyperparameters):
         '"processes_per_host": 2}} starts the script with torchrun. null: one process.',
     )
     rules: list[RuleSpec] = Field(
-        default_factory=lambda: [exploding_tensor_rule()],
-        description="Debugger rules evaluated beside the job.",
+        default_factory=lambda: [RuleSpec(preset=DEFAULT_RULE_PRESET)],
+        description="Debugger rules evaluated beside the job: rules and presets (named rule "
+        'sets, {"preset": "recommended"}). Default: the recommended preset. []: none.',
     )
     success_criteria: list[SuccessCriterion] = Field(
         default_factory=list,
@@ -291,7 +340,9 @@ class RunSpec(Hyperparameters):
     @classmethod
     def _rule_names_unique(cls, rules: list[RuleSpec]) -> list[RuleSpec]:
         # Each name is one status file: a second rule of the same name would overwrite it.
-        names = [rule.name for rule in rules]
+        names = [rule.name for rule in rules if rule.name is not None]
+        presets = [rule.preset for rule in rules if rule.is_whole_preset]
+        names += [f"preset {preset}" for preset in presets]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ValueError(f"each rule name is used once; used twice: {', '.join(twice)}")

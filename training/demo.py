@@ -39,7 +39,7 @@ at chance accuracy with batch norm; batch 64 learned on all four seeds tried (fi
 accuracy 0.926-0.996).
 """
 
-from remedy.state_schema import RunSpec
+from remedy.state_schema import RunSpec, exploding_tensor_rule
 
 DEMO_RUN_SPEC = RunSpec(
     base_job_name="remedy-demo",
@@ -64,4 +64,7 @@ DEMO_RUN_SPEC = RunSpec(
     # The demo shows the original path: the debugger's ExplodingTensor rule spots the NaN
     # gradients. With the NaN guard on, the job would catch them itself before the update.
     nan_guard="off",
+    # The seed's only rule, named: the demo reproduces the original seven launches, which
+    # the default rules (the recommended preset) need not.
+    rules=[exploding_tensor_rule()],
 )

@@ -23,6 +23,7 @@ from typing import Any
 from remedy.debugger.capture import capture_config
 from remedy.debugger.rule_check import check_rule, rule_file_path
 from remedy.debugger.rule_config import RuleConfig
+from remedy.debugger.rule_presets import expand_presets
 from remedy.jobs.base import (
     FINAL_JOB_STATUSES,
     JobBackend,
@@ -65,9 +66,11 @@ def result_metrics(result: dict[str, Any]) -> dict[str, float]:
 
 
 def rule_configs(spec: RunSpec) -> list[dict[str, Any]]:
-    """RULES.json: the run's rules, a custom rule's file as an absolute path (found from
-    source_dir, as the preflight found it), since the evaluator runs elsewhere."""
-    rules = [rule.model_dump(mode="json") for rule in spec.rules]
+    """RULES.json: the run's rules, presets expanded (debugger/rule_presets.py: the file
+    names every rule it runs), a custom rule's file as an absolute path (found from
+    source_dir, as the preflight found it), since the evaluator runs elsewhere. Raises
+    ValueError for a preset the preflight would refuse."""
+    rules = expand_presets([rule.model_dump(mode="json") for rule in spec.rules])
     for rule in rules:
         if rule.get("rule_file"):
             rule["rule_file"] = str(rule_file_path(rule["rule_file"], spec.source_dir))
