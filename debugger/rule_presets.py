@@ -57,7 +57,9 @@ _RECOMMENDED: tuple[tuple[str, str, dict[str, Any]], ...] = (
     # The late explosion's first sign, and the step rollback_and_skip restarts before.
     ("LossSpike", "LossSpike", {}),
     # A loss that does not move from where it started (learning rate far too small).
-    ("LossNotDecreasing", "LossNotDecreasing", {}),
+    # A loss that stops going down while far from converged (a learning rate far too
+    # small), TRAIN windows only: an evaluation's loss is no window of training.
+    ("LossNotDecreasing", "LossNotDecreasing", {"mode": "TRAIN"}),
     # Weight gradients that stay vanishingly small.
     ("VanishingGradient", "VanishingGradient", {}),
     # Dead ReLUs seen from their gradients (no activations to save).
@@ -110,7 +112,10 @@ def expand_entry(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(name, str):
         raise ValueError(f"preset: must be a preset name, got {name!r}")
     configs = preset(name)
+    # A run_spec's entry dumps its defaults too: an empty parameters object is none.
     rest = {key: value for key, value in entry.items() if key != "preset"}
+    if rest.get("parameters") == {}:
+        del rest["parameters"]
     if "name" not in rest and "rule" not in rest:
         unexpected = sorted(set(rest) - {"actions"})
         if unexpected:

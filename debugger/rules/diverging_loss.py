@@ -25,22 +25,51 @@ class DivergingLoss(LossWindowRule):
     ln(classes) for a classifier): with the defaults the loss must climb back to the
     order of the untrained loss, or 10x its best when that is higher. 0 (LEGACY_DEFAULTS)
     restores the plain ratio.
+
+    A ratio to the best also misses a loss that never got far below where it started: a
+    small LSTM language model at a learning rate 50x too high goes from ln(vocabulary)
+    (a uniform guess) to 7x that and stays there, finite. So the loss is also judged
+    against the loss scale of the problem: the mode's first saved loss (the untrained
+    model's, about ln(classes) for a classifier): `patience` windows in a row above
+    `initial_factor` (1.1) x it (clearly worse than the model before it learned anything)
+    fire too. One
+    window above it is a transient spike, which recovers at a high but workable learning
+    rate; it is not stopped. None (LEGACY_DEFAULTS) turns this off.
     """
 
     name = "DivergingLoss"
     num_steps = 5
-    LEGACY_DEFAULTS = {"min_loss_fraction": 0.0}
+    LEGACY_DEFAULTS = {"min_loss_fraction": 0.0, "initial_factor": None}
     factor: float = 10.0
     min_loss_fraction: float = 0.1
+    initial_factor: float | None = 1.1
+    patience: int = 2
 
     def validate(self) -> None:
         super().validate()
         if not (math.isfinite(self.factor) and self.factor > 1):
             raise ValueError(f"{self.name}: parameter 'factor' must be > 1, got {self.factor}")
+        if self.initial_factor is not None and not (
+            math.isfinite(self.initial_factor) and self.initial_factor > 0
+        ):
+            raise ValueError(
+                f"{self.name}: parameter 'initial_factor' must be > 0, got {self.initial_factor}"
+            )
+        if self.patience < 1:
+            raise ValueError(f"{self.name}: parameter 'patience' must be >= 1")
 
     def setup(self) -> None:
         super().setup()
         self._best: dict[ModeKeys, float] = {}
+        self._initial: dict[ModeKeys, float] = {}  # the mode's first saved loss
+        self._above: dict[ModeKeys, int] = {}  # windows in a row above the initial scale
+
+    def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
+        if mode not in self._initial and (self.mode is None or mode.value == self.mode):
+            loss = self.loss_at(step, mode)
+            if loss is not None and math.isfinite(loss[1]):
+                self._initial[mode] = loss[1]
+        return super().invoke_at_step(step, mode)
 
     def window_ended(self, step: int, mode: ModeKeys, loss: str, mean: float) -> bool:
         if not math.isfinite(mean):
@@ -58,5 +87,22 @@ class DivergingLoss(LossWindowRule):
                 f"{floor} (> {self.factor:g}x) at step {step}"
             )
             return self.fire(step, mode, loss, message)
+        if self._above_initial(step, mode, loss, mean):
+            return True
         self._best[mode] = mean if best is None else min(best, mean)
         return False
+
+    def _above_initial(self, step: int, mode: ModeKeys, loss: str, mean: float) -> bool:
+        initial = self._initial.get(mode)
+        if self.initial_factor is None or initial is None or initial <= 0:
+            return False
+        above = mean > self.initial_factor * initial
+        self._above[mode] = self._above.get(mode, 0) + 1 if above else 0
+        if self._above[mode] < self.patience:
+            return False
+        message = (
+            f"mean {loss} over the last {self.num_steps} {mode.value} steps is {mean:.4g}, "
+            f"above {self.initial_factor:g}x the first saved loss {initial:.4g} (the untrained "
+            f"model's) for {self._above[mode]} windows in a row, at step {step}"
+        )
+        return self.fire(step, mode, loss, message)

@@ -31,6 +31,14 @@ class LossSpike(Rule):
     losses (the loss scale of the problem: about ln(classes) for a classifier). A converged
     classifier at 0.07 whose one batch reads 0.31 is 4x and 6 sigmas above its median, and
     still a model at 98 % accuracy; 0 turns the floor off.
+
+    Like with like: learning-rate schedules change at epoch boundaries (a warmup epoch
+    ends, the rate quadruples, and the next batch's loss doubles for a step on a healthy
+    Adam run), so the first `settle_steps` steps of the mode after a step of another mode
+    (an evaluation between epochs) are judged only for non-finite values and do not join
+    the window: the new regime's losses are compared with the steady state, from the
+    step after. A loss that keeps climbing is still caught then (and by DivergingLoss and
+    ExplodingTensor meanwhile). 0: judge every step (LEGACY_DEFAULTS).
     """
 
     name = "LossSpike"
@@ -40,6 +48,8 @@ class LossSpike(Rule):
     factor: float = 2.0
     min_rise_fraction: float = 0.25
     mode: str | None = "TRAIN"
+    settle_steps: int = 5
+    LEGACY_DEFAULTS = {"settle_steps": 0}
 
     def validate(self) -> None:
         if self.window < 5:
@@ -48,20 +58,33 @@ class LossSpike(Rule):
             value = getattr(self, key)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{self.name}: parameter {key!r} must be > 0, got {value}")
+        if self.settle_steps < 0:
+            raise ValueError(f"{self.name}: parameter 'settle_steps' must be >= 0")
         if self.mode is not None:
             self.mode = ModeKeys.parse(self.mode).value
 
     def setup(self) -> None:
         self._recent: dict[ModeKeys, deque[float]] = {}
         self._scale: dict[ModeKeys, float] = {}  # median of the first `window` losses
+        self._last_mode: ModeKeys | None = None
+        self._settling: dict[ModeKeys, int] = {}  # steps left to settle after a boundary
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
+        boundary = self._last_mode is not None and mode is not self._last_mode
+        self._last_mode = mode
         if self.mode is not None and mode.value != self.mode:
             return False
+        if boundary:
+            self._settling[mode] = self.settle_steps
         found = self.loss_at(step, mode)
         if found is None:
             return False
         name, loss = found
+        if self._settling.get(mode, 0) > 0:
+            self._settling[mode] -= 1
+            if not math.isfinite(loss):
+                return self.fire(step, mode, name, f"{name} is {loss} at step {step}")
+            return False
         recent = self._recent.setdefault(mode, deque(maxlen=self.window))
         if len(recent) == self.window:
             level = median(recent)

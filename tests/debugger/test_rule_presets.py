@@ -1,0 +1,77 @@
+"""Rule presets: a run that names no rules gets the recommended set, a preset is selected
+by name in run_spec.rules (whole or one rule of it), and the preflight refuses what
+cannot be expanded before anything launches."""
+
+from __future__ import annotations
+
+import pytest
+from remedy.debugger import RULES
+from remedy.debugger.capture import ZERO_CODE_KINDS, kinds_read
+from remedy.debugger.rule_check import check_rule
+from remedy.debugger.rule_config import RuleConfig, RuleConfigError, parse_rule_configs
+from remedy.debugger.rule_presets import expand_presets, preset
+from remedy.jobs.local.backend import rule_configs
+from remedy.state_schema import RunSpec
+from remedy.training.demo import DEMO_RUN_SPEC
+
+from remedy.preflight import PreflightError, check_rules
+
+
+def test_a_run_that_names_no_rules_runs_the_recommended_preset() -> None:
+    written = rule_configs(RunSpec())
+    assert written == [config | {"actions": ["StopTraining"]} for config in preset("recommended")]
+    rules = [check_rule(RuleConfig.from_dict(config)) for config in written]
+    # losses and gradients only: what every job saves, a script's zero-code capture too
+    assert kinds_read(rules) <= ZERO_CODE_KINDS
+
+
+def test_the_demo_names_its_rule_and_keeps_the_seed_s_only_rule() -> None:
+    assert [(rule.name, rule.rule) for rule in DEMO_RUN_SPEC.rules] == [
+        ("ExplodingTensor", "ExplodingTensor")
+    ]
+
+
+def test_managed_preset_is_the_service_s_documented_defaults() -> None:
+    configs = {config["rule"]: config["parameters"] for config in preset("managed")}
+    assert configs["Overfit"] == RULES["Overfit"].LEGACY_DEFAULTS
+    assert configs["LossNotDecreasing"]["num_steps"] == 10
+    spec = RunSpec.model_validate(
+        {"rules": [{"name": "lnd", "rule": "LossNotDecreasing", "preset": "managed",
+                    "parameters": {"patience": 2}}]}
+    )  # fmt: skip
+    (written,) = rule_configs(spec)
+    assert written["parameters"] == RULES["LossNotDecreasing"].LEGACY_DEFAULTS | {"patience": 2}
+
+
+def test_a_whole_preset_beside_own_rules_in_rules_json() -> None:
+    configs = parse_rule_configs(
+        [{"preset": "recommended", "actions": ["Notify"]}, {"name": "Mine", "rule": "Overfit"}]
+    )
+    assert [c.name for c in configs][-1] == "Mine"
+    assert {c.actions for c in configs[:-1]} == {("Notify",)}
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        ([{"preset": "recomended"}], "did you mean 'recommended'"),
+        ([{"name": "x", "rule": "Overfit", "preset": "recommended"}], "has no rule 'Overfit'"),
+        ([{"preset": "recommended"}, {"name": "LossSpike", "rule": "LossSpike"}], "used twice"),
+        (
+            [{"name": "d", "rule": "DivergingLoss", "preset": "recommended",
+              "parameters": {"factr": 3}}],
+            "did you mean 'factor'",
+        ),
+    ],
+)  # fmt: skip
+def test_preflight_refuses_what_a_preset_cannot_give(rules: list, expected: str) -> None:
+    with pytest.raises(PreflightError, match=expected):
+        check_rules(RunSpec.model_validate({"rules": rules}))
+
+
+def test_a_preset_alone_takes_no_parameters() -> None:
+    with pytest.raises(ValueError, match="alone takes only actions"):
+        RunSpec.model_validate({"rules": [{"preset": "recommended", "parameters": {"a": 1}}]})
+    with pytest.raises(RuleConfigError, match="unknown rule preset"):
+        parse_rule_configs([{"preset": "nope"}])
+    assert expand_presets([{"name": "a", "rule": "Overfit"}]) == [{"name": "a", "rule": "Overfit"}]
