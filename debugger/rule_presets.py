@@ -8,8 +8,8 @@
 - "recommended": the default of a run that names no rules. Each rule stays quiet on the
   healthy runs of benchmarks/rule_quality.py and together they catch its pathologies
   (early and late explosions, finite divergence, a stalled run, vanishing gradients, dead
-  ReLUs), from losses and gradients only: what every job saves, zero-code capture
-  included (capture.ZERO_CODE_KINDS), so it costs no extra capture.
+  ReLUs), from losses, gradients and weights only: what zero-code capture saves too
+  (capture.ZERO_CODE_KINDS), so any script can run it.
 - "managed": the managed service's built-in rules that need no parameter, each with the
   service's documented defaults (Rule.LEGACY_DEFAULTS over ours): for compatibility with
   runs written for it. They cry wolf on healthy runs (README figures); ours do not.
@@ -56,9 +56,11 @@ _RECOMMENDED: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("DivergingLoss", "DivergingLoss", {}),
     # The late explosion's first sign, and the step rollback_and_skip restarts before.
     ("LossSpike", "LossSpike", {}),
-    # A loss that does not move from where it started (learning rate far too small).
-    # A loss that stops going down while far from converged (a learning rate far too
-    # small), TRAIN windows only: an evaluation's loss is no window of training.
+    # Updates tiny relative to the weights while the loss stays where it started: a
+    # learning rate far too small, caught within two save intervals.
+    ("TinyUpdates", "TinyUpdates", {}),
+    # A loss that stops going down while far from converged (slower than TinyUpdates, and
+    # whatever the cause), TRAIN windows only: an evaluation's loss is no window of training.
     ("LossNotDecreasing", "LossNotDecreasing", {"mode": "TRAIN"}),
     # Weight gradients that stay vanishingly small.
     ("VanishingGradient", "VanishingGradient", {}),

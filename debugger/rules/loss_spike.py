@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass, field
 from statistics import median
 
 from remedy.debugger.modes import ModeKeys
@@ -39,6 +40,15 @@ class LossSpike(Rule):
     the window: the new regime's losses are compared with the steady state, from the
     step after. A loss that keeps climbing is still caught then (and by DivergingLoss and
     ExplodingTensor meanwhile). 0: judge every step (LEGACY_DEFAULTS).
+
+    A spike must also stay: it fires (at its own step, the onset) only when the median of
+    the `confirm_steps` saved steps after it is out of line too (the same three tests
+    against the same median and spread). A schedule change is not always at an epoch
+    boundary, and Adam reacts to one late: on the built-in ResNet the loss doubles 12
+    steps after warmup ends, for one or two batches, and is back within 5 steps. A one-
+    batch outlier or a transient the optimizer corrects is no failure; the start of a
+    divergence stays up or climbs on (an explosion feeds on itself). The finding comes
+    `confirm_steps` saved steps after the onset. 0: fire at the spike (LEGACY_DEFAULTS).
     """
 
     name = "LossSpike"
@@ -49,7 +59,8 @@ class LossSpike(Rule):
     min_rise_fraction: float = 0.25
     mode: str | None = "TRAIN"
     settle_steps: int = 5
-    LEGACY_DEFAULTS = {"settle_steps": 0}
+    confirm_steps: int = 3
+    LEGACY_DEFAULTS = {"settle_steps": 0, "confirm_steps": 0}
 
     def validate(self) -> None:
         if self.window < 5:
@@ -58,8 +69,9 @@ class LossSpike(Rule):
             value = getattr(self, key)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{self.name}: parameter {key!r} must be > 0, got {value}")
-        if self.settle_steps < 0:
-            raise ValueError(f"{self.name}: parameter 'settle_steps' must be >= 0")
+        for key in ("settle_steps", "confirm_steps"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{self.name}: parameter {key!r} must be >= 0")
         if self.mode is not None:
             self.mode = ModeKeys.parse(self.mode).value
 
@@ -68,6 +80,7 @@ class LossSpike(Rule):
         self._scale: dict[ModeKeys, float] = {}  # median of the first `window` losses
         self._last_mode: ModeKeys | None = None
         self._settling: dict[ModeKeys, int] = {}  # steps left to settle after a boundary
+        self._pending: dict[ModeKeys, _Spike] = {}  # a spike waiting for its confirmation
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
         boundary = self._last_mode is not None and mode is not self._last_mode
@@ -85,28 +98,61 @@ class LossSpike(Rule):
             if not math.isfinite(loss):
                 return self.fire(step, mode, name, f"{name} is {loss} at step {step}")
             return False
-        recent = self._recent.setdefault(mode, deque(maxlen=self.window))
-        if len(recent) == self.window:
-            level = median(recent)
-            scale = self._scale.setdefault(mode, level)
-            spread = MAD_TO_SIGMA * median(abs(x - level) for x in recent)
-            if not math.isfinite(loss):
+        pending = self._pending.get(mode)
+        if not math.isfinite(loss):
+            if pending is not None:  # the spike went on to NaN or inf: it was the onset
+                message = f"{self._message(name, pending)}; {name} is {loss} at step {step}"
+                return self.fire(pending.step, mode, name, message)
+            if len(self._recent.get(mode, ())) == self.window:
                 return self.fire(step, mode, name, f"{name} is {loss} at step {step}")
-            rise = loss - level
-            if (
-                rise > self.sigmas * spread
-                and loss > self.factor * level > 0
-                and rise > self.min_rise_fraction * scale
-            ):
-                message = (
-                    f"{name} {loss:.4g} at step {step} is {(loss - level) / spread:.1f} "
-                    f"robust sigmas and {loss / level:.3g}x above the median {level:.4g} of "
-                    f"the {self.window} steps before it"
-                    if spread > 0
-                    else f"{name} {loss:.4g} at step {step} is {loss / level:.3g}x the "
-                    f"constant {level:.4g} of the {self.window} steps before it"
-                )
-                return self.fire(step, mode, name, message)
-        if math.isfinite(loss):
-            recent.append(loss)  # a spike that did not fire still joins the window
+            return False
+        if pending is not None:
+            pending.after.append(loss)
+            if len(pending.after) == self.confirm_steps:
+                del self._pending[mode]
+                if self._out_of_line(median(pending.after), pending.level, pending.spread, mode):
+                    message = self._message(name, pending)
+                    message += f", and the {self.confirm_steps} steps after it stay out of line"
+                    return self.fire(pending.step, mode, name, message)
+        recent = self._recent.setdefault(mode, deque(maxlen=self.window))
+        if len(recent) == self.window and pending is None:
+            level = median(recent)
+            self._scale.setdefault(mode, level)
+            spread = MAD_TO_SIGMA * median(abs(x - level) for x in recent)
+            if self._out_of_line(loss, level, spread, mode):
+                spike = _Spike(step, loss, level, spread)
+                if self.confirm_steps == 0:
+                    return self.fire(step, mode, name, self._message(name, spike))
+                self._pending[mode] = spike
+        recent.append(loss)  # a spike that did not fire still joins the window
         return False
+
+    def _out_of_line(self, loss: float, level: float, spread: float, mode: ModeKeys) -> bool:
+        rise = loss - level
+        return (
+            rise > self.sigmas * spread
+            and loss > self.factor * level > 0
+            and rise > self.min_rise_fraction * self._scale[mode]
+        )
+
+    def _message(self, name: str, spike: _Spike) -> str:
+        loss, level, step = spike.loss, spike.level, spike.step
+        return (
+            f"{name} {loss:.4g} at step {step} is {(loss - level) / spike.spread:.1f} robust "
+            f"sigmas and {loss / level:.3g}x above the median {level:.4g} of the "
+            f"{self.window} steps before it"
+            if spike.spread > 0
+            else f"{name} {loss:.4g} at step {step} is {loss / level:.3g}x the constant "
+            f"{level:.4g} of the {self.window} steps before it"
+        )
+
+
+@dataclass
+class _Spike:
+    """A spike waiting for the steps after it."""
+
+    step: int
+    loss: float
+    level: float  # the median of the window before it
+    spread: float  # the window's robust standard deviation
+    after: list[float] = field(default_factory=list)

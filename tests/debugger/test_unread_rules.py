@@ -75,3 +75,24 @@ def test_a_job_that_saved_no_step_leaves_no_rule_clean(tmp_path: Path) -> None:
     assert "read nothing in 0 steps: it waits for any tensor" in (
         found.statuses["ExplodingTensor"].details
     )
+
+
+def test_the_recommended_rules_on_a_job_that_saved_no_loss(tmp_path: Path) -> None:
+    # A script whose loss the capture never saw (an explicit Hook without register_loss):
+    # the default rules' loss rules read nothing, so the run is not called clean.
+    from remedy.debugger.rule_presets import preset
+
+    path = tmp_path / "store"
+    sc.fit(
+        path, sc.mlp([4, 8, 2]), sc.blobs(64), steps=6, lr=0.1, classify=True,
+        collections=("gradients", "weights"),
+    )  # fmt: skip
+    configs = [RuleConfig.from_dict(entry) for entry in preset("recommended")]
+    found = RuleEvaluator(create_trial(path), configs, tmp_path / "status", log=lambda _: None)
+    found.start()
+    assert found.poll()
+    errors = {n for n, r in found.statuses.items() if r.status is RuleStatus.ERROR}
+    assert errors == {"DivergingLoss", "LossSpike", "LossNotDecreasing", "TinyUpdates"}
+    assert "it waits for losses (collection 'losses')" in found.statuses["LossSpike"].details
+    # The gradient rules read what they need.
+    assert found.statuses["ExplodingTensor"].status is RuleStatus.NO_ISSUES_FOUND
