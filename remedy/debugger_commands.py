@@ -3,12 +3,13 @@
     remedy rules [--json]                       built-in rules, parameters and defaults
     remedy trial PATH [--json]                  what a store holds: modes, steps, tensors
     remedy check PATH --rule NAME [--param k=v] [--rule-file FILE] [--follow]
-                                                evaluate rules offline, print statuses
+    remedy check PATH --rules-json RULES.json   evaluate rules offline, print statuses
 
 PATH is a store folder or an s3:// URI. `check` evaluates what is written (a running store
 included; --follow waits for its end). --param applies to every --rule given; prefix it with
 the rule name to aim it at one (--param DeadRelu.threshold_layer=30). Values are JSON when
-they parse as JSON (numbers, true, lists), else strings.
+they parse as JSON (numbers, true, lists), else strings. --rules-json reads a job's
+RULES.json (presets such as {"preset": "recommended"} included), beside any --rule.
 Exit status of check: 0 no issues, 1 issues found or a rule error, 2 bad input.
 """
 
@@ -104,11 +105,14 @@ def cmd_trial(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from remedy.debugger import RuleStatus
     from remedy.debugger.evaluator import RuleEvaluator
-    from remedy.debugger.rule_config import RuleConfig, RuleConfigError
+    from remedy.debugger.rule_config import RuleConfig, RuleConfigError, load_rule_configs
 
+    rules = args.rule or []
+    if not rules and not args.rules_json:
+        raise UsageError("check: name the rules: --rule NAME (repeatable) or --rules-json FILE")
     trial = _open_trial(args.path)
-    params = _parse_params(args.param or [], args.rule)
-    custom = _custom_rules(args.rule_file, args.rule)
+    params = _parse_params(args.param or [], rules)
+    custom = _custom_rules(args.rule_file, rules)
     configs = [
         RuleConfig(
             name=rule,
@@ -116,8 +120,15 @@ def cmd_check(args: argparse.Namespace) -> int:
             parameters=params.get(rule, {}),
             rule_file=args.rule_file if rule in custom else None,
         )
-        for rule in args.rule
+        for rule in rules
     ]
+    if args.rules_json:
+        if not Path(args.rules_json).is_file():
+            raise UsageError(f"--rules-json {args.rules_json}: no such file")
+        try:
+            configs += load_rule_configs(args.rules_json)
+        except RuleConfigError as error:
+            raise UsageError(f"--rules-json {args.rules_json}: {error}") from None
     status_dir = Path(args.status_dir) if args.status_dir else _scratch_dir()
     try:
         evaluator = RuleEvaluator(trial, configs, status_dir, log=lambda line: None)
@@ -210,7 +221,8 @@ def register(commands: Any) -> None:
 
     check = commands.add_parser("check", help="evaluate debugger rules over a store offline")
     check.add_argument("path", help="store folder or s3:// URI")
-    check.add_argument("--rule", action="append", required=True, help="rule name (repeatable)")
+    check.add_argument("--rule", action="append", help="rule name (repeatable)")
+    check.add_argument("--rules-json", help="a RULES.json of rules and presets to evaluate")
     check.add_argument("--param", action="append", help="KEY=VALUE or RULE.KEY=VALUE (repeatable)")
     check.add_argument("--rule-file", help="Python file defining the (custom) --rule classes")
     check.add_argument("--follow", action="store_true", help="wait until the job has ended")

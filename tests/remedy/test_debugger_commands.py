@@ -102,6 +102,8 @@ def test_check_with_a_custom_rule_file(
         (["check", "{store}", "--rule", "DeadRelu", "--param", "Other.k=1"], "not one of"),
         (["trial", "/no/such/store"], "no such store folder"),
         (["check", "{store}", "--rule", "X", "--rule-file", "/no/file.py"], "does not exist"),
+        (["check", "{store}"], "name the rules"),
+        (["check", "{store}", "--rules-json", "/no/RULES.json"], "no such file"),
     ],
 )
 def test_bad_input_is_a_usage_error(
@@ -109,3 +111,19 @@ def test_bad_input_is_a_usage_error(
 ) -> None:
     assert main([a.replace("{store}", str(stalled)) for a in argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_check_reads_a_rules_json_with_presets(
+    stalled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = tmp_path / "RULES.json"
+    rules.write_text(json.dumps([{"preset": "recommended"}]))
+    assert main(["check", str(stalled), "--rules-json", str(rules)]) == 1
+    out = capsys.readouterr().out
+    # Every rule of the preset, by its name; lr 0: the weights never move.
+    for name in ("ExplodingTensor", "DivergingLoss", "LossSpike", "TinyUpdates", "DyingRelu"):
+        assert f"{name}: " in out
+    assert "TinyUpdates: IssuesFound at TRAIN step 2" in out
+    rules.write_text(json.dumps([{"preset": "recomended"}]))
+    assert main(["check", str(stalled), "--rules-json", str(rules)]) == 2
+    assert "did you mean 'recommended'?" in capsys.readouterr().err

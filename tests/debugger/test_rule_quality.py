@@ -1,0 +1,51 @@
+"""The recommended rules on two members of the zoo of benchmarks/rule_quality.py (which
+prints the full table): quiet on a healthy run, and catching dead ReLUs (Adam at 100x its
+usual rate) within DETECT_WITHIN save intervals of the start, as DeadRelu sees them in
+the activations."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from remedy.debugger import RuleStatus
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "rule_quality", ROOT / "benchmarks" / "rule_quality.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCHMARK = _benchmark()
+MEMBERS = {member.name: member for member in BENCHMARK.ZOO}
+
+
+@pytest.mark.slow
+def test_the_recommended_rules_stay_quiet_on_a_healthy_run(tmp_path: Path) -> None:
+    trained = BENCHMARK.train(MEMBERS["mlp_elu_adam"], tmp_path / "healthy")
+    found = BENCHMARK.evaluate(trained)
+    assert trained.test_accuracy[-1] > 0.8, "not a healthy run: retune it"
+    assert found[BENCHMARK.RECOMMENDED].status is RuleStatus.NO_ISSUES_FOUND
+
+
+@pytest.mark.slow
+def test_the_recommended_rules_catch_dead_relus_in_time(tmp_path: Path) -> None:
+    trained = BENCHMARK.train(MEMBERS["dead_relu"], tmp_path / "dead_relu")
+    found = BENCHMARK.evaluate(trained)
+    limit = BENCHMARK.DETECT_WITHIN * BENCHMARK.SAVE_INTERVAL
+    assert found["DeadRelu"].status is RuleStatus.ISSUES_FOUND  # the units really die
+    assert found["DeadRelu"].train_step is not None and found["DeadRelu"].train_step <= limit
+    recommended = found[BENCHMARK.RECOMMENDED]
+    assert recommended.status is RuleStatus.ISSUES_FOUND
+    assert recommended.train_step is not None and recommended.train_step <= limit
