@@ -35,11 +35,16 @@ class DivergingLoss(LossWindowRule):
     fire too. One
     window above it is a transient spike, which recovers at a high but workable learning
     rate; it is not stopped. None (LEGACY_DEFAULTS) turns this off.
+
+    The same `patience` holds for `factor` x the best: a classifier on SGD + momentum at the
+    edge of stability drops to a loss of 0, has one window at 2.8 (above its untrained
+    loss) and is back at 0 in the next; a divergence stays up. A non-finite mean fires at
+    once. 1 (LEGACY_DEFAULTS): fire at the first window.
     """
 
     name = "DivergingLoss"
     num_steps = 5
-    LEGACY_DEFAULTS = {"min_loss_fraction": 0.0, "initial_factor": None}
+    LEGACY_DEFAULTS = {"min_loss_fraction": 0.0, "initial_factor": None, "patience": 1}
     factor: float = 10.0
     min_loss_fraction: float = 0.1
     initial_factor: float | None = 1.1
@@ -63,6 +68,7 @@ class DivergingLoss(LossWindowRule):
         self._best: dict[ModeKeys, float] = {}
         self._initial: dict[ModeKeys, float] = {}  # the mode's first saved loss
         self._above: dict[ModeKeys, int] = {}  # windows in a row above the initial scale
+        self._over_best: dict[ModeKeys, int] = {}  # windows in a row above factor x best
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
         if mode not in self._initial and (self.mode is None or mode.value == self.mode):
@@ -79,12 +85,16 @@ class DivergingLoss(LossWindowRule):
         first = self.first_mean(mode) or 0.0
         reference = None if best is None else max(best, self.min_loss_fraction * first)
         # A ratio means nothing for a loss that can reach 0 or go negative.
-        if reference is not None and reference > 0 and mean > self.factor * reference:
+        over = reference is not None and reference > 0 and mean > self.factor * reference
+        self._over_best[mode] = self._over_best.get(mode, 0) + 1 if over else 0
+        if over and self._over_best[mode] >= self.patience:
+            assert reference is not None and best is not None
             floor = "" if reference == best else f", floored at {reference:.4g}"
+            times = f" for {self._over_best[mode]} windows in a row" if self.patience > 1 else ""
             message = (
                 f"mean {loss} over the last {self.num_steps} {mode.value} steps is "
                 f"{mean:.4g}, {mean / reference:.3g}x its best window mean {best:.4g}"
-                f"{floor} (> {self.factor:g}x) at step {step}"
+                f"{floor} (> {self.factor:g}x){times} at step {step}"
             )
             return self.fire(step, mode, loss, message)
         if self._above_initial(step, mode, loss, mean):

@@ -58,8 +58,9 @@ def test_an_exploding_script_is_repaired_through_its_own_flag(
     state = load_state(run_dir / "state.json")
     first, second = state.history.attempts
     # the NaN guard of the launcher saw the real non-finite gradients and stopped the job
+    # (the default rules may see the loss go non-finite too)
     assert first.outcome is JobStatus.Stopped
-    assert [f.rule for f in first.findings] == ["NonFiniteGradient"]
+    assert "NonFiniteGradient" in [f.rule for f in first.findings]
     assert second.strategy == "lower_lr_10x"
     assert second.changes == {"hyperparameters.learning-rate": [5, 0.5]}
     assert second.spec.script_hyperparameters["learning-rate"] == 0.5
@@ -137,19 +138,19 @@ def test_a_classic_language_model_script_trains_cleanly(
     reason = load_state(strict_dir / "state.json").end_reason
     assert "success criterion test:perplexity < 2 not met (test:perplexity" in reason, reason
 
-    # at --lr 1000 the loss stays finite but ends far above its start: not clean, and said
+    # at --lr 1000 the loss stays finite far above its start (a uniform guess): the default
+    # rules' DivergingLoss stops the job (it used to complete, "clean" to ExplodingTensor)
     del spec["success_criteria"]
     spec["hyperparameters"] |= {"lr": 1000, "clip": 1000}
     code, output, diverged_dir = remedy_run(spec, tmp_path / "diverged", prefect_api_url)
-    assert code != 0, output
     state = load_state(diverged_dir / "state.json")
-    assert state.history.attempts[-1].outcome is JobStatus.Completed
-    assert "the model did not train" in state.end_reason, state.end_reason
-    assert state.history.attempts[-1].metrics["test:perplexity"] > 1e6
+    first = state.history.attempts[0]
+    assert first.outcome is JobStatus.Stopped, output
+    assert [f.rule for f in first.findings][:1] == ["DivergingLoss"], output
 
-    compared = remedy("compare", "run", "diverged/run", cwd=tmp_path)
+    compared = remedy("compare", "run", "strict/run", cwd=tmp_path)
     rows = {line.split()[0]: line.split()[1:] for line in compared.splitlines()}
-    assert rows["test:perplexity"][0] == shown and float(rows["test:perplexity"][1]) > 1e6
+    assert rows["test:perplexity"][0] == shown and float(rows["test:perplexity"][1]) < 100
     assert "accuracy" not in compared
     remedy("report", "run", cwd=tmp_path)
     summary = (run_dir / "report" / "summary.md").read_text()

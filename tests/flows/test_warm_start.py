@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.state_schema import JobStatus, State
+from remedy.state_schema import JobStatus, State, exploding_tensor_rule
 
 from tests.flows.specs import tiny_spec
 
@@ -18,9 +18,11 @@ def test_relaunch_loads_the_last_clean_checkpoint_and_completes(
 ) -> None:
     # Batch norm and two gentle warmup epochs: checkpoints at steps 8 and 16, then lr 20
     # explodes in epoch 2 (update 20). lr / 10 from the epoch-2 checkpoint completes.
+    # The seed's rule only: this is about the warm start. (The default rules also catch
+    # the lr / 10 relaunch diverging, finite: its loss reaches 1e6 in epoch 2.)
     spec = tiny_spec(
         add_batch_norm=1, warmup_epochs=2, warmup_learning_rate=0.01, learning_rate=20.0,
-        num_epochs=4,
+        num_epochs=4, rules=[exploding_tensor_rule()],
     )  # fmt: skip
     final = remediate(
         state=State(run_spec=spec, policy="adaptive"),

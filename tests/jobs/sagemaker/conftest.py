@@ -10,7 +10,7 @@ import boto3
 import pytest
 from remedy.jobs.sagemaker.backend import SageMakerBackend
 from remedy.jobs.sagemaker.clients import client as CACHED_CLIENT
-from remedy.state_schema import RunSpec
+from remedy.state_schema import RunSpec, exploding_tensor_rule
 
 from tests.jobs.sagemaker.fake_service import FakeTrainingService
 
@@ -78,5 +78,8 @@ def cloud_spec(tmp_path: Path, **fields: object) -> RunSpec:
         "entry_point": "train.py",
         "hyperparameters": {"lr": 0.1, "optimizer": "adam", "tied": True, "sizes": [2, 3]},
         "hyperparameter_roles": {"learning_rate": "lr"},
+        # One rule, the seed's: the stores these tests write hold losses and gradients,
+        # not the weights the default set (the recommended preset) reads too.
+        "rules": [exploding_tensor_rule().model_dump(mode="json")],
     }
     return RunSpec.model_validate(values | fields)
