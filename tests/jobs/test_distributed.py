@@ -32,6 +32,7 @@ def ddp_spec(**flags: object) -> RunSpec:
         hyperparameters=flags,
         distribution=TWO_PROCESSES,
         debugger_save_interval=1,  # gradients at every step: rules see each rank's
+        rules=[exploding_tensor_rule()],  # one rule, the seed's: the tests count its steps
     )
 
 
