@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules.base import Rule, check_regex
+from remedy.debugger.rules.progress import LossProgress
 from remedy.debugger.rules.registry import register_rule
 
 
@@ -18,16 +19,20 @@ class VanishingGradient(Rule):
     channel mean and with it the bias: it is legitimately ~0. When gradients really vanish
     the weights' gradients vanish too, so the weights are what is judged. And as
     AUTOTRAINER counts a gradient problem only when training is not progressing, one
-    small value (a layer at step 0) is not enough: it must stay small.
+    small value (a layer at step 0) is not enough: it must stay small, and only while the
+    model has not learned: its TRAIN loss is not `min_progress` (10 %) below its first
+    (rules/progress.py; a model near its optimum has small gradients by right). None
+    (LEGACY_DEFAULTS): judge the gradients alone.
     """
 
     name = "VanishingGradient"
-    LEGACY_DEFAULTS = {"patience": 1, "skip_biases": False}
+    LEGACY_DEFAULTS = {"patience": 1, "skip_biases": False, "min_progress": None}
     threshold: float = 1e-7
     collection_names: list[str] | None = ["gradients"]
     tensor_regex: str | None = None
     patience: int = 3
     skip_biases: bool = True
+    min_progress: float | None = 0.1
 
     def validate(self) -> None:
         check_regex(self.name, "tensor_regex", self.tensor_regex)
@@ -36,6 +41,7 @@ class VanishingGradient(Rule):
 
     def setup(self) -> None:
         self._small: dict[tuple[ModeKeys, str], int] = {}
+        self._progress = LossProgress(self, self.min_progress)
 
     def required_tensors(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> list[str]:
         names = self.select(step, mode, self.collection_names, self.tensor_regex, everything=False)
@@ -44,6 +50,10 @@ class VanishingGradient(Rule):
         return names
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
+        self._progress.update(step, mode)
+        if self._progress.learning():
+            self._small.clear()
+            return False
         for name in self.required_tensors(step, mode):
             mean = self.reduction(name, step, mode, "mean", abs=True)
             key = (mode, name)
