@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,10 @@ def test_an_evaluator_whose_job_folder_is_deleted_exits_writing_nothing(tmp_path
     evaluator = subprocess.Popen(evaluator_command(job), stdout=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: read_status(job / "rule_status", "GradientsExplode") is not None)
-        shutil.rmtree(job)
+        # The evaluator may be writing a status while the folder goes: delete until gone.
+        deadline = time.monotonic() + 10
+        while job.exists() and time.monotonic() < deadline:
+            shutil.rmtree(job, ignore_errors=True)
         output, _ = evaluator.communicate(timeout=30)
     finally:
         evaluator.kill()
