@@ -13,7 +13,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from remedy.state_schema import JobStatus, load_state
+from remedy.state_schema import JobStatus, exploding_tensor_rule, load_state
 
 from tests.flows.specs import tiny_spec
 from tests.jobs.sagemaker.conftest import BUCKET, REGION, ROLE
@@ -31,6 +31,7 @@ def test_a_cloud_run_diverges_is_stopped_repaired_and_completes(
     spec = tiny_spec(
         warmup_learning_rate=0.003125, nan_guard="off", num_epochs=6, backend="sagemaker",
         sm_role=ROLE, bucket=BUCKET, region=REGION, instance_type="ml.m5.large",
+        rules=[exploding_tensor_rule()],  # the seed's one rule: the stop is timed against it
     )  # fmt: skip
     (tmp_path / "spec.json").write_text(spec.model_dump_json())
     run_dir = tmp_path / "run"
