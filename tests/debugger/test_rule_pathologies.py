@@ -311,3 +311,42 @@ def test_stalled_training_fires_while_a_job_hangs(tmp_path: Path) -> None:
     hook.close()
     assert record.status is RuleStatus.ISSUES_FOUND
     assert "no new step" in record.details
+
+
+# -- the defaults that judge what their rule is about (issue 12) ----------------------------
+
+# A vocabulary-like label distribution: 40 classes at Zipf frequencies (1/rank), learnable.
+_ZIPF = [1.0 / rank for rank in range(1, 41)]
+SCENARIOS["zipf_classes"] = lambda s: sc.fit(
+    s, sc.mlp([4, 32, 40]), sc.blobs(512, classes=40, weights=_ZIPF, spread=0.3), steps=3,
+    lr=0.1, classify=True,
+)  # fmt: skip
+
+
+def test_class_imbalance_counts_only_for_a_few_classes() -> None:
+    """Uneven counts over many classes (Zipf) are the data's nature: quiet by default; the
+    managed defaults count them."""
+    store = run("zipf_classes").store
+    assert evaluate(store, "ClassImbalance").status is RuleStatus.NO_ISSUES_FOUND
+    legacy = evaluate(store, "ClassImbalance", **RULES["ClassImbalance"].LEGACY_DEFAULTS)
+    assert legacy.status is RuleStatus.ISSUES_FOUND
+    assert "class 0 has" in legacy.details
+
+
+def test_poor_weight_initialization_sees_the_backward_signal_vanish() -> None:
+    """20 sigmoid layers at PyTorch's init: the gradient vanishes layer by layer at step 0."""
+    record = evaluate(run("deep_sigmoid").store, "PoorWeightInitialization")
+    assert record.status is RuleStatus.ISSUES_FOUND
+    assert "weight gradient mean square differs" in record.details
+    assert record.step == 0
+
+
+def test_poor_weight_initialization_leaves_a_stalled_loss_to_the_learning_rate_rules() -> None:
+    """A learning rate of 0 stalls a good init: not an init problem by default (the managed
+    defaults judge the loss, and fire)."""
+    store = run("lr_zero").store
+    assert evaluate(store, "PoorWeightInitialization").status is RuleStatus.NO_ISSUES_FOUND
+    legacy = RULES["PoorWeightInitialization"].LEGACY_DEFAULTS
+    record = evaluate(store, "PoorWeightInitialization", **legacy)
+    assert record.status is RuleStatus.ISSUES_FOUND
+    assert "loss has not decreased" in record.details

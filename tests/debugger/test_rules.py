@@ -166,3 +166,18 @@ def test_quiet_on_a_healthy_run(tmp_path: Path) -> None:
     assert run_rule(rule, ModeKeys.EVAL) is None
     assert rule.finding is None
     assert len(trial.steps()) == 30
+
+
+def test_weight_update_ratio_skips_biases_saved_among_the_weights(tmp_path: Path) -> None:
+    """An LSTM's bias_hh_l0 is saved among the weights; a bias starts near zero, so its
+    ratio is large by construction: judged only with the managed defaults."""
+    names = ["rnn.weight_hh_l0", "rnn.bias_hh_l0"]
+    new_store(tmp_path, {"weights": names})
+    weight = np.ones((4, 4), np.float32)
+    write_step(tmp_path, 0, {names[0]: weight, names[1]: np.full(4, 0.01, np.float32)})
+    write_step(tmp_path, 1, {names[0]: weight * 1.5, names[1]: np.full(4, 0.5, np.float32)})
+    rule = RULES["WeightUpdateRatio"]
+    assert run_rule(rule(create_trial(tmp_path))) is None
+    legacy = rule(create_trial(tmp_path), **rule.LEGACY_DEFAULTS)
+    assert run_rule(legacy) == 1
+    assert legacy.finding is not None and legacy.finding.tensor == "rnn.bias_hh_l0"
