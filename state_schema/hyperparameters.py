@@ -239,6 +239,13 @@ class Hyperparameters(Strict):
         return self.train_samples
 
     @property
+    def steps_per_epoch(self) -> int | None:
+        """Updates per epoch of the built-in job (the last batch may be short); None: the
+        dataset's size is not known here (all of CIFAR-10's)."""
+        samples = self.num_train_samples
+        return None if samples is None else -(-samples // self.batch_size)
+
+    @property
     def num_test_samples(self) -> int | None:
         """Test images to use; None: all of the dataset's."""
         if self.test_samples is None and self.dataset == "synthetic":

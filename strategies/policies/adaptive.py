@@ -17,6 +17,7 @@ from remedy.state_schema import Finding, PolicyStep, State
 from remedy.strategies.base import Strategy
 from remedy.strategies.policies.base import Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, cheap_first, walk
+from remedy.strategies.warm_start import update_of
 
 
 def rungs(*names: str | tuple[str, int]) -> list[PolicyStep]:
@@ -97,6 +98,29 @@ FROM_SCRATCH["DivergingLoss"] = FROM_SCRATCH["ExplodingTensor"]
 # Rules that see a spike after a sound stretch: rolled back past first when they can be.
 SPIKE_RULES = ("LossSpike", "GradientNormSpike")
 
+# A spike that begins within this many updates after the warmup ends and the learning rate
+# rises is the rate's doing, not the data's: rolling back and skipping batches only meets
+# the same rate again (benchmarks/policy_comparison.py, late_spike: the spike two updates
+# into a stage typed 10x too high came back after each rollback, or the rolled-back run
+# trained to chance). Such a spike goes to the order's learning-rate fix at once.
+RATE_RISE_REACH = 10
+
+
+def after_rate_rise(state: State, finding: Finding) -> bool:
+    """The finding's spike began within RATE_RISE_REACH updates after the epoch where the
+    learning rate rises from the warmup rate (False when that is not known: a script
+    that maps no warmup roles, a dataset of unknown size)."""
+    spec, attempt = state.run_spec, state.current_attempt
+    roles = ("warmup_epochs", "warmup_learning_rate", "learning_rate")
+    if finding.step is None or attempt is None or not all(spec.has_role(r) for r in roles):
+        return False
+    per_epoch = spec.steps_per_epoch if spec.is_builtin else None
+    if per_epoch is None or spec.role("learning_rate") <= spec.role("warmup_learning_rate"):
+        return False
+    rise = spec.role("warmup_epochs") * per_epoch  # the last update at the warmup rate
+    onset = update_of(finding.step, attempt.start_step, spec.skip_steps)
+    return rise < onset <= rise + RATE_RISE_REACH
+
 
 def blames_data(finding: Finding) -> bool:
     """The NaN guard traced the failure to particular samples (issue 6's data_problem)."""
@@ -125,7 +149,11 @@ class AdaptivePolicy(Policy):
             order = cheap_first(ORDERS.get(finding.rule, FALLBACK))
         if finding.rule == "NonFiniteGradient" and blames_data(finding):
             order.insert(0, PolicyStep(strategy="drop_bad_samples", max_times=1))
-        if finding.rule in SPIKE_RULES and self.clean_checkpoint is not None:
+        if (
+            finding.rule in SPIKE_RULES
+            and self.clean_checkpoint is not None
+            and not after_rate_rise(state, finding)
+        ):
             # A late spike after a sound stretch: roll back past it first (twice at most);
             # one at a place already skipped escalates to the order below.
             order.insert(0, PolicyStep(strategy="rollback_and_skip", max_times=2))

@@ -72,3 +72,25 @@ def test_without_a_clean_checkpoint_there_is_nothing_to_roll_back_to() -> None:
     state = plan_next(launched(RunSpec(debugger_save_interval=10)), spike(49), CKPTS)
     assert state.planned_change.strategy == "lower_lr_10x"  # update 50: before any checkpoint
     assert state.run_spec.skip_steps == []
+
+
+def test_a_spike_right_after_the_rate_rises_gets_the_rate_fixed_not_a_rollback() -> None:
+    # 10 updates an epoch, two warmup epochs at 0.1, then a stage typed 10x too high.
+    spec = RunSpec(
+        train_samples=1000,
+        batch_size=100,
+        warmup_epochs=2,
+        warmup_learning_rate=0.1,
+        learning_rate=1.0,
+        debugger_save_interval=1,
+    )
+    checkpoints = [Checkpoint(f"/c/epoch-{e:04d}", epoch=e, step=10 * e) for e in (1, 2, 3)]
+    at_rise = plan_next(launched(spec), spike(21, "GradientNormSpike"), checkpoints)  # update 22
+    assert at_rise.planned_change.strategy == "lower_lr_10x"
+    assert at_rise.run_spec.learning_rate == pytest.approx(0.1)
+    assert at_rise.run_spec.skip_steps == []
+    assert at_rise.run_spec.init_checkpoint == "/c/epoch-0002"  # the rate's last sound update
+
+    later = plan_next(launched(spec), spike(34, "GradientNormSpike"), checkpoints)  # update 35
+    assert later.planned_change.strategy == "rollback_and_skip"
+    assert later.run_spec.init_checkpoint == "/c/epoch-0003"
