@@ -63,6 +63,9 @@ class Rule:
     # healthy runs; docs/debugger.md says why): pass them as parameters to get the
     # original behaviour, e.g. {"rule": "Overfit", "parameters": Overfit.LEGACY_DEFAULTS}.
     LEGACY_DEFAULTS: ClassVar[dict[str, Any]] = {}
+    # Parameters a warm-started job's rules run with: what a rule would judge against its
+    # store's first steps, which are then a trained model's, not an untrained one's.
+    WARM_START: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, trial: Trial, **params: Any) -> None:
         self.trial = trial

@@ -34,7 +34,7 @@ class DivergingLoss(LossWindowRule):
     `initial_factor` (1.1) x it (clearly worse than the model before it learned anything)
     fire too. One
     window above it is a transient spike, which recovers at a high but workable learning
-    rate; it is not stopped. None (LEGACY_DEFAULTS) turns this off.
+    rate; it is not stopped. None (LEGACY_DEFAULTS, and a warm-started job's) turns this off.
 
     The same `patience` holds for `factor` x the best: a classifier on SGD + momentum at the
     edge of stability drops to a loss of 0, has one window at 2.8 (above its untrained
@@ -45,6 +45,10 @@ class DivergingLoss(LossWindowRule):
     name = "DivergingLoss"
     num_steps = 5
     LEGACY_DEFAULTS = {"min_loss_fraction": 0.0, "initial_factor": None, "patience": 1}
+    # A warm-started job's first saved loss is a trained model's: above 1.1x it is a
+    # schedule's transient, not worse than untrained (benchmarks/policy_comparison.py, late:
+    # warm-started at the warmup's end, the rate rose 30x and the loss went 2.0 -> 2.3).
+    WARM_START = {"initial_factor": None}
     factor: float = 10.0
     min_loss_fraction: float = 0.1
     initial_factor: float | None = 1.1

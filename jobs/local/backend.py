@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from remedy.debugger import RULES
 from remedy.debugger.capture import capture_config
 from remedy.debugger.rule_check import check_rule, rule_file_path
 from remedy.debugger.rule_config import RuleConfig
@@ -69,11 +70,14 @@ def rule_configs(spec: RunSpec) -> list[dict[str, Any]]:
     """RULES.json: the run's rules, presets expanded (debugger/rule_presets.py: the file
     names every rule it runs), a custom rule's file as an absolute path (found from
     source_dir, as the preflight found it), since the evaluator runs elsewhere. Raises
-    ValueError for a preset the preflight would refuse."""
+    ValueError for a preset the preflight would refuse. A warm-started job's built-in rules
+    run with their WARM_START parameters (its store begins with a trained model)."""
     rules = expand_presets([rule.model_dump(mode="json") for rule in spec.rules])
     for rule in rules:
         if rule.get("rule_file"):
             rule["rule_file"] = str(rule_file_path(rule["rule_file"], spec.source_dir))
+        elif spec.init_checkpoint and (cls := RULES.get(rule.get("rule", ""))) is not None:
+            rule["parameters"] = (rule.get("parameters") or {}) | cls.WARM_START
     return rules
 
 

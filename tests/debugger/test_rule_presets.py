@@ -75,3 +75,14 @@ def test_a_preset_alone_takes_no_parameters() -> None:
     with pytest.raises(RuleConfigError, match="unknown rule preset"):
         parse_rule_configs([{"preset": "nope"}])
     assert expand_presets([{"name": "a", "rule": "Overfit"}]) == [{"name": "a", "rule": "Overfit"}]
+
+
+def test_a_warm_started_job_s_diverging_loss_does_not_take_its_first_loss_for_untrained() -> None:
+    # Its store begins with a trained model: 1.1x that loss is no "worse than untrained".
+    scratch = {c["rule"]: c["parameters"] for c in rule_configs(RunSpec())}
+    warm = {c["rule"]: c["parameters"] for c in rule_configs(RunSpec(init_checkpoint="/c"))}
+    assert "initial_factor" not in scratch["DivergingLoss"]  # the rule's default, 1.1
+    assert warm["DivergingLoss"] == scratch["DivergingLoss"] | {"initial_factor": None}
+    assert {r: p for r, p in warm.items() if r != "DivergingLoss"} == {
+        r: p for r, p in scratch.items() if r != "DivergingLoss"
+    }
