@@ -134,7 +134,7 @@ def figures(final: State) -> dict[str, Any]:
         "attempts": len(attempts),
         "total steps": total,
         "steps redone": total - final_steps if clean else total,
-        "final steps": final_steps if clean else 0,
+        "final steps": final_steps if clean else None,
         "total / final": total / final_steps if clean and final_steps else None,
         "final accuracy": last.final_accuracy if clean else None,
         "strategies": " > ".join(a.strategy or "initial" for a in attempts),
