@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,17 @@ from remedy.debugger import Hook, ModeKeys, SaveConfig, store
 from remedy.debugger.store import StepHeader
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """benchmarks/<name>.py as a module (benchmarks is no package): tests reuse its runs."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 EXPLODING_LR = 1e4  # makes the tiny MLP's gradients non-finite within a few steps
 HEALTHY_LR = 0.01

@@ -6,29 +6,14 @@ pathology: test_rule_pathologies.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from remedy.debugger import RuleStatus
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.debugger.helpers import load_benchmark
 
-
-def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "rule_false_alarms", ROOT / "benchmarks" / "rule_false_alarms.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCHMARK = _benchmark()
+BENCHMARK = load_benchmark("rule_false_alarms")
 
 
 @pytest.mark.slow
