@@ -10,7 +10,15 @@ import pytest
 from remedy.debugger import create_trial
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.jobs.local import LocalBackend
-from remedy.state_schema import Budgets, JobStatus, NextAction, RunSpec, State, load_state
+from remedy.state_schema import (
+    Budgets,
+    JobStatus,
+    NextAction,
+    RunSpec,
+    State,
+    exploding_tensor_rule,
+    load_state,
+)
 
 from tests.flows.specs import tiny_spec
 
@@ -28,8 +36,11 @@ def test_real_explosion_is_detected_stopped_repaired_and_completed(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
     # warmup 0.003125: the seed ladder's next step is batch norm, so two attempts. The NaN
-    # guard is off: this is the debugger's path (tests/flows/test_nan_guard.py: the guard's).
-    spec = tiny_spec(warmup_learning_rate=0.003125, nan_guard="off")
+    # guard is off: this is the debugger's path (tests/flows/test_nan_guard.py: the guard's),
+    # with the seed's one rule (the default set's DivergingLoss may see the loss climb first).
+    spec = tiny_spec(
+        warmup_learning_rate=0.003125, nan_guard="off", rules=[exploding_tensor_rule()]
+    )
     state = State(run_spec=spec, policy="seed")
     final = run(state, tmp_path)
 
