@@ -165,7 +165,7 @@ class RuleEvaluator:
         for run in progressed:
             if not run.record.status.is_final:  # progress only; not a state change
                 run.record.details = f"Evaluated {self._steps(run)}"
-                write_status(self.status_dir, run.record)
+                self._write(run)
         return self.done
 
     def stop(self) -> None:
@@ -188,6 +188,13 @@ class RuleEvaluator:
             self._set(run, RuleStatus.ERROR, message)
 
     # -- internals ------------------------------------------------------------------------
+
+    def _write(self, run: _RuleRun) -> None:
+        # Never recreate a status folder someone deleted (with its job folder): a write
+        # would bring back part of what they removed.
+        if not self.status_dir.is_dir():
+            raise FileNotFoundError(f"{self.status_dir} is gone")
+        write_status(self.status_dir, run.record)
 
     def _active(self) -> list[_RuleRun]:
         return [run for run in self._runs if not run.record.status.is_final]
@@ -331,7 +338,7 @@ class RuleEvaluator:
     def _set(self, run: _RuleRun, status: RuleStatus, details: str) -> None:
         old = run.record.status
         run.record.status, run.record.details = status, details
-        write_status(self.status_dir, run.record)
+        self._write(run)
         change = str(status) if old is status else f"{old} -> {status}"
         self._log(f"{run.record.last_modified} {run.config.name}: {change}: {details}")
 
@@ -367,18 +374,28 @@ def watch_surroundings(
     """An evaluator nobody reads must not poll for ever: it stops when its parent exits
     (with_parent), and exits at once, writing nothing, when the folder holding its status
     folder is deleted (a write would only recreate part of it)."""
-    parent, holder = os.getppid(), status_dir.absolute().parent
+    parent = os.getppid()
 
     def watch() -> None:
         while not stop_event.wait(interval):
-            if not holder.is_dir():
-                print(f"{holder} was deleted: nothing to report to; exiting", flush=True)
+            if folder_deleted(status_dir):
                 os._exit(1)
             if with_parent and os.getppid() != parent:
                 print(f"its parent process {parent} exited: stopping", flush=True)
                 stop_event.set()
 
     threading.Thread(target=watch, name="surroundings", daemon=True).start()
+
+
+def folder_deleted(status_dir: Path, *, or_status_folder: bool = False) -> bool:
+    """Whether the folder holding the status folder (or, or_status_folder: the status folder
+    itself, which exists once the evaluator has started) is gone; said on stdout."""
+    holder = status_dir.absolute().parent
+    if holder.is_dir() and (status_dir.is_dir() or not or_status_folder):
+        return False
+    gone = status_dir if holder.is_dir() else holder
+    print(f"{gone} was deleted: nothing to report to; exiting", flush=True)
+    return True
 
 
 def _print_line(line: str) -> None:
@@ -449,6 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         evaluator.run(args.poll_interval, stop_event)
     except Exception as exc:
+        if folder_deleted(Path(args.status_dir), or_status_folder=True):  # deleted mid-write
+            return 1
         evaluator.fail_all(f"evaluator failed: {type(exc).__name__}: {exc}")
         raise  # traceback to stderr, exit 1
     if evaluator.store_error is not None:

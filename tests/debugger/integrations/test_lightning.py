@@ -220,6 +220,7 @@ def test_arguments_are_checked() -> None:
 
 
 DDP_SCRIPT = """\
+import os
 import sys
 from pathlib import Path
 
@@ -264,7 +265,8 @@ trainer = pl.Trainer(
 )
 trainer.fit(Tiny(), data)
 callback.close()
-print("rank", trainer.global_rank, "stopped at", trainer.global_step, flush=True)
+# one write() per line: both ranks share the pipe, and separate pieces would interleave
+os.write(1, f"rank {trainer.global_rank} stopped at {trainer.global_step}\\n".encode())
 """
 
 
