@@ -34,6 +34,7 @@ from remedy.debugger import RULES, RuleStatus, create_trial  # noqa: E402
 from remedy.debugger.capture import capture_config  # noqa: E402
 from remedy.debugger.evaluator import RuleEvaluator  # noqa: E402
 from remedy.debugger.rule_config import RuleConfig  # noqa: E402
+from remedy.debugger.rules.registry import rules_with_defaults  # noqa: E402
 
 SAVE_INTERVAL = 5
 MIN_ACCURACY = 0.97
@@ -88,22 +89,10 @@ class Verdict:
     errors: dict[str, str] = field(default_factory=dict)  # run -> Error details
 
 
-def default_rules() -> list[str]:
-    """Registered rules that run with their defaults (no required parameter)."""
-    names = []
-    for name, cls in sorted(RULES.items()):
-        try:
-            cls.check_parameters({})
-        except ValueError:
-            continue  # AllZero, TensorVariance, SimilarAcrossRuns: nothing to judge by default
-        names.append(name)
-    return names
-
-
 def train(name: str, hyperparameters: dict[str, Any], folder: Path) -> Trained:
     """One healthy run of the built-in job, capturing what every default rule reads."""
     folder.mkdir(parents=True, exist_ok=True)
-    rules = [RULES[rule].check_parameters({}) for rule in default_rules()]
+    rules = [RULES[rule].check_parameters({}) for rule in rules_with_defaults()]
     config = capture_config(rules, str(folder / "tensors"), SAVE_INTERVAL)
     never = {"save_interval": 10**9, "start_step": 10**9, "save_steps": []}
     config["collections"]["activations"] |= {
@@ -140,7 +129,7 @@ def run_zoo(
 ) -> tuple[list[Trained], dict[str, Verdict]]:
     """Train each configuration into folder/NAME (or, with trained_already, read the runs
     a --keep left there) and evaluate every default rule over it."""
-    rules = default_rules()
+    rules = rules_with_defaults()
     verdicts = {rule: Verdict(rule) for rule in rules}
     runs = []
     for name, hyperparameters in HEALTHY.items():

@@ -43,12 +43,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from remedy.debugger import RULES, Hook, HookConfig, ModeKeys, RuleStatus, create_trial  # noqa: E402
+from remedy.debugger import Hook, HookConfig, ModeKeys, RuleStatus, create_trial  # noqa: E402
 from remedy.debugger.capture import capture_config  # noqa: E402
 from remedy.debugger.evaluator import RuleEvaluator  # noqa: E402
 from remedy.debugger.rule_check import check_rule  # noqa: E402
 from remedy.debugger.rule_config import RuleConfig  # noqa: E402
 from remedy.debugger.rule_presets import preset  # noqa: E402
+from remedy.debugger.rules.registry import rules_with_defaults  # noqa: E402
 from torch import nn  # noqa: E402
 
 SAVE_INTERVAL = 10
@@ -265,22 +266,10 @@ class Trained:
     seconds: float
 
 
-def every_rule() -> list[str]:
-    """Registered rules that run with their defaults (no required parameter)."""
-    names = []
-    for name, cls in sorted(RULES.items()):
-        try:
-            cls.check_parameters({})
-        except ValueError:
-            continue  # AllZero, TensorVariance, SimilarAcrossRuns: nothing to judge by default
-        names.append(name)
-    return names
-
-
 def rule_configs() -> list[RuleConfig]:
     """Every default rule under its own name and the recommended preset's rules as
     recommended.NAME."""
-    configs = [RuleConfig(name=rule, rule=rule) for rule in every_rule()]
+    configs = [RuleConfig(name=rule, rule=rule) for rule in rules_with_defaults()]
     for entry in preset(RECOMMENDED):
         configs.append(RuleConfig.from_dict(entry | {"name": f"{RECOMMENDED}.{entry['name']}"}))
     return configs
@@ -428,7 +417,7 @@ class Row:
 
 
 def tabulate(runs: list[tuple[Trained, dict[str, Detection]]]) -> list[Row]:
-    names = [*every_rule(), RECOMMENDED]
+    names = [*rules_with_defaults(), RECOMMENDED]
     rows = {name: Row(name) for name in names}
     for trained, found in runs:
         for name in names:

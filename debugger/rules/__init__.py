@@ -9,7 +9,7 @@ import pkgutil
 from remedy.debugger.rules.base import Finding, Rule
 from remedy.debugger.rules.registry import RULES, get_rule, load_rule_file, register_rule
 
-_INFRASTRUCTURE = {"base", "registry", "reads", "progress"}
+_INFRASTRUCTURE = {"base", "registry", "reads", "progress", "robust"}
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in _INFRASTRUCTURE:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from statistics import median
 
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules import reads
 from remedy.debugger.rules.base import Rule
-from remedy.debugger.rules.loss_spike import MAD_TO_SIGMA
 from remedy.debugger.rules.registry import register_rule
+from remedy.debugger.rules.robust import check_spike_parameters, level_and_spread
 
 
 @register_rule
@@ -40,12 +39,7 @@ class GradientNormSpike(Rule):
     factor: float = 10.0
 
     def validate(self) -> None:
-        if self.window < 5:
-            raise ValueError(f"{self.name}: parameter 'window' must be >= 5, got {self.window}")
-        for key in ("sigmas", "factor"):
-            value = getattr(self, key)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{self.name}: parameter {key!r} must be > 0, got {value}")
+        check_spike_parameters(self)
 
     def setup(self) -> None:
         self._recent: deque[float] = deque(maxlen=self.window)
@@ -70,8 +64,7 @@ class GradientNormSpike(Rule):
         if not math.isfinite(norm):
             return self.fire(step, mode, None, f"the gradient norm is {norm} at step {step}")
         if len(self._recent) == self.window:
-            level = median(self._recent)
-            spread = MAD_TO_SIGMA * median(abs(x - level) for x in self._recent)
+            level, spread = level_and_spread(self._recent)
             if norm - level > self.sigmas * spread and norm > self.factor * level > 0:
                 sigmas = f"{(norm - level) / spread:.1f} robust sigmas and " if spread else ""
                 return self.fire(

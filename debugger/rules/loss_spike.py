@@ -11,8 +11,7 @@ from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules import reads
 from remedy.debugger.rules.base import Rule
 from remedy.debugger.rules.registry import register_rule
-
-MAD_TO_SIGMA = 1.4826  # median absolute deviation x this = standard deviation, for a normal
+from remedy.debugger.rules.robust import check_spike_parameters, level_and_spread
 
 
 @register_rule
@@ -63,12 +62,7 @@ class LossSpike(Rule):
     LEGACY_DEFAULTS = {"settle_steps": 0, "confirm_steps": 0}
 
     def validate(self) -> None:
-        if self.window < 5:
-            raise ValueError(f"{self.name}: parameter 'window' must be >= 5, got {self.window}")
-        for key in ("sigmas", "factor"):
-            value = getattr(self, key)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{self.name}: parameter {key!r} must be > 0, got {value}")
+        check_spike_parameters(self)
         for key in ("settle_steps", "confirm_steps"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{self.name}: parameter {key!r} must be >= 0")
@@ -116,9 +110,8 @@ class LossSpike(Rule):
                     return self.fire(pending.step, mode, name, message)
         recent = self._recent.setdefault(mode, deque(maxlen=self.window))
         if len(recent) == self.window and pending is None:
-            level = median(recent)
+            level, spread = level_and_spread(recent)
             self._scale.setdefault(mode, level)
-            spread = MAD_TO_SIGMA * median(abs(x - level) for x in recent)
             if self._out_of_line(loss, level, spread, mode):
                 spike = _Spike(step, loss, level, spread)
                 if self.confirm_steps == 0:

@@ -26,6 +26,18 @@ def register_rule(cls: R) -> R:
     return cls
 
 
+def rules_with_defaults() -> list[str]:
+    """Registered rules that run with their defaults (no required parameter), sorted."""
+    names = []
+    for name, cls in sorted(RULES.items()):
+        try:
+            cls.check_parameters({})
+        except ValueError:
+            continue  # AllZero, TensorVariance, SimilarAcrossRuns: nothing to judge by default
+        names.append(name)
+    return names
+
+
 def get_rule(name: str) -> type[Rule]:
     try:
         return RULES[name]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from remedy.debugger import RuleStatus
+from remedy.debugger.rules.registry import rules_with_defaults
 
 from tests.debugger.helpers import load_benchmark
 
@@ -22,7 +23,7 @@ def test_no_rule_fires_on_a_healthy_run(config: str, tmp_path: Path) -> None:
     trained = BENCHMARK.train(config, BENCHMARK.HEALTHY[config], tmp_path / config)
     assert trained.test_accuracy is not None
     assert trained.test_accuracy >= BENCHMARK.MIN_ACCURACY, "not a healthy run: retune it"
-    statuses = BENCHMARK.evaluate(trained.store, BENCHMARK.default_rules())
+    statuses = BENCHMARK.evaluate(trained.store, rules_with_defaults())
     fired = {
         rule: details
         for rule, (status, details) in statuses.items()
