@@ -121,7 +121,11 @@ class RuleEvaluator:
         self._log = log
         rules = instantiate_rules(trial, configs)
         self._runs = [
-            _RuleRun(config, rule, RuleStatusRecord(config.name, RuleStatus.IN_PROGRESS, ""))
+            _RuleRun(
+                config,
+                rule,
+                RuleStatusRecord(config.name, RuleStatus.IN_PROGRESS, "", rule=config.rule),
+            )
             for config, rule in zip(configs, rules, strict=True)
         ]
         # last step evaluated, per (worker, mode)

@@ -48,6 +48,7 @@ class RuleStatusRecord:
     steps_evaluated: int = 0
     last_modified: str | None = None  # set when written
     worker: str | None = None  # a job of several processes: where the rule fired
+    rule: str | None = None  # the rule's class (the name is the user's choice)
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -62,6 +63,8 @@ class RuleStatusRecord:
         }
         if self.worker is not None:
             data["worker"] = self.worker
+        if self.rule is not None:
+            data["rule"] = self.rule
         return data
 
     @classmethod
@@ -77,6 +80,7 @@ class RuleStatusRecord:
             steps_evaluated=data.get("steps_evaluated", 0),
             last_modified=data.get("LastModifiedTime"),
             worker=data.get("worker"),
+            rule=data.get("rule"),
         )
 
 

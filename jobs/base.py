@@ -42,6 +42,7 @@ class RuleEvaluation(Snapshot):
     where it fired and what the NaN guard adds to its own finding."""
 
     name: str = Field(alias="RuleConfigurationName")
+    rule: str | None = Field(None, description="The rule's class (the name is the user's).")
     status: str = Field(alias="RuleEvaluationStatus", description="A rule status word.")
     details: str = Field("", alias="StatusDetails")
     step: int | None = None

@@ -47,6 +47,7 @@ class Observation:
 def finding(rule: RuleEvaluation) -> Finding:
     return Finding(
         rule=rule.name,
+        rule_class=rule.rule,
         status=RuleStatus.IssuesFound,
         step=rule.step,
         tensor=rule.tensor,
@@ -60,7 +61,13 @@ def finding(rule: RuleEvaluation) -> Finding:
 
 
 def rule_error(rule: RuleEvaluation) -> Finding:
-    return Finding(rule=rule.name, status=RuleStatus.Error, step=rule.step, message=rule.details)
+    return Finding(
+        rule=rule.name,
+        rule_class=rule.rule,
+        status=RuleStatus.Error,
+        step=rule.step,
+        message=rule.details,
+    )
 
 
 def observe(snapshot: JobSnapshot) -> Observation:

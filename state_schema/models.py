@@ -65,7 +65,12 @@ class DataProblem(Strict):
 class Finding(Strict):
     """A rule that reported IssuesFound (or Error), with where it fired."""
 
-    rule: str
+    rule: str = Field(description="The rule configuration's name (a user may choose it).")
+    rule_class: str | None = Field(
+        None,
+        description="The rule's class (ExplodingTensor, LossSpike, ...): what the policy "
+        "repairs by; null in payloads written before it was recorded (the name is used).",
+    )
     status: RuleStatus = RuleStatus.IssuesFound
     step: int | None = None
     tensor: str | None = None
@@ -91,6 +96,29 @@ JobName = Annotated[
     StringConstraints(pattern=r"^[A-Za-z0-9](-*[A-Za-z0-9]){0,62}$"),
     Field(description="Letters, digits and single dashes, at most 63 characters."),
 ]
+
+
+class ResultKind(StrEnum):
+    """What an attempt taught the policy (strategies/outcomes.py classifies it)."""
+
+    diverged = "diverged"  # the loss or the gradients blew up: the rate was too high
+    stalled = "stalled"  # updates too small, a plateau: the rate was too low
+    trained = "trained"  # it ran to its end, the loss clearly below the untrained model's
+    no_effect = "no_effect"  # the same curve and finding as an earlier attempt
+    flawed = "flawed"  # another finding (dead units, overfitting, ...)
+    failed = "failed"  # the job itself failed or was stopped from outside
+    unknown = "unknown"  # ran to its end without a loss to judge, or still running
+
+
+class AttemptResult(Strict):
+    """An attempt's outcome, classified: "diverged at update 6", "trained to loss 2.31"."""
+
+    kind: ResultKind
+    update: int | None = Field(
+        None, description="Update (counted over the whole run) where the finding began."
+    )
+    loss: float | None = Field(None, description="Windowed training loss at the end.")
+    summary: str = ""
 
 
 class Attempt(Strict):
@@ -129,6 +157,19 @@ class Attempt(Strict):
         None,
         description="Where this job's metrics (loss curve) live: relative to the run dir, "
         "or a URI.",
+    )
+    loss_trace: list[float | None] = Field(
+        default_factory=list,
+        description="The first training losses of this launch (null: non-finite), to tell "
+        "an attempt that changed nothing from one that did.",
+    )
+    grad_norm_median: float | None = Field(
+        None,
+        description="Median total gradient norm of this launch's updates before its "
+        "finding (what a clipping threshold is set from).",
+    )
+    result: AttemptResult | None = Field(
+        None, description="What this attempt taught the policy (set once it ended)."
     )
 
 

@@ -1,23 +1,10 @@
 """Remediation strategies (one small class per file) and the policies that order them."""
 
-from remedy.strategies import (  # noqa: F401  (importing a strategy module registers it)
-    add_batch_norm,
-    add_dropout,
-    add_weight_decay,
-    change_init,
-    change_optimizer,
-    clip_gradients,
-    drop_bad_samples,
-    longer_warmup,
-    lower_lr,
-    lower_lr_10x,
-    lower_warmup_lr,
-    lowest_warmup_lr,
-    raise_batch_size,
-    raise_lr,
-    rollback_and_skip,
-    swap_activation,
-)
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
 from remedy.strategies.base import STRATEGIES, Strategy, get_strategy, register_strategy
 from remedy.strategies.plan import plan_next
 from remedy.strategies.policies import (
@@ -28,6 +15,14 @@ from remedy.strategies.policies import (
     register_policy,
 )
 from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
+
+# Every module in this package is a strategy (one @register_strategy class or a few), except
+# these: adding a strategy means adding one file.
+_INFRASTRUCTURE = {"base", "plan", "warm_start", "outcomes", "policies"}
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in _INFRASTRUCTURE:
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "Checkpoint",

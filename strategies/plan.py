@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from remedy.state_schema import Finding, NextAction, PlannedChange, State
-from remedy.state_schema.transitions import end, spec_changes
+from remedy.state_schema.transitions import end, spec_changes, update_current_attempt
+from remedy.strategies.outcomes import classify
 from remedy.strategies.policies import get_policy
 from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 
@@ -19,6 +20,7 @@ def plan_next(
     one it started from); a warm-starting policy relaunches from the last clean one when the
     chosen strategy keeps the weights."""
     findings = state.findings if findings is None else findings
+    state = with_result(state, findings)
     policy = get_policy(state.policy)
     if policy.warm_start:
         attempt = state.current_attempt
@@ -59,3 +61,14 @@ def plan_next(
             "findings": findings,
         }
     )
+
+
+def with_result(state: State, findings: list[Finding]) -> State:
+    """The current attempt classified (diverged at s, stalled, no effect, ...): what the
+    policy learns from it. Its findings are the ones being planned for."""
+    attempt = state.current_attempt
+    if attempt is None:
+        return state
+    attempt = attempt.model_copy(update={"findings": findings or attempt.findings})
+    result = classify(attempt, state.history.attempts[:-1])
+    return update_current_attempt(state, findings=attempt.findings, result=result)

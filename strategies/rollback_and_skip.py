@@ -13,16 +13,11 @@ from collections.abc import Sequence
 from remedy.state_schema import Finding, RunSpec, State
 from remedy.state_schema.hyperparameters import StepWindow
 from remedy.strategies.base import Strategy, register_strategy
+from remedy.strategies.outcomes import Trouble, trouble
 from remedy.strategies.warm_start import update_of
 
-# Rules that see the onset of an instability (the first update of trouble is then known).
-SPIKES = (
-    "ExplodingTensor",
-    "NonFiniteGradient",
-    "DivergingLoss",
-    "LossSpike",
-    "GradientNormSpike",
-)
+# Findings that see the onset of an instability (the first update of trouble is then known).
+ONSET_TROUBLES = (Trouble.divergence, Trouble.spike)
 
 
 @register_strategy
@@ -36,7 +31,13 @@ class RollbackAndSkip(Strategy):
     apply either: skipping did not help there, so the policy escalates."""
 
     name = "rollback_and_skip"
-    addresses = SPIKES
+    addresses = (
+        "ExplodingTensor",
+        "NonFiniteGradient",
+        "DivergingLoss",
+        "LossSpike",
+        "GradientNormSpike",
+    )
     changes = ("skip_steps",)
     explanation = "Roll back to the last clean checkpoint and skip the batches around the spike"
 
@@ -45,11 +46,13 @@ class RollbackAndSkip(Strategy):
 
     @classmethod
     def for_state(cls, state: State, findings: Sequence[Finding]) -> RollbackAndSkip:
-        steps = [f.step for f in findings if f.rule in SPIKES and f.step is not None]
+        spec = state.run_spec
+        steps = [
+            f.step for f in findings if trouble(f, spec) in ONSET_TROUBLES and f.step is not None
+        ]
         attempt = state.current_attempt
         if not steps or attempt is None:
             return cls()
-        spec = state.run_spec
         onset = update_of(min(steps), attempt.start_step, spec.skip_steps)
         interval = spec.debugger_save_interval
         return cls(StepWindow(first=max(onset - interval, 1), last=onset + interval))

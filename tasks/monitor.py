@@ -17,8 +17,9 @@ from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.observe import decide, observe, progress_line
 from remedy.records.publish import publish_progress
-from remedy.state_schema import State
+from remedy.state_schema import NextAction, State
 from remedy.state_schema.transitions import end
+from remedy.tasks.plan import learned
 from remedy.tasks.retry import BACKEND_RETRIES
 
 CANCEL_CHECK_EVERY_S = 2.0
@@ -71,5 +72,8 @@ def monitor(
             logger.info(line)
             publish_progress(state, snapshot, line)
         if seen.key != before or seen.settled or now - started >= max_wait_s:
-            return decide(state, seen, snapshot, backend.metrics_location(job_name))
+            decided = decide(state, seen, snapshot, backend.metrics_location(job_name))
+            if decided.next_action is NextAction.end and seen.settled:
+                decided = learned(decided, run_dir)  # the last attempt's outcome, recorded
+            return decided
         time.sleep(poll_interval_s)

@@ -11,7 +11,10 @@ from remedy.jobs import backend_for
 from remedy.jobs.base import read_checkpoint
 from remedy.records.logs import task_logger
 from remedy.state_schema import Checkpoint, NextAction, State
+from remedy.state_schema.transitions import update_current_attempt
 from remedy.strategies import POLICIES, plan_next
+from remedy.strategies.outcomes import digest
+from remedy.strategies.plan import with_result
 
 # The registered policies (each registers itself at import): a dropdown in the run form.
 PolicyName = Literal[tuple(sorted(POLICIES))]  # type: ignore[valid-type]
@@ -30,9 +33,24 @@ def available_checkpoints(state: State, run_dir: str) -> list[Checkpoint]:
     return found
 
 
+def learned(state: State, run_dir: str) -> State:
+    """The current attempt with what the policy learns from it: its first losses and its
+    gradient norms before the finding (from the job's step records), and its outcome
+    classified (diverged at s, stalled, trained, no effect)."""
+    attempt = state.current_attempt
+    if attempt is None:
+        return state
+    records = backend_for(attempt.spec.backend, run_dir).metrics(attempt.job_name)
+    state = update_current_attempt(state, **digest(attempt, records))
+    return with_result(state, state.findings)
+
+
 @task(cache_policy=NO_CACHE)
 def plan(state: State, run_dir: str | None = None) -> State:
-    """run_dir lets a warm-starting policy see the stopped attempt's checkpoints."""
+    """run_dir lets a warm-starting policy see the stopped attempt's checkpoints and learn
+    from its step records."""
+    if run_dir:
+        state = learned(state, run_dir)
     checkpoints = available_checkpoints(state, run_dir) if run_dir else []
     planned = plan_next(state, checkpoints=checkpoints)
     logger = task_logger()

@@ -269,6 +269,7 @@ def write_rule_status(
     evaluator's shape (debugger.status) plus the guard's own keys. Returns its path."""
     record = RuleStatusRecord(
         name=RULE_NAME,
+        rule=RULE_NAME,
         status=status,
         details=details,
         step=step,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from remedy.state_schema import Finding, PolicyStep, State
 from remedy.strategies.base import Strategy
+from remedy.strategies.outcomes import Trouble, rule_class, trouble
 from remedy.strategies.policies.base import Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, cheap_first, walk
 from remedy.strategies.warm_start import update_of
@@ -29,11 +30,14 @@ def rungs(*names: str | tuple[str, int]) -> list[PolicyStep]:
     return steps
 
 
-# Exploding or non-finite gradients. One decisive learning-rate cut first (the seed's x0.5
-# and x0.9 steps spend a launch each on the way), then clipping and warmup; architecture last.
-EXPLODING = rungs(
-    "lower_lr_10x",
-    ("clip_gradients", 2),
+# A divergence (exploding or non-finite gradients, a loss that climbs and stays up). The
+# learning rate first, searched as a bracket over the attempts (search_lr_down: 10x below
+# every rate that diverged, again while each cut moves the failure later, bisecting once a
+# rate has stalled); then clipping at the gradient norm the job had before the onset, and
+# warmup; architecture last.
+DIVERGENCE = rungs(
+    ("search_lr_down", 6),
+    "clip_gradients",
     ("lower_warmup_lr", 2),
     "longer_warmup",
     "add_batch_norm",
@@ -42,31 +46,30 @@ EXPLODING = rungs(
     "use_tanh",
     "change_init",
 )
+# The model does not learn (tiny updates, a plateau): the rate goes up, inside the bracket.
+STALL = rungs(("search_lr_up", 6), "use_adam", "change_init")
 
-ORDERS: dict[str, list[PolicyStep]] = {
-    "ExplodingTensor": EXPLODING,
-    # NaN/inf gradients caught by the job's own guard; drop_bad_samples is prepended when
-    # the finding blames the data (see _orders).
-    "NonFiniteGradient": EXPLODING,
-    "VanishingGradient": rungs("raise_lr", "use_selu", "use_relu", "add_batch_norm", "change_init"),
-    "DeadRelu": rungs("use_selu", "add_batch_norm", "change_init", "use_leaky_relu", "use_elu"),
-    "OscillatingLoss": rungs(
-        "use_adam", "lower_lr_10x", "raise_batch_size", "use_momentum", "change_init"
+# Orders by the trouble a finding's rule detects (strategies/outcomes.py: TROUBLE, keyed
+# by rule class), so a rule the user named "Spike" gets the spike order. They start from
+# AUTOTRAINER's published repair orders and add what this project's scenarios taught.
+ORDERS: dict[Trouble, list[PolicyStep]] = {
+    Trouble.divergence: DIVERGENCE,
+    Trouble.spike: DIVERGENCE,  # after a rollback, when one is possible (see orders())
+    Trouble.stall: STALL,
+    Trouble.vanishing: rungs(
+        ("search_lr_up", 2), "use_selu", "use_relu", "add_batch_norm", "change_init"
     ),
-    "LossNotDecreasing": rungs("use_adam", "raise_lr", "change_init"),
-    "Overfit": rungs("add_weight_decay", "add_dropout", "use_adamw"),
-    "PoorWeightInitialization": rungs("change_init", "use_selu", "add_batch_norm"),
+    Trouble.dead_units: rungs(
+        "use_selu", "add_batch_norm", "change_init", "use_leaky_relu", "use_elu"
+    ),
+    Trouble.oscillation: rungs(
+        "use_adam", ("search_lr_down", 3), "raise_batch_size", "use_momentum", "change_init"
+    ),
+    Trouble.overfit: rungs("add_weight_decay", "add_dropout", "use_adamw"),
+    Trouble.poor_init: rungs("change_init", "use_selu", "add_batch_norm"),
+    # A rule of the user's that names no trouble we know: the most common pathology.
+    Trouble.unknown: DIVERGENCE,
 }
-# The debugger's other names for the same pathologies. A loss that diverges and stays
-# finite is the same instability as NaN gradients, caught by another rule; so is a spike
-# of the loss or of the gradient norm (which comes first: OLMo 2).
-ORDERS["DivergingLoss"] = ORDERS["LossSpike"] = ORDERS["GradientNormSpike"] = EXPLODING
-ORDERS["DyingRelu"] = ORDERS["DeadRelu"]
-ORDERS["SlowConvergence"] = ORDERS["StalledTraining"] = ORDERS["LossNotDecreasing"]
-ORDERS["Overtraining"] = ORDERS["Overfit"]
-# Rule names a user gave their own rules: anything unknown gets the exploding order, the
-# most common pathology and the one the default rule looks for.
-FALLBACK = EXPLODING
 
 # Without a clean checkpoint every retry is a full run from scratch: the decisive repairs
 # first. No clean checkpoint mostly means the run failed in its first epoch (the first one
@@ -74,16 +77,17 @@ FALLBACK = EXPLODING
 # the seed's ladder of halvings would take it, in one launch; the main rate is left alone
 # (cutting it 10x instead ended the demo at 0.928 test accuracy against the seed's 0.998).
 # Then batch norm before each residual addition, the documented fix for the ELU ResNet
-# block (Shah et al. 2016), and only then a 10x cut of the main rate. Clipping and SELU
-# come after it: on the seed scenario both give a run that never explodes but trains at
-# chance (measured: clip 1.0 -> test accuracy 0.108 after 5 epochs), which the
-# ExplodingTensor rule cannot tell from a repair.
-FROM_SCRATCH: dict[str, list[PolicyStep]] = {
-    "ExplodingTensor": rungs(
+# block (Shah et al. 2016), and only then the rate's bracket. Clipping and SELU come after
+# it: on the seed scenario both give a run that never explodes but trains at chance
+# (measured: clip 1.0 -> test accuracy 0.108 after 5 epochs).
+# lowest_warmup_lr applies only to a job with a warmup phase (warmup_epochs mapped and > 0):
+# a script without one goes straight to the bracket.
+FROM_SCRATCH: dict[Trouble, list[PolicyStep]] = {
+    Trouble.divergence: rungs(
         "lowest_warmup_lr",
         "add_batch_norm",
-        "lower_lr_10x",
-        ("clip_gradients", 2),
+        ("search_lr_down", 6),
+        "clip_gradients",
         "use_selu",
         "longer_warmup",
         "use_relu",
@@ -91,12 +95,7 @@ FROM_SCRATCH: dict[str, list[PolicyStep]] = {
         "change_init",
     ),
 }
-FROM_SCRATCH["NonFiniteGradient"] = FROM_SCRATCH["ExplodingTensor"]
-FROM_SCRATCH["DivergingLoss"] = FROM_SCRATCH["ExplodingTensor"]
 
-
-# Rules that see a spike after a sound stretch: rolled back past first when they can be.
-SPIKE_RULES = ("LossSpike", "GradientNormSpike")
 
 # A spike that begins within this many updates after the warmup ends and the learning rate
 # rises is the rate's doing, not the data's: rolling back and skipping batches only meets
@@ -140,17 +139,19 @@ class AdaptivePolicy(Policy):
         self.last_walks: dict[str, Walk] = {}
 
     def orders(self, state: State, finding: Finding) -> list[PolicyStep]:
-        configured = (state.policy_config or {}).get(finding.rule)
-        if configured is not None:
-            return list(configured)  # the user's order, as written
-        if self.clean_checkpoint is None and finding.rule in FROM_SCRATCH:
-            order = list(FROM_SCRATCH[finding.rule])
+        configured = state.policy_config or {}
+        for key in (finding.rule, rule_class(finding, state.run_spec)):
+            if key in configured:
+                return list(configured[key])  # the user's order, as written
+        kind = trouble(finding, state.run_spec)
+        if self.clean_checkpoint is None and kind in FROM_SCRATCH:
+            order = list(FROM_SCRATCH[kind])
         else:
-            order = cheap_first(ORDERS.get(finding.rule, FALLBACK))
-        if finding.rule == "NonFiniteGradient" and blames_data(finding):
+            order = cheap_first(ORDERS[kind])
+        if kind is Trouble.divergence and blames_data(finding):
             order.insert(0, PolicyStep(strategy="drop_bad_samples", max_times=1))
         if (
-            finding.rule in SPIKE_RULES
+            kind is Trouble.spike
             and self.clean_checkpoint is not None
             and not after_rate_rise(state, finding)
         ):

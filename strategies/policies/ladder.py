@@ -1,7 +1,8 @@
 """Walk an ordered list of strategies with limits: the shared core of `adaptive` and
 `config`. A rung is skipped, with the reason kept for the end message, when its strategy is
-unknown, needs a role the job does not map, was already used as
-often as allowed, or cannot change anything any more."""
+unknown, needs a role the job does not map, had no effect (its attempt repeated an earlier
+one's curve and finding), was already used as often as allowed, or cannot change anything
+any more."""
 
 from __future__ import annotations
 
@@ -9,13 +10,22 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from remedy.state_schema import Finding, PolicyStep, State
+from remedy.state_schema import Finding, PolicyStep, ResultKind, State
 from remedy.strategies.base import STRATEGIES, Strategy
 
 
 def times_used(state: State) -> Counter[str]:
     """Launches each strategy produced so far in this run (the failed ones included)."""
     return Counter(a.strategy for a in state.history.attempts if a.strategy)
+
+
+def without_effect(state: State) -> dict[str, str]:
+    """Strategy -> the attempt it produced that repeated an earlier one (no effect)."""
+    return {
+        a.strategy: a.job_name
+        for a in state.history.attempts
+        if a.strategy and a.result is not None and a.result.kind is ResultKind.no_effect
+    }
 
 
 @dataclass
@@ -35,6 +45,7 @@ def build(cls: type[Strategy], findings: Sequence[Finding], state: State) -> Str
 
 def walk(state: State, rungs: Sequence[PolicyStep], findings: Sequence[Finding] = ()) -> Walk:
     used = times_used(state)
+    idle = without_effect(state)
     result = Walk()
     for rung in rungs:
         cls = STRATEGIES.get(rung.strategy)
@@ -42,6 +53,8 @@ def walk(state: State, rungs: Sequence[PolicyStep], findings: Sequence[Finding] 
             result.skipped.append(f"{rung.strategy}: not installed")
         elif why := cls.not_understood(state.run_spec):
             result.skipped.append(f"{rung.strategy}: {why}")
+        elif rung.strategy in idle:
+            result.skipped.append(f"{rung.strategy}: had no effect ({idle[rung.strategy]})")
         elif used[rung.strategy] >= rung.max_times:
             result.skipped.append(f"{rung.strategy}: tried {used[rung.strategy]}x, failed")
         elif not (strategy := build(cls, findings, state)).applies(state.run_spec):

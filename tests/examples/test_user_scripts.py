@@ -63,7 +63,7 @@ def test_an_exploding_script_is_repaired_through_its_own_flag(
     # the NaN guard of the launcher saw the real non-finite gradients and stopped the job
     assert first.outcome is JobStatus.Stopped
     assert "NonFiniteGradient" in [f.rule for f in first.findings]
-    assert second.strategy == "lower_lr_10x"
+    assert second.strategy == "search_lr_down"
     assert second.changes == {"hyperparameters.learning-rate": [5, 0.5]}
     assert second.spec.script_hyperparameters["learning-rate"] == 0.5
     assert second.outcome is JobStatus.Completed and not second.findings
@@ -184,7 +184,7 @@ def test_a_two_process_ddp_script_is_repaired_under_remedy_run(
     first, *_, last = state.history.attempts
     assert first.outcome is JobStatus.Stopped and first.findings
     assert last.outcome is JobStatus.Completed and not last.findings
-    assert last.spec.script_hyperparameters["learning-rate"] == 1.0  # lower_lr_10x
+    assert last.spec.script_hyperparameters["learning-rate"] == 1.0  # search_lr_down: 10 -> 1
     assert last.final_loss < 0.5 * last.initial_loss
     job = run_dir / "jobs" / last.job_name
     assert sorted(p.name for p in (job / "tensors" / "workers").iterdir()) == [

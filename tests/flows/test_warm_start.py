@@ -32,7 +32,7 @@ def test_relaunch_loads_the_last_clean_checkpoint_and_completes(
     first, second = final.history.attempts
     assert first.findings and first.findings[0].step >= 18  # fired in epoch 2
     clean = tmp_path / "jobs" / first.job_name / "checkpoints" / "epoch-0002"
-    assert second.strategy == "lower_lr_10x"
+    assert second.strategy == "search_lr_down"
     assert second.spec.init_checkpoint == str(clean.resolve())
     assert second.spec.start_epoch == 2 and second.spec.learning_rate == pytest.approx(2.0)
     assert "warm start from epoch 2 (step 16)" in (second.strategy_reason or "")

@@ -30,8 +30,13 @@ def run_ladder(state: State, findings: list[Finding], checkpoints=()) -> list[st
 
 def test_from_scratch_explosion_lowers_the_warmup_rate_then_adds_batch_norm() -> None:
     chosen, final = run_ladder(launched(), EXPLODING)
-    assert chosen[:4] == ["lowest_warmup_lr", "add_batch_norm", "lower_lr_10x", "clip_gradients"]
-    # the seed ladder's five halvings in one launch; the main rate only by lower_lr_10x
+    assert chosen[:4] == [
+        "lowest_warmup_lr",
+        "add_batch_norm",
+        "search_lr_down",
+        "clip_gradients",
+    ]
+    # the seed ladder's five halvings in one launch; the main rate only by search_lr_down
     first = final.history.attempts[1].spec
     assert first.warmup_learning_rate == 0.003125 and first.learning_rate == 0.1
 
@@ -40,15 +45,17 @@ def test_with_a_clean_checkpoint_hyperparameters_come_before_architecture() -> N
     chosen, _ = run_ladder(launched(), LATE, CLEAN)
     architecture = {"add_batch_norm", "use_selu", "use_relu", "use_tanh"}
     first_arch = min(i for i, name in enumerate(chosen) if name in architecture)
-    assert set(chosen[:first_arch]) >= {"lower_lr_10x", "clip_gradients", "lower_warmup_lr"}
+    assert set(chosen[:first_arch]) >= {"search_lr_down", "clip_gradients", "lower_warmup_lr"}
     assert all(name in architecture or name == "change_init" for name in chosen[first_arch:])
 
 
 def test_nothing_is_tried_more_often_than_its_limit_and_the_end_says_why() -> None:
     chosen, final = run_ladder(launched(), EXPLODING)
-    assert chosen.count("clip_gradients") == 2 and chosen.count("lower_lr_10x") == 1
+    # every attempt diverged at the same update: one cut, which did not move the failure
+    # later, so the rate search stops; clipping without gradient norms to go by: once
+    assert chosen.count("clip_gradients") == 1 and chosen.count("search_lr_down") == 1
     assert chosen.count("add_batch_norm") == 1
-    assert len(chosen) == len(set(chosen)) + 1  # only the 2x rung repeats
+    assert len(chosen) == len(set(chosen))
     reason = final.end_reason or ""
     assert reason.startswith("policy 'adaptive' has no strategy left")
     assert "ExplodingTensor" in reason and "add_batch_norm: tried 1x, failed" in reason
@@ -66,8 +73,8 @@ def test_strategies_the_entry_point_does_not_understand_are_skipped() -> None:
     # hyperparameters_understood (deprecated) restricts the built-in job's roles
     spec = RunSpec(hyperparameters_understood=["learning_rate", "add_batch_norm"])
     chosen, final = run_ladder(launched(spec), EXPLODING)
-    # lower_lr_10x lowers a warmup rate only when the job takes one: it still applies
-    assert chosen == ["add_batch_norm", "lower_lr_10x"]
+    # search_lr_down moves a warmup rate only when the job takes one: it still applies
+    assert chosen == ["add_batch_norm", "search_lr_down"]
     assert final.run_spec.warmup_learning_rate == 0.1  # not understood, so not changed
     reason = final.end_reason or ""
     assert "clip_gradients: entry point does not take grad_clip_norm" in reason
@@ -78,11 +85,11 @@ def test_findings_pick_their_own_order() -> None:
     dead = plan_next(state, [Finding(rule="DeadRelu", step=50)])
     assert dead.planned_change.strategy == "change_init"  # cheap before SELU (architecture)
     slow = plan_next(state, [Finding(rule="LossNotDecreasing", step=50)])
-    assert slow.planned_change.strategy == "use_adam"
+    assert slow.planned_change.strategy == "search_lr_up"
     over = plan_next(state, [Finding(rule="Overfit", step=50)])
     assert over.planned_change.strategy == "add_weight_decay"
     unknown = plan_next(state, [Finding(rule="MyOwnRule", step=50)])
-    assert unknown.planned_change.strategy == "lower_lr_10x"
+    assert unknown.planned_change.strategy == "search_lr_down"
 
 
 def test_non_finite_gradient_without_a_data_problem_lowers_the_warmup_rate() -> None:

@@ -64,13 +64,13 @@ def test_a_second_spike_elsewhere_rolls_back_again_and_at_the_same_place_escalat
 
     # Update 267, next to the batches already skipped: skipping did not help there.
     same_place = plan_next(retry_of(first), spike(45), CKPTS)
-    assert same_place.planned_change.strategy == "lower_lr_10x"
+    assert same_place.planned_change.strategy == "search_lr_down"
     assert same_place.run_spec.skip_steps == first.run_spec.skip_steps
 
 
 def test_without_a_clean_checkpoint_there_is_nothing_to_roll_back_to() -> None:
     state = plan_next(launched(RunSpec(debugger_save_interval=10)), spike(49), CKPTS)
-    assert state.planned_change.strategy == "lower_lr_10x"  # update 50: before any checkpoint
+    assert state.planned_change.strategy == "search_lr_down"  # update 50: before any checkpoint
     assert state.run_spec.skip_steps == []
 
 
@@ -86,7 +86,7 @@ def test_a_spike_right_after_the_rate_rises_gets_the_rate_fixed_not_a_rollback()
     )
     checkpoints = [Checkpoint(f"/c/epoch-{e:04d}", epoch=e, step=10 * e) for e in (1, 2, 3)]
     at_rise = plan_next(launched(spec), spike(21, "GradientNormSpike"), checkpoints)  # update 22
-    assert at_rise.planned_change.strategy == "lower_lr_10x"
+    assert at_rise.planned_change.strategy == "search_lr_down"
     assert at_rise.run_spec.learning_rate == pytest.approx(0.1)
     assert at_rise.run_spec.skip_steps == []
     assert at_rise.run_spec.init_checkpoint == "/c/epoch-0002"  # the rate's last sound update

@@ -84,13 +84,16 @@ def test_every_strategy_changes_only_the_flags_of_its_roles(name: str) -> None:
     assert strategy.reason(spec, after).startswith(strategy.explanation + " (--")
 
 
-def test_lower_lr_10x_needs_only_the_learning_rate() -> None:
+def test_the_rate_search_needs_only_the_learning_rate() -> None:
     spec = script({"lr": 20, "clip": 0.25}, learning_rate="lr", grad_clip_norm="clip")
     state = plan_next(launched(spec), EXPLODING)
-    assert state.planned_change.strategy == "lower_lr_10x"
+    assert state.planned_change.strategy == "search_lr_down"
     assert state.run_spec.script_hyperparameters == {"lr": 2.0, "clip": 0.25}
     assert state.planned_change.changes == {"hyperparameters.lr": [20, 2.0]}
-    assert state.planned_change.reason == "Divide the learning rate by 10 (--lr 20 -> 2.0)"
+    assert state.planned_change.reason == (
+        "Lower the learning rate below every rate that diverged (--lr 20 -> 2.0); "
+        "so far stalled at <= -, diverged at >= 20"
+    )
     assert flag_arguments(state.run_spec.script_hyperparameters) == [
         "--lr",
         "2.0",
@@ -108,9 +111,11 @@ def test_lower_lr_10x_also_lowers_a_mapped_warmup_rate() -> None:
 def test_the_end_reason_names_only_the_roles_really_missing() -> None:
     spec = script({"lr": 20, "clip": None}, learning_rate="lr", grad_clip_norm="clip")
     chosen, final = ladder(launched(spec), EXPLODING)
-    assert chosen == ["lower_lr_10x", "clip_gradients", "clip_gradients"]
+    # the same finding at the same update after the cut: the search stops there; clipping
+    # without the job's gradient norms: 1.0 (then 0.1 is not tried: one clip per order)
+    assert chosen == ["search_lr_down", "clip_gradients"]
     reason = final.end_reason or ""
-    assert "lower_lr_10x: tried 1x, failed" in reason
+    assert "search_lr_down: nothing left to change" in reason
     assert "lowest_warmup_lr: the script has no flag for warmup_learning_rate " in reason
     assert "add_batch_norm: the script has no flag for add_batch_norm (hyperparameter_roles)" in (
         reason
@@ -122,7 +127,7 @@ def test_the_end_reason_names_only_the_roles_really_missing() -> None:
 def test_a_script_without_roles_gets_no_strategy_and_is_told_why() -> None:
     chosen, final = ladder(launched(script({"lr": 1})), EXPLODING)
     assert chosen == []
-    assert "lower_lr_10x: the script has no flag for learning_rate (hyperparameter_roles)" in (
+    assert "search_lr_down: the script has no flag for learning_rate (hyperparameter_roles)" in (
         final.end_reason or ""
     )
 

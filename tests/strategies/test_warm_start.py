@@ -48,7 +48,7 @@ def planned(strategy_findings: list[Finding], spec: RunSpec, policy: str = "adap
 def test_a_weight_keeping_strategy_warm_starts_and_says_so() -> None:
     state = planned(finding(200), RunSpec(debugger_save_interval=5))
     spec, change = state.run_spec, state.planned_change
-    assert change.strategy == "lower_lr_10x"
+    assert change.strategy == "search_lr_down"
     assert (spec.init_checkpoint, spec.start_epoch) == ("/c/epoch-0002", 2)
     assert change.changes["init_checkpoint"] == [None, "/c/epoch-0002"]
     assert "warm start from epoch 2 (step 158)" in change.reason

@@ -1,0 +1,203 @@
+"""What an attempt taught the policy: its finding's kind of trouble, and its outcome
+classified (diverged at update s, stalled, trained to loss L, no effect).
+
+Findings are repaired by the rule's class, never by the name a user gave the rule:
+`{"name": "Spike", "rule": "LossSpike"}` is a spike. TROUBLE is the one table from a rule
+class to the kind of trouble it detects; policies key their orders by that kind.
+
+Pure: the plan task reads the attempt's step records from its backend and passes them in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
+from statistics import median
+from typing import Any
+
+from remedy.state_schema import Attempt, AttemptResult, Finding, JobStatus, ResultKind, RunSpec
+from remedy.strategies.warm_start import update_of
+
+
+class Trouble(StrEnum):
+    """What a finding says is wrong, whichever rule found it."""
+
+    divergence = "divergence"  # the loss or the gradients blow up: the rate is too high
+    spike = "spike"  # a sudden spike after a sound stretch (a bad batch, or the rate)
+    stall = "stall"  # the model does not learn: updates too small, a plateau
+    vanishing = "vanishing"  # gradients vanish in the lower layers
+    dead_units = "dead_units"  # ReLUs that never fire again
+    oscillation = "oscillation"
+    overfit = "overfit"
+    poor_init = "poor_init"
+    unknown = "unknown"  # a rule of the user's that names no trouble we know
+
+
+# Rule class -> the trouble it detects. A rule without a training pathology of its own
+# (input checks, class balance, confusion) is left out: its findings get the divergence
+# repairs, the most common pathology (unknown below), and the test of this table lists them.
+TROUBLE: dict[str, Trouble] = {
+    "ExplodingTensor": Trouble.divergence,
+    "NonFiniteGradient": Trouble.divergence,  # the job's own NaN guard
+    "DivergingLoss": Trouble.divergence,
+    "WeightUpdateRatio": Trouble.divergence,
+    "LossSpike": Trouble.spike,
+    "GradientNormSpike": Trouble.spike,
+    "TinyUpdates": Trouble.stall,
+    "LossNotDecreasing": Trouble.stall,
+    "StalledTraining": Trouble.stall,
+    "SlowConvergence": Trouble.stall,
+    "UnchangedTensor": Trouble.stall,
+    "VanishingGradient": Trouble.vanishing,
+    "SaturatedActivation": Trouble.vanishing,
+    "DeadRelu": Trouble.dead_units,
+    "DyingRelu": Trouble.dead_units,
+    "OscillatingLoss": Trouble.oscillation,
+    "Overfit": Trouble.overfit,
+    "Overtraining": Trouble.overfit,
+    "PoorWeightInitialization": Trouble.poor_init,
+    # AUTOTRAINER's ratio of first- to last-layer gradients fires both ways (vanishing and
+    # exploding); its message says which, its finding carries no direction.
+    "GradientRatio": Trouble.unknown,
+}
+# What a finding of each trouble says about the learning rate that was in effect.
+TOO_HIGH = (Trouble.divergence,)
+TOO_LOW = (Trouble.stall,)
+
+LOSS_TRACE_STEPS = 64  # first losses kept per attempt: enough to tell two curves apart
+SAME_CURVE_RTOL = 1e-6  # bitwise-reproducible runs agree far closer; other ones far less
+
+
+def rule_class(finding: Finding, spec: RunSpec | None = None) -> str:
+    """The finding's rule class: recorded with it, else looked up in the spec's rules by
+    the configuration's name (payloads written before the class was recorded), else the
+    name itself (the built-in rule names are their classes)."""
+    if finding.rule_class:
+        return finding.rule_class
+    for rule in spec.rules if spec else []:
+        if rule.name == finding.rule and rule.rule:
+            return rule.rule
+    return finding.rule
+
+
+def trouble(finding: Finding, spec: RunSpec | None = None) -> Trouble:
+    return TROUBLE.get(rule_class(finding, spec), Trouble.unknown)
+
+
+def first_finding(attempt: Attempt) -> Finding | None:
+    """The finding that began earliest (one without a step counts as late)."""
+    return min(attempt.findings, key=lambda f: math.inf if f.step is None else f.step, default=None)
+
+
+def onset_update(attempt: Attempt, finding: Finding | None) -> int | None:
+    """The update, counted over the whole run, where the finding began."""
+    if finding is None or finding.step is None:
+        return None
+    return update_of(finding.step, attempt.start_step, attempt.spec.skip_steps)
+
+
+# ---------------------------------------------------------------------------------------
+# what the job's step records say
+
+
+def step_losses(records: Iterable[Mapping[str, Any]]) -> list[float | None]:
+    """The training loss of each step record, in order (None where non-finite)."""
+    losses: list[float | None] = []
+    for record in records:
+        if record.get("type") == "step":
+            loss = record.get("loss")
+            finite = isinstance(loss, int | float) and math.isfinite(loss)
+            losses.append(float(loss) if finite else None)
+    return losses
+
+
+def grad_norm_before(records: Sequence[Mapping[str, Any]], onset_index: int | None) -> float | None:
+    """Median total gradient norm of the step records before the onset (index into the
+    launch's step records; None: all of them), finite values only."""
+    steps = [r for r in records if r.get("type") == "step"]
+    if onset_index is not None:
+        steps = steps[:onset_index]
+    norms = [
+        float(r["grad_norm"])
+        for r in steps
+        if isinstance(r.get("grad_norm"), int | float) and math.isfinite(r["grad_norm"])
+    ]
+    return median(norms) if norms else None
+
+
+def digest(attempt: Attempt, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The Attempt fields the policy reads, from the job's step records: the first losses
+    and the typical gradient norm before the finding."""
+    finding = first_finding(attempt)
+    onset = finding.step if finding is not None else None  # hook step = index in the launch
+    return {
+        "loss_trace": step_losses(records)[:LOSS_TRACE_STEPS],
+        "grad_norm_median": grad_norm_before(records, onset),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# classifying an attempt
+
+
+def same_curve(a: Sequence[float | None], b: Sequence[float | None]) -> bool:
+    """Two loss traces that agree on every step both have (at least 3 of them)."""
+    n = min(len(a), len(b))
+    if n < 3:
+        return False
+    for x, y in zip(a[:n], b[:n], strict=True):
+        if (x is None) != (y is None):
+            return False
+        if x is not None and y is not None and not math.isclose(x, y, rel_tol=SAME_CURVE_RTOL):
+            return False
+    return True
+
+
+def repeats(attempt: Attempt, earlier: Attempt) -> bool:
+    """The attempt reproduced an earlier one: the same start, the same curve and the same
+    finding at the same update. Whatever changed between them had no effect."""
+    mine, theirs = first_finding(attempt), first_finding(earlier)
+    if mine is None or theirs is None or attempt.start_step != earlier.start_step:
+        return False
+    return (
+        rule_class(mine, attempt.spec) == rule_class(theirs, earlier.spec)
+        and onset_update(attempt, mine) == onset_update(earlier, theirs)
+        and same_curve(attempt.loss_trace, earlier.loss_trace)
+    )
+
+
+def classify(attempt: Attempt, earlier: Sequence[Attempt] = ()) -> AttemptResult:
+    """The attempt's outcome, from its findings, its job's end and its losses."""
+    found = first_finding(attempt)
+    if found is not None:
+        update = onset_update(attempt, found)
+        at = f" at update {update}" if update is not None else ""
+        name = rule_class(found, attempt.spec)
+        for other in reversed(earlier):
+            if repeats(attempt, other):
+                return AttemptResult(
+                    kind=ResultKind.no_effect,
+                    update=update,
+                    summary=f"no effect: the same curve and {name}{at} as {other.job_name}",
+                )
+        kind = trouble(found, attempt.spec)
+        if kind in (Trouble.divergence, Trouble.spike):
+            return AttemptResult(
+                kind=ResultKind.diverged, update=update, summary=f"diverged{at} ({name})"
+            )
+        if kind in TOO_LOW:
+            return AttemptResult(
+                kind=ResultKind.stalled, update=update, summary=f"stalled{at} ({name})"
+            )
+        return AttemptResult(kind=ResultKind.flawed, update=update, summary=f"{name}{at}")
+    if attempt.outcome in (JobStatus.Failed, JobStatus.Stopped):
+        why = attempt.failure_reason or attempt.outcome.value.lower()
+        return AttemptResult(kind=ResultKind.failed, summary=f"job {why}")
+    if attempt.outcome is JobStatus.Completed:
+        loss = attempt.metrics.get("train:loss", attempt.final_loss)
+        if loss is not None and math.isfinite(loss):
+            return AttemptResult(
+                kind=ResultKind.trained, loss=loss, summary=f"ran to its end, loss {loss:.4g}"
+            )
+    return AttemptResult(kind=ResultKind.unknown, summary="no loss to judge")

@@ -1,0 +1,148 @@
+"""The learning rate as a bracket searched across attempts, not a value scaled and forgotten.
+
+Every attempt that diverged closes the bracket from above at its rate; every attempt that
+stalled closes it from below. The next rate lies strictly inside: the geometric middle
+once both ends are known, else a factor of 10 away from the end that failed. A value at or
+beyond one that already failed in the same direction is never proposed again.
+
+`search_lr_down` (after a divergence) goes on cutting while each cut moved the failure
+later, or while a bracket with both ends is still wider than BISECT_STOP; `search_lr_up`
+(after a stall) goes on raising while the bracket allows. The policy's rung limits how
+many launches either may spend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from remedy.state_schema import Attempt, Finding, ResultKind, RunSpec, State
+from remedy.strategies.base import Strategy, register_strategy
+
+STEP = 10.0  # away from a single failed end
+BISECT_STOP = 1.5  # a bracket narrower than this (high / low) is settled: nothing to search
+FLOOR = 1e-7  # a rate below this does not train in any budget we would give it
+
+
+@dataclass(frozen=True)
+class Bracket:
+    low: float | None = None  # the highest rate that stalled
+    high: float | None = None  # the lowest rate that diverged
+
+    def inside(self, rate: float) -> bool:
+        return (self.low is None or rate > self.low) and (self.high is None or rate < self.high)
+
+    def describe(self) -> str:
+        low = "-" if self.low is None else f"{self.low:g}"
+        high = "-" if self.high is None else f"{self.high:g}"
+        return f"stalled at <= {low}, diverged at >= {high}"
+
+
+def learning_rate(attempt: Attempt) -> float | None:
+    spec = attempt.spec
+    if not spec.has_role("learning_rate"):
+        return None
+    value = spec.role("learning_rate")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def bracket(attempts: Sequence[Attempt]) -> Bracket:
+    """The bracket the run's classified attempts have closed so far."""
+    low: float | None = None
+    high: float | None = None
+    for attempt in attempts:
+        rate = learning_rate(attempt)
+        if rate is None or attempt.result is None:
+            continue
+        if attempt.result.kind is ResultKind.diverged:
+            high = rate if high is None else min(high, rate)
+        elif attempt.result.kind is ResultKind.stalled:
+            low = rate if low is None else max(low, rate)
+    return Bracket(low, high)
+
+
+def failure_moved_later(attempts: Sequence[Attempt], name: str) -> bool:
+    """The last attempt `name` produced diverged later than the attempt before it (or
+    did not diverge at all): cutting further is still making progress."""
+    for i in range(len(attempts) - 1, 0, -1):
+        if attempts[i].strategy != name:
+            continue
+        now, before = attempts[i].result, attempts[i - 1].result
+        if now is None or now.kind is not ResultKind.diverged:
+            return True
+        if before is None or before.update is None or now.update is None:
+            return True
+        return now.update > before.update
+    return True  # not used yet
+
+
+class SearchLR(Strategy):
+    """Shared by both directions: the bracket comes from the run's attempts (for_state)."""
+
+    changes = ("learning_rate", "warmup_learning_rate")
+    optional = ("warmup_learning_rate",)
+    counter = "num_learning_rate_adjustments"
+    downward: bool
+
+    def __init__(self, attempts: Sequence[Attempt] = ()) -> None:
+        self.attempts = list(attempts)
+        self.bracket = bracket(self.attempts)
+
+    @classmethod
+    def for_state(cls, state: State, findings: Sequence[Finding]) -> SearchLR:
+        return cls(state.history.attempts)
+
+    def next_rate(self, current: float) -> float | None:
+        low, high = self.bracket.low, self.bracket.high
+        if low is not None and high is not None:
+            if high / low <= BISECT_STOP:
+                return None  # settled: no rate in between worth a launch
+            rate = math.sqrt(low * high)
+        elif self.downward:
+            rate = (high if high is not None else current) / STEP
+        else:
+            rate = (low if low is not None else current) * STEP
+        return rate if self.bracket.inside(rate) and rate >= FLOOR else None
+
+    def applies(self, spec: RunSpec) -> bool:
+        if not self.downward or self.bracket.low is not None:
+            progressing = True  # a bracket with both ends narrows by itself
+        else:
+            progressing = failure_moved_later(self.attempts, self.name)
+        return progressing and self.next_rate(float(spec.role("learning_rate"))) is not None
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        current = float(spec.role("learning_rate"))
+        rate = self.next_rate(current)
+        assert rate is not None, "apply() after applies() said no"
+        update: dict[str, float] = {"learning_rate": rate}
+        if spec.has_role("warmup_learning_rate"):
+            # The schedule keeps its shape: the warmup rate moves by the same factor.
+            update["warmup_learning_rate"] = spec.role("warmup_learning_rate") * rate / current
+        return spec.with_roles(update)
+
+    def reason(self, before: RunSpec, after: RunSpec) -> str:
+        return f"{super().reason(before, after)}; so far {self.bracket.describe()}"
+
+
+@register_strategy
+class SearchLRDown(SearchLR):
+    """Lower the learning rate inside the bracket: 10x below the lowest rate that
+    diverged, or the geometric middle once a rate has stalled."""
+
+    name = "search_lr_down"
+    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient", "LossSpike")
+    explanation = "Lower the learning rate below every rate that diverged"
+    downward = True
+
+
+@register_strategy
+class SearchLRUp(SearchLR):
+    """Raise the learning rate inside the bracket: 10x above the highest rate that
+    stalled, or the geometric middle once a rate has diverged."""
+
+    name = "search_lr_up"
+    addresses = ("TinyUpdates", "LossNotDecreasing", "StalledTraining", "SlowConvergence")
+    explanation = "Raise the learning rate above every rate that stalled"
+    downward = False

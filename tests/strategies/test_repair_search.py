@@ -1,0 +1,184 @@
+"""The adaptive policy learns from the run's attempts: outcomes classified, the learning
+rate searched as a bracket, no-effect strategies not repeated, findings repaired by their
+rule's class, clipping set from the job's own gradient norms."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from remedy.debugger import RULES
+from remedy.state_schema import (
+    Finding,
+    NextAction,
+    ResultKind,
+    RunSpec,
+    State,
+)
+from remedy.state_schema.transitions import begin_attempt, update_current_attempt
+from remedy.strategies import Checkpoint, plan_next
+from remedy.strategies.outcomes import TROUBLE, Trouble, classify
+from remedy.strategies.search_lr import bracket
+
+# Rule classes with no training pathology of their own: input checks and summaries.
+NOT_A_PATHOLOGY = {
+    "AllZero",
+    "CheckInputImages",
+    "ClassImbalance",
+    "Confusion",
+    "SimilarAcrossRuns",
+    "TensorVariance",
+}
+
+
+def script(lr: float, clip: float | None = None) -> RunSpec:
+    flags: dict[str, float | None] = {"lr": lr}
+    roles = {"learning_rate": "lr"}
+    if clip is not None:
+        flags["clip"], roles["grad_clip_norm"] = clip, "clip"
+    return RunSpec.model_validate(
+        {"entry_point": "main.py", "hyperparameters": flags, "hyperparameter_roles": roles}
+    )
+
+
+def launched(spec: RunSpec) -> State:
+    return begin_attempt(State(policy="adaptive", run_spec=spec), "job-1")
+
+
+def ended(state: State, finding: Finding | None, **fields: object) -> State:
+    """The current attempt ended with this finding (None: it completed)."""
+    state = update_current_attempt(state, findings=[finding] if finding else [], **fields)
+    return state.model_copy(update={"findings": [finding] if finding else []})
+
+
+def relaunch(state: State, n: int) -> State:
+    return begin_attempt(state, f"job-{n}")
+
+
+def diverged(step: int) -> Finding:
+    return Finding(rule="DivergingLoss", rule_class="DivergingLoss", step=step)
+
+
+def stalled(step: int = 30) -> Finding:
+    return Finding(rule="TinyUpdates", rule_class="TinyUpdates", step=step)
+
+
+def lr_of(state: State) -> float:
+    return float(state.run_spec.role("learning_rate"))
+
+
+def test_cuts_continue_while_each_one_moves_the_failure_later() -> None:
+    # the word-level LM at --lr 20 without clipping: NaN at update 3, at 2 at update 6
+    state = plan_next(launched(script(20)), [diverged(2)])
+    assert state.planned_change.strategy == "search_lr_down" and lr_of(state) == 2.0
+    state = plan_next(relaunch(state, 2), [diverged(5)])  # later: cut again
+    assert state.planned_change.strategy == "search_lr_down"
+    assert lr_of(state) == pytest.approx(0.2)
+    assert "diverged at >= 2" in state.planned_change.reason
+    first, second = state.history.attempts
+    assert (first.result.kind, first.result.update) == (ResultKind.diverged, 3)
+    assert (second.result.kind, second.result.update) == (ResultKind.diverged, 6)
+
+
+def test_a_cut_that_does_not_move_the_failure_later_ends_the_search() -> None:
+    state = plan_next(launched(script(20)), [diverged(2)])
+    state = plan_next(relaunch(state, 2), [diverged(2)])  # the same update: no progress
+    assert state.next_action is NextAction.end or state.planned_change.strategy != (
+        "search_lr_down"
+    )
+
+
+def test_a_stall_raises_the_rate_but_never_back_to_one_that_diverged() -> None:
+    # a char-level model at 1000x its rate: cut 10x, then a plateau rule fires: the rate
+    # goes up inside the bracket (geometric middle), never back to 1.0
+    state = plan_next(launched(script(1.0)), [diverged(8)])
+    assert lr_of(state) == pytest.approx(0.1)
+    state = plan_next(
+        relaunch(state, 2), [Finding(rule="Plateau", rule_class="LossNotDecreasing", step=900)]
+    )
+    assert state.planned_change.strategy == "search_lr_up"
+    assert lr_of(state) == pytest.approx(math.sqrt(0.1 * 1.0))
+    assert 0.1 < lr_of(state) < 1.0
+
+
+def test_stalls_raise_the_rate_tenfold_until_a_rate_diverges_then_bisect() -> None:
+    state = plan_next(launched(script(1e-6)), [stalled()])
+    assert state.planned_change.strategy == "search_lr_up" and lr_of(state) == pytest.approx(1e-5)
+    state = plan_next(relaunch(state, 2), [stalled()])
+    assert lr_of(state) == pytest.approx(1e-4)
+    state = plan_next(relaunch(state, 3), [diverged(4)])  # 1e-4 diverged: between
+    assert lr_of(state) == pytest.approx(math.sqrt(1e-5 * 1e-4))
+    found = bracket(state.history.attempts)
+    assert (found.low, found.high) == (pytest.approx(1e-5), pytest.approx(1e-4))
+
+
+def test_no_value_that_failed_in_a_direction_is_proposed_again() -> None:
+    state = launched(script(0.3))
+    tried: list[tuple[float, str]] = []
+    for n, finding in enumerate([diverged(3), stalled(), diverged(3), stalled(), stalled()]):
+        tried.append((lr_of(state), "down" if finding.rule == "DivergingLoss" else "up"))
+        state = plan_next(state, [finding])
+        if state.next_action is NextAction.end:
+            break
+        rate = lr_of(state)
+        for old, direction in tried:
+            # below every rate that diverged, above every rate that stalled
+            assert rate < old if direction == "down" else rate > old
+        state = relaunch(state, n + 2)
+
+
+def test_a_strategy_that_had_no_effect_is_not_repeated() -> None:
+    # clipping far above every gradient norm the job has: the relaunch repeats the curve
+    trace = [5.3, 5.1, 4.9, math.nan, None]
+    trace = [None if x is None or math.isnan(x) else x for x in trace]
+    config = {"DivergingLoss": [{"strategy": "clip_gradients", "max_times": 3}]}
+    state = State(policy="adaptive", run_spec=script(20, clip=1e9), policy_config=config)
+    state = ended(begin_attempt(state, "job-1"), diverged(3), loss_trace=trace)
+    state = plan_next(state)
+    assert state.planned_change.strategy == "clip_gradients"
+    state = ended(relaunch(state, 2), diverged(3), loss_trace=trace)
+    state = plan_next(state)
+    second = state.history.attempts[1]
+    assert second.result.kind is ResultKind.no_effect
+    assert "the same curve and DivergingLoss at update 4 as job-1" in second.result.summary
+    assert state.next_action is NextAction.end
+    assert "clip_gradients: had no effect (job-2)" in state.end_reason
+
+
+def test_the_clip_threshold_comes_from_the_gradient_norms_before_the_onset() -> None:
+    config = {"DivergingLoss": [{"strategy": "clip_gradients"}]}
+    state = State(policy="adaptive", run_spec=script(20, clip=1e9), policy_config=config)
+    state = ended(begin_attempt(state, "job-1"), diverged(3), grad_norm_median=0.8)
+    state = plan_next(state)
+    assert state.run_spec.script_hyperparameters["clip"] == pytest.approx(0.8)
+    assert "median gradient norm before the finding was 0.8" in state.planned_change.reason
+
+
+def test_findings_are_repaired_by_their_rule_class_not_their_name() -> None:
+    spike = Finding(rule="Spike", rule_class="LossSpike", step=300)
+    sound = [Checkpoint(path=f"/c/step-{s:09d}", epoch=s // 100, step=s) for s in (100, 200)]
+    spec = RunSpec(debugger_save_interval=10, checkpoint_every_steps=100)
+    state = plan_next(begin_attempt(State(policy="adaptive", run_spec=spec), "j"), [spike], sound)
+    assert state.planned_change.strategy == "rollback_and_skip"
+    # an older payload without the class: the spec's rules name it
+    named = RunSpec(
+        debugger_save_interval=10,
+        checkpoint_every_steps=100,
+        rules=[{"name": "Spike", "rule": "LossSpike"}],
+    )
+    old = Finding(rule="Spike", step=300)
+    state = plan_next(begin_attempt(State(policy="adaptive", run_spec=named), "j"), [old], sound)
+    assert state.planned_change.strategy == "rollback_and_skip"
+
+
+def test_every_rule_class_names_the_trouble_it_detects() -> None:
+    missing = set(RULES) - set(TROUBLE) - NOT_A_PATHOLOGY
+    assert not missing, f"rules without a repair of their own kind: {sorted(missing)}"
+    assert TROUBLE["TinyUpdates"] is Trouble.stall  # a stall raises the rate
+
+
+def test_a_completed_attempt_is_classified_trained_with_its_loss() -> None:
+    state = launched(script(0.1))
+    state = update_current_attempt(state, outcome="Completed", final_loss=2.31)
+    result = classify(state.current_attempt)
+    assert (result.kind, result.loss) == (ResultKind.trained, 2.31)
