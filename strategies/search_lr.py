@@ -6,7 +6,8 @@ once both ends are known, else a factor of 10 away from the end that failed. A v
 beyond one that already failed in the same direction is never proposed again.
 
 `search_lr_down` (after a divergence) goes on cutting while each cut moved the failure
-later, or while a bracket with both ends is still wider than BISECT_STOP; `search_lr_up`
+later (or, caught as early as the rule can, left the loss climbing half as far or less),
+or while a bracket with both ends is still wider than BISECT_STOP; `search_lr_up`
 (after a stall) goes on raising while the bracket allows. The policy's rung limits how
 many launches either may spend.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import median
 
 from remedy.state_schema import Attempt, Finding, ResultKind, RunSpec, State
 from remedy.strategies.base import Strategy, register_strategy
@@ -62,19 +64,41 @@ def bracket(attempts: Sequence[Attempt]) -> Bracket:
     return Bracket(low, high)
 
 
+def excess_loss(trace: Sequence[float | None], steps: int) -> float | None:
+    """How far the median of the first `steps` losses after the first climbed above the
+    first one (None: not enough finite losses; inf: a non-finite one among them)."""
+    head = trace[:steps]
+    if len(head) < 3 or head[0] is None:
+        return None
+    rest = [math.inf if x is None else x for x in head[1:]]
+    return median(rest) - head[0]
+
+
+def cut_helped(now: Attempt, before: Attempt) -> bool:
+    """A cut made progress: the failure came later, or, caught as early as the rule can
+    catch it, the loss climbed clearly less far (half the excess or less) over the same
+    steps. Either way cutting further is worth a launch."""
+    if now.result is None or now.result.kind is not ResultKind.diverged:
+        return True
+    if before.result is None or before.result.update is None or now.result.update is None:
+        return True
+    if now.result.update != before.result.update:
+        return now.result.update > before.result.update
+    steps = min(len(now.loss_trace), len(before.loss_trace), now.result.update)
+    excess_now = excess_loss(now.loss_trace, steps)
+    excess_before = excess_loss(before.loss_trace, steps)
+    if excess_now is None or excess_before is None:
+        return False
+    return excess_now <= 0.5 * excess_before
+
+
 def failure_moved_later(attempts: Sequence[Attempt], name: str) -> bool:
-    """The last attempt `name` produced diverged later than the attempt before it (or
-    did not diverge at all): cutting further is still making progress."""
+    """The last attempt `name` produced made progress over the attempt before it (or it
+    was not used yet): cutting further is still worth a launch."""
     for i in range(len(attempts) - 1, 0, -1):
-        if attempts[i].strategy != name:
-            continue
-        now, before = attempts[i].result, attempts[i - 1].result
-        if now is None or now.kind is not ResultKind.diverged:
-            return True
-        if before is None or before.update is None or now.update is None:
-            return True
-        return now.update > before.update
-    return True  # not used yet
+        if attempts[i].strategy == name:
+            return cut_helped(attempts[i], attempts[i - 1])
+    return True
 
 
 class SearchLR(Strategy):

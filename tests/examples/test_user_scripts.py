@@ -192,3 +192,34 @@ def test_a_two_process_ddp_script_is_repaired_under_remedy_run(
         "worker_1",
     ]
     assert (job / "model" / "model.pt").is_file()  # rank 0 saved it to SM_MODEL_DIR
+
+
+def test_a_language_model_far_too_hot_is_repaired_by_the_rate_search(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The classic LM script at 100x its rate without clipping (its loss climbs from 5.7 to
+    15-20, finite): the default rules and policy cut the rate inside a bracket until it
+    trains, never back up to a rate that diverged (issue 21)."""
+    data = tmp_path / "data"
+    corpus = [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)]
+    subprocess.run(corpus, check=True)
+    spec = {
+        "base_job_name": "word-lm-hot",
+        "source_dir": str(EXAMPLES / "word_lm"),
+        "entry_point": "main.py",
+        "hyperparameters": {"data": str(data), "lr": 2000, "clip": 1e9, "epochs": 1},
+        "hyperparameter_roles": {"learning_rate": "lr", "grad_clip_norm": "clip"},
+        "metric_definitions": [{"name": "test:perplexity", "regex": r"test ppl ([0-9.eE+-]+)"}],
+        "success_criteria": [{"metric": "test:perplexity", "op": "<", "value": 100}],
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, output + (state.end_reason or "")
+    attempts = state.history.attempts
+    rates = [a.spec.script_hyperparameters["lr"] for a in attempts]
+    assert rates == sorted(rates, reverse=True) and len(set(rates)) == len(rates), rates
+    *failed, last = attempts
+    assert failed and all(a.result and a.result.kind.value == "diverged" for a in failed)
+    assert last.outcome is JobStatus.Completed and last.metrics["test:perplexity"] < 100
+    assert last.result is not None and last.result.kind.value == "trained"
+    assert len(attempts) <= 4, [(a.strategy, a.result) for a in attempts]

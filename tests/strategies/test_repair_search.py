@@ -182,3 +182,22 @@ def test_a_completed_attempt_is_classified_trained_with_its_loss() -> None:
     state = update_current_attempt(state, outcome="Completed", final_loss=2.31)
     result = classify(state.current_attempt)
     assert (result.kind, result.loss) == (ResultKind.trained, 2.31)
+
+
+def test_a_cut_caught_as_early_but_climbing_less_far_is_progress() -> None:
+    # DivergingLoss catches both at its earliest update; the cut left the loss climbing
+    # to ~30 instead of ~240 (the classic LM at --lr 2000 and 200, without clipping)
+    hot = [5.7, 203.1, 270.3, 303.3, 231.0, 247.9, 240.0, 243.7, 250.0, 260.0]
+    warm = [5.7, 20.2, 37.8, 76.0, 52.6, 30.3, 28.3, 27.3, 26.0, 25.0]
+    state = ended(launched(script(2000)), diverged(9), loss_trace=hot)
+    state = plan_next(state)
+    assert lr_of(state) == 200
+    state = ended(relaunch(state, 2), diverged(9), loss_trace=warm)
+    state = plan_next(state)
+    assert state.planned_change.strategy == "search_lr_down" and lr_of(state) == 20
+    # the same climb again after a cut: no progress, the search stops
+    state = ended(relaunch(state, 3), diverged(9), loss_trace=[x * 1.01 for x in warm])
+    state = plan_next(state)
+    assert state.next_action is NextAction.end or state.planned_change.strategy != (
+        "search_lr_down"
+    )
