@@ -35,6 +35,7 @@ from remedy.state_schema import (
 from remedy.tasks.monitor import monitor
 from remedy.tasks.notify import announce, announce_end
 from remedy.tasks.plan import PolicyName, plan
+from remedy.tasks.probe import try_probes
 from remedy.tasks.record import finish, hide_parameters, open_run, record, release_run
 from remedy.tasks.stop import stop_job, stop_latest_job
 from remedy.tasks.train import check_spec, ensure_launched, train
@@ -115,6 +116,8 @@ def remediate(
             announce(state, run_dir, "issues_found")
             state = stop_job(state, run_dir)
             state = plan(state, run_dir)
+            if state.probes:  # candidate fixes, tried briefly side by side: the best is kept
+                state = try_probes(state, run_dir, settings.poll_interval_s)
             if state.next_action is NextAction.launch_new:
                 announce(
                     state, run_dir, "retraining", settings.notify_config, settings.notify_block

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from remedy.records.metric_columns import metric_names
 from remedy.records.verdict import run_is_clean
-from remedy.state_schema import Attempt, Payload, State
+from remedy.state_schema import Attempt, AttemptKind, Payload, State
 from remedy.state_schema.private import PRIVATE_FIELDS, hide_private
 
 _PATTERNS = [
@@ -79,6 +79,13 @@ def role_columns(state: State) -> list[tuple[str, str]]:
     ]
 
 
+def strategy_cell(attempt: Attempt) -> str:
+    """What produced the attempt: initial, a strategy, or probe:STRATEGY (a short candidate
+    tried beside others; one word, so a terminal table splits on spaces)."""
+    name = attempt.strategy or "initial"
+    return f"probe:{name}" if attempt.kind is AttemptKind.probe else name
+
+
 def attempt_row(
     number: int, attempt: Attempt, roles: list[tuple[str, str]], metrics: list[str]
 ) -> list[str]:
@@ -89,7 +96,7 @@ def attempt_row(
         found += f" @ step {finding.step}"
     return [
         str(number),
-        attempt.strategy or "initial",
+        strategy_cell(attempt),
         *(cell(spec.role_as_given(role)) for _, role in roles),
         str(attempt.steps_run),
         found,

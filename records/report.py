@@ -28,7 +28,13 @@ matplotlib.use("Agg")  # files only: no display on a server
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from remedy.jobs import backend_for  # noqa: E402
-from remedy.records.messages import fmt, metric_cells, metrics_text, redact  # noqa: E402
+from remedy.records.messages import (  # noqa: E402
+    fmt,
+    metric_cells,
+    metrics_text,
+    redact,
+    strategy_cell,
+)
 from remedy.records.metric_columns import metric_names  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, REPORT_MARKDOWN, state_path  # noqa: E402
 from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
@@ -151,7 +157,7 @@ def png(figure: plt.Figure) -> str:
 
 
 def label(number: int, attempt: Attempt) -> str:
-    return f"#{number} {attempt.strategy or 'initial'}"
+    return f"#{number} {strategy_cell(attempt)}"
 
 
 MAX_METRIC_PLOTS = 5  # beside the loss; a run with more metrics plots the first ones
@@ -252,7 +258,7 @@ def attempt_rows(attempts: list[Attempt], names: list[str]) -> list[list[str]]:
         rows.append(
             [
                 str(number),
-                a.strategy or "initial",
+                strategy_cell(a),
                 a.strategy_reason or "",
                 changes,
                 found or "-",

@@ -110,6 +110,11 @@ class ResultKind(StrEnum):
     unknown = "unknown"  # ran to its end without a loss to judge, or still running
 
 
+class AttemptKind(StrEnum):
+    run = "run"  # a full launch of the job
+    probe = "probe"  # a short candidate fix, stopped after a bounded number of updates
+
+
 class AttemptResult(Strict):
     """An attempt's outcome, classified: "diverged at update 6", "trained to loss 2.31"."""
 
@@ -126,6 +131,11 @@ class Attempt(Strict):
 
     job_name: JobName
     spec: RunSpec
+    kind: AttemptKind = Field(
+        AttemptKind.run,
+        description="run: a full launch; probe: a short candidate fix the policy tried "
+        "beside others before committing to a full relaunch.",
+    )
     strategy: str | None = Field(None, description="Strategy that produced this spec.")
     strategy_reason: str | None = None
     changes: dict[str, list[Any]] = Field(
@@ -181,6 +191,15 @@ class PlannedChange(Strict):
     changes: dict[str, list[Any]] = Field(default_factory=dict)
 
 
+class ProbeCandidate(Strict):
+    """A candidate fix the policy wants tried briefly before the full relaunch."""
+
+    strategy: str
+    reason: str
+    changes: dict[str, list[Any]] = Field(default_factory=dict)
+    run_spec: RunSpec = Field(description="The spec the probe (and, if best, the run) uses.")
+
+
 class PolicyStep(Strict):
     """One rung of a policy written as configuration."""
 
@@ -197,11 +216,27 @@ class History(Strict):
     latest_job_name: JobName | None = None
     attempts: list[Attempt] = Field(default_factory=list)
 
+    @property
+    def runs(self) -> list[Attempt]:
+        """The full launches, without the probes."""
+        return [a for a in self.attempts if a.kind is AttemptKind.run]
+
 
 class Budgets(Strict):
     max_num_retraining: int = Field(30, gt=0, le=10_000, description="Launches allowed in all.")
     max_monitor_transitions: int = Field(
         200, gt=0, le=1_000_000, description="Monitor calls allowed in all."
+    )
+    probe_steps: int = Field(
+        50,
+        ge=0,
+        le=100_000,
+        description="Updates each probe runs before it is judged: the adaptive policy may "
+        "try a few candidate learning rates this long, side by side, before a full "
+        "relaunch (0: no probes).",
+    )
+    max_num_probes: int = Field(
+        12, ge=0, le=1_000, description="Probes allowed in all (they are launches too)."
     )
 
 
@@ -232,6 +267,11 @@ class State(Strict):
     planned_change: PlannedChange | None = Field(
         None, description="The strategy the next launch applies (set by plan, used by train)."
     )
+    probes: list[ProbeCandidate] = Field(
+        default_factory=list,
+        description="Candidate fixes to try briefly before the next launch (set by plan, "
+        "used by probe, which picks the best as planned_change).",
+    )
     end_reason: str | None = Field(None, description="Why next_action became end.")
 
     @field_validator("policy_config", mode="before")
@@ -248,7 +288,9 @@ class State(Strict):
 
     @property
     def current_attempt(self) -> Attempt | None:
-        return self.history.attempts[-1] if self.history.attempts else None
+        """The latest full launch (probes are tried beside it, never instead of it)."""
+        runs = self.history.runs
+        return runs[-1] if runs else None
 
 
 class Payload(Strict):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from remedy.state_schema.models import Attempt, NextAction, RunSpec, State
+from remedy.state_schema.models import Attempt, AttemptKind, NextAction, RunSpec, State
 
 JOB_TIME_FORMAT = "%Y-%b-%d-%Hh-%Mm-%S"
 
@@ -75,11 +75,13 @@ def begin_attempt(state: State, job_name: str) -> State:
 
 
 def update_current_attempt(state: State, **fields: object) -> State:
+    """The latest full launch (state.current_attempt) with these fields changed."""
     attempts = list(state.history.attempts)
-    if not attempts:
+    runs = [i for i, attempt in enumerate(attempts) if attempt.kind is AttemptKind.run]
+    if not runs:
         return state
     # Validate, so values read from files (ISO times, numbers as text) get their types.
-    attempts[-1] = Attempt.model_validate({**attempts[-1].model_dump(), **fields})
+    attempts[runs[-1]] = Attempt.model_validate({**attempts[runs[-1]].model_dump(), **fields})
     history = state.history.model_copy(update={"attempts": attempts})
     return state.model_copy(update={"history": history})
 

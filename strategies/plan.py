@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from remedy.state_schema import Finding, NextAction, PlannedChange, State
+from remedy.state_schema import Finding, NextAction, PlannedChange, ProbeCandidate, State
 from remedy.state_schema.transitions import end, spec_changes, update_current_attempt
+from remedy.strategies.base import Strategy
 from remedy.strategies.outcomes import classify
-from remedy.strategies.policies import get_policy
+from remedy.strategies.policies import Policy, get_policy
 from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 
 
@@ -15,10 +17,13 @@ def plan_next(
     state: State,
     findings: list[Finding] | None = None,
     checkpoints: Sequence[Checkpoint] = (),
+    probing: bool = False,
 ) -> State:
     """The next state. `checkpoints` are those the stopped attempt can offer (its own and the
     one it started from); a warm-starting policy relaunches from the last clean one when the
-    chosen strategy keeps the weights."""
+    chosen strategy keeps the weights. With `probing` and a policy that offers alternatives
+    for its choice (the rate's bracket), the next state holds probes: candidates to try
+    briefly, side by side, before the full relaunch (tasks/probe.py picks the best)."""
     findings = state.findings if findings is None else findings
     state = with_result(state, findings)
     policy = get_policy(state.policy)
@@ -34,6 +39,34 @@ def plan_next(
     strategy = policy.choose(state, findings)
     if strategy is None:
         return end(state, policy.nothing_left(state, findings))
+    candidates = policy.alternatives(state, strategy) if probing else []
+    if len(candidates) > 1 and probes_left(state) >= len(candidates):
+        probes = [ProbeCandidate(**proposal(state, c, policy)) for c in candidates]
+        return state.model_copy(
+            update={
+                "probes": probes,
+                "planned_change": None,
+                "next_action": NextAction.launch_new,
+                "findings": findings,
+            }
+        )
+    proposed = proposal(state, strategy, policy)
+    state = strategy.bump_counter(state)
+    return state.model_copy(
+        update={
+            "run_spec": proposed.pop("run_spec"),
+            "planned_change": PlannedChange(**proposed),
+            "probes": [],
+            "next_action": NextAction.launch_new,
+            "findings": findings,
+        }
+    )
+
+
+def proposal(state: State, strategy: Strategy, policy: Policy) -> dict[str, Any]:
+    """What applying the strategy makes of the run_spec: the new spec (warm-started from
+    the policy's clean checkpoint when the strategy keeps the weights), why, and what
+    changed."""
     before = state.run_spec
     after = strategy.apply(before)
     reason = strategy.reason(before, after)
@@ -47,20 +80,19 @@ def plan_next(
         )
         if warm is not None:
             reason += f"; warm start from epoch {warm.epoch} (step {warm.step})"
-    planned = PlannedChange(
-        strategy=strategy.name,
-        reason=reason,
-        changes=spec_changes(before, after),
-    )
-    state = strategy.bump_counter(state)
-    return state.model_copy(
-        update={
-            "run_spec": after,
-            "planned_change": planned,
-            "next_action": NextAction.launch_new,
-            "findings": findings,
-        }
-    )
+    return {
+        "strategy": strategy.name,
+        "reason": reason,
+        "changes": spec_changes(before, after),
+        "run_spec": after,
+    }
+
+
+def probes_left(state: State) -> int:
+    if state.budgets.probe_steps <= 0:
+        return 0
+    used = len(state.history.attempts) - len(state.history.runs)
+    return state.budgets.max_num_probes - used
 
 
 def with_result(state: State, findings: list[Finding]) -> State:
@@ -70,5 +102,5 @@ def with_result(state: State, findings: list[Finding]) -> State:
     if attempt is None:
         return state
     attempt = attempt.model_copy(update={"findings": findings or attempt.findings})
-    result = classify(attempt, state.history.attempts[:-1])
+    result = classify(attempt, state.history.runs[:-1])
     return update_current_attempt(state, findings=attempt.findings, result=result)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from remedy.state_schema import Attempt, Finding, ResultKind, RunSpec, State
+from remedy.state_schema import Attempt, AttemptKind, Finding, ResultKind, RunSpec, State
 from remedy.strategies.base import Strategy, register_strategy
 
 STEP = 10.0  # away from a single failed end
@@ -93,11 +93,12 @@ def cut_helped(now: Attempt, before: Attempt) -> bool:
 
 
 def failure_moved_later(attempts: Sequence[Attempt], name: str) -> bool:
-    """The last attempt `name` produced made progress over the attempt before it (or it
-    was not used yet): cutting further is still worth a launch."""
-    for i in range(len(attempts) - 1, 0, -1):
-        if attempts[i].strategy == name:
-            return cut_helped(attempts[i], attempts[i - 1])
+    """The last full launch `name` produced made progress over the launch before it (or
+    it was not used yet): cutting further is still worth a launch."""
+    runs = [a for a in attempts if a.kind is AttemptKind.run]
+    for i in range(len(runs) - 1, 0, -1):
+        if runs[i].strategy == name:
+            return cut_helped(runs[i], runs[i - 1])
     return True
 
 
@@ -109,9 +110,12 @@ class SearchLR(Strategy):
     counter = "num_learning_rate_adjustments"
     downward: bool
 
-    def __init__(self, attempts: Sequence[Attempt] = ()) -> None:
+    def __init__(self, attempts: Sequence[Attempt] = (), reach: float = 1.0) -> None:
         self.attempts = list(attempts)
         self.bracket = bracket(self.attempts)
+        # How far along: 1 = one STEP past the failed end (or the bracket's middle); a
+        # probe tries several reaches side by side (spread()).
+        self.reach = reach
 
     @classmethod
     def for_state(cls, state: State, findings: Sequence[Finding]) -> SearchLR:
@@ -122,12 +126,23 @@ class SearchLR(Strategy):
         if low is not None and high is not None:
             if high / low <= BISECT_STOP:
                 return None  # settled: no rate in between worth a launch
-            rate = math.sqrt(low * high)
+            # reach 1: the geometric middle; 0.5 / 1.5: a quarter of the way from either end
+            towards = low if self.downward else high
+            middle = math.sqrt(low * high)
+            rate = middle * (towards / middle) ** (self.reach - 1)
         elif self.downward:
-            rate = (high if high is not None else current) / STEP
+            rate = (high if high is not None else current) / STEP**self.reach
         else:
-            rate = (low if low is not None else current) * STEP
+            rate = (low if low is not None else current) * STEP**self.reach
         return rate if self.bracket.inside(rate) and rate >= FLOOR else None
+
+    def spread(self, spec: RunSpec) -> list[SearchLR]:
+        """Candidates to probe side by side, this one first: one, two and three STEPs past
+        the failed end, or a quarter, half and three quarters across a closed bracket."""
+        reaches = (1.0, 0.5, 1.5) if self.bracket.low and self.bracket.high else (1.0, 2.0, 3.0)
+        candidates = [type(self)(self.attempts, reach) for reach in reaches]
+        current = float(spec.role("learning_rate"))
+        return [c for c in candidates if c.next_rate(current) is not None]
 
     def applies(self, spec: RunSpec) -> bool:
         if not self.downward or self.bracket.low is not None:

@@ -46,16 +46,19 @@ def learned(state: State, run_dir: str) -> State:
 
 
 @task(cache_policy=NO_CACHE)
-def plan(state: State, run_dir: str | None = None) -> State:
+def plan(state: State, run_dir: str | None = None, probing: bool = True) -> State:
     """run_dir lets a warm-starting policy see the stopped attempt's checkpoints and learn
-    from its step records."""
+    from its step records. With `probing`, the plan may hold probes (state.probes: run
+    them with tasks/probe.py) instead of one change."""
     if run_dir:
         state = learned(state, run_dir)
     checkpoints = available_checkpoints(state, run_dir) if run_dir else []
-    planned = plan_next(state, checkpoints=checkpoints)
+    planned = plan_next(state, checkpoints=checkpoints, probing=probing)
     logger = task_logger()
     if planned.next_action is NextAction.end:
         logger.warning("nothing left to try: %s", planned.end_reason)
     elif planned.planned_change:
         logger.info("next: %s", planned.planned_change.reason)
+    elif planned.probes:
+        logger.info("next: %d probes before the relaunch", len(planned.probes))
     return planned

@@ -18,6 +18,7 @@ from remedy.strategies.base import Strategy
 from remedy.strategies.outcomes import Trouble, rule_class, trouble
 from remedy.strategies.policies.base import Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, cheap_first, walk
+from remedy.strategies.search_lr import SearchLR
 from remedy.strategies.warm_start import update_of
 
 
@@ -168,6 +169,13 @@ class AdaptivePolicy(Policy):
             if result.chosen is not None:
                 return result.chosen
         return None
+
+    def alternatives(self, state: State, chosen: Strategy) -> list[Strategy]:
+        """A rate to search: a few rates of the bracket, probed side by side, so one round
+        of short probes does what a launch per rate would."""
+        if isinstance(chosen, SearchLR):
+            return list(chosen.spread(state.run_spec))
+        return [chosen]
 
     def nothing_left(self, state: State, findings: list[Finding]) -> str:
         parts = [

@@ -39,6 +39,11 @@ class Policy:
         """The strategy to apply next, or None when nothing is left to try."""
         raise NotImplementedError
 
+    def alternatives(self, state: State, chosen: Strategy) -> list[Strategy]:
+        """Candidates to probe side by side before committing to a full relaunch, the
+        choice first; one (or none) means no probes."""
+        return [chosen]
+
     def nothing_left(self, state: State, findings: list[Finding]) -> str:
         """Why choose() returned None, for the end reason."""
         found = ", ".join(sorted({f.rule for f in findings})) or "no finding"

@@ -16,14 +16,14 @@ from remedy.strategies.base import STRATEGIES, Strategy
 
 def times_used(state: State) -> Counter[str]:
     """Launches each strategy produced so far in this run (the failed ones included)."""
-    return Counter(a.strategy for a in state.history.attempts if a.strategy)
+    return Counter(a.strategy for a in state.history.runs if a.strategy)
 
 
 def without_effect(state: State) -> dict[str, str]:
     """Strategy -> the attempt it produced that repeated an earlier one (no effect)."""
     return {
         a.strategy: a.job_name
-        for a in state.history.attempts
+        for a in state.history.runs
         if a.strategy and a.result is not None and a.result.kind is ResultKind.no_effect
     }
 

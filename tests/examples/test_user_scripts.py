@@ -215,11 +215,24 @@ def test_a_language_model_far_too_hot_is_repaired_by_the_rate_search(
     code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
     state = load_state(run_dir / "state.json")
     assert code == 0, output + (state.end_reason or "")
-    attempts = state.history.attempts
-    rates = [a.spec.script_hyperparameters["lr"] for a in attempts]
-    assert rates == sorted(rates, reverse=True) and len(set(rates)) == len(rates), rates
-    *failed, last = attempts
-    assert failed and all(a.result and a.result.kind.value == "diverged" for a in failed)
+    runs, probes = state.history.runs, [a for a in state.history.attempts if a.kind == "probe"]
+    # one round of probes (200, 20, 2 side by side) instead of a launch per rate
+    assert sorted(p.spec.script_hyperparameters["lr"] for p in probes) == [2, 20, 200]
+    hottest = max(probes, key=lambda p: p.spec.script_hyperparameters["lr"])
+    assert hottest.result.kind.value == "diverged" and hottest.findings
+    assert all(p.steps_run <= state.budgets.probe_steps + 2 for p in probes)
+    first, last = runs
+    assert first.result.kind.value == "diverged"
+    best = min(
+        (p for p in probes if p.result.kind.value == "trained"), key=lambda p: p.result.loss
+    )
+    assert last.spec.script_hyperparameters["lr"] == best.spec.script_hyperparameters["lr"]
+    assert "probed" in last.strategy_reason and "(best)" in last.strategy_reason
     assert last.outcome is JobStatus.Completed and last.metrics["test:perplexity"] < 100
     assert last.result is not None and last.result.kind.value == "trained"
-    assert len(attempts) <= 4, [(a.strategy, a.result) for a in attempts]
+    # every probe is in the report's attempt table and in the total steps
+    remedy("report", "run", cwd=tmp_path)
+    summary = (run_dir / "report" / "summary.md").read_text()
+    assert summary.count("| probe:search_lr_down |") == 3, summary
+    status = remedy("status", "run", cwd=tmp_path)
+    assert status.count("probe:search_lr_down") == 3, status

@@ -201,3 +201,56 @@ def test_a_cut_caught_as_early_but_climbing_less_far_is_progress() -> None:
     assert state.next_action is NextAction.end or state.planned_change.strategy != (
         "search_lr_down"
     )
+
+
+def test_probing_plans_a_few_rates_of_the_bracket_side_by_side() -> None:
+    state = plan_next(launched(script(2000)), [diverged(9)], probing=True)
+    assert state.planned_change is None and state.next_action is NextAction.launch_new
+    rates = [p.run_spec.script_hyperparameters["lr"] for p in state.probes]
+    assert rates == pytest.approx([200, 20, 2])
+    assert {p.strategy for p in state.probes} == {"search_lr_down"}
+    # with both ends known: a quarter, half and three quarters across the bracket
+    state = plan_next(launched(script(1.0)), [diverged(8)])
+    state = plan_next(relaunch(state, 2), [stalled()], probing=True)
+    rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in state.probes)
+    assert 0.1 < rates[0] < rates[1] < rates[2] < 1.0
+    assert rates[1] == pytest.approx(math.sqrt(0.1))
+
+
+def test_the_best_probe_becomes_the_next_launch_and_every_probe_is_kept() -> None:
+    from remedy.strategies.probes import keep_probes, probe_attempt
+
+    state = plan_next(launched(script(2000)), [diverged(9)], probing=True)
+    hot, warm, cold = (probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes))
+    hot = hot.model_copy(update={"findings": [diverged(9)], "outcome": "Stopped"})
+    warm = warm.model_copy(
+        update={"outcome": "Stopped", "steps_run": 50, "loss_trace": [5.7, 5.0, 4.6, 4.4, 4.3, 4.2]}
+    )
+    cold = cold.model_copy(
+        update={"outcome": "Stopped", "steps_run": 50, "loss_trace": [5.7, 5.6, 5.5, 5.5, 5.4, 5.4]}
+    )
+    kept = keep_probes(state, [hot, warm, cold])
+    assert [a.kind.value for a in kept.history.attempts] == ["run", "probe", "probe", "probe"]
+    assert kept.current_attempt.job_name == "job-1"  # probes never replace the full launch
+    assert kept.run_spec.script_hyperparameters["lr"] == pytest.approx(20)
+    assert "(best)" in kept.planned_change.reason and not kept.probes
+    assert kept.history.attempts[1].result.kind is ResultKind.diverged
+    # the probe that diverged closed the bracket: the next cut starts below 200
+    assert bracket(kept.history.attempts).high == pytest.approx(200)
+
+
+def test_no_probe_trained_leaves_the_choice_to_a_new_plan() -> None:
+    from remedy.strategies.probes import keep_probes, probe_attempt
+
+    state = plan_next(launched(script(2000)), [diverged(9)], probing=True)
+    probes = [
+        probe_attempt(c, f"p-{i}").model_copy(
+            update={"findings": [diverged(9)], "outcome": "Stopped"}
+        )
+        for i, c in enumerate(state.probes)
+    ]
+    kept = keep_probes(state, probes)
+    assert kept.planned_change is None and not kept.probes
+    replanned = plan_next(kept, [diverged(9)])
+    # every probed rate diverged: the bracket's top is now 2, so the next cut is 0.2
+    assert lr_of(replanned) == pytest.approx(0.2)

@@ -1,0 +1,111 @@
+"""Probes: candidate fixes tried briefly, side by side, before a full relaunch.
+
+The plan puts candidates in state.probes (the rate's bracket: a few rates at once); each is
+launched as an attempt of kind "probe" and stopped after Budgets.probe_steps updates, or
+earlier by the same rules that watch a full run. Here, pure: how a probe is judged, which
+one is best, and what the run keeps of them. Successive halving with one rung, on the
+run's own job: the early loss ranks candidates well enough (Li et al. 2017), and a rate
+that diverged or stalled in a probe closes the bracket as a full launch would.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import fmean
+
+from remedy.state_schema import (
+    Attempt,
+    AttemptKind,
+    AttemptResult,
+    JobStatus,
+    PlannedChange,
+    ProbeCandidate,
+    ResultKind,
+    State,
+)
+from remedy.strategies.base import get_strategy
+from remedy.strategies.outcomes import classify
+
+LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
+
+
+def window_loss(trace: Sequence[float | None], last: int = LAST_LOSSES) -> float | None:
+    """Mean of the last `last` losses (None: none, or a non-finite one among them)."""
+    tail = list(trace[-last:])
+    if not tail or any(x is None for x in tail):
+        return None
+    values = [x for x in tail if x is not None]
+    return fmean(values)
+
+
+def judge(probe: Attempt) -> AttemptResult:
+    """A probe's outcome: a finding classifies it as a full attempt's would; one stopped
+    at its bound (or done) without a finding trained to the mean of its last losses."""
+    if probe.findings:
+        return classify(probe)
+    bounded = probe.outcome in (JobStatus.Stopped, JobStatus.Completed)
+    loss = window_loss(probe.loss_trace)
+    if bounded and loss is not None and math.isfinite(loss):
+        return AttemptResult(
+            kind=ResultKind.trained,
+            loss=loss,
+            summary=f"loss {loss:.4g} after {probe.steps_run} updates",
+        )
+    why = probe.failure_reason or (probe.outcome.value if probe.outcome else "no loss")
+    return AttemptResult(kind=ResultKind.failed, summary=f"probe ended: {why}")
+
+
+def best(probes: Sequence[Attempt]) -> Attempt | None:
+    """The probe that trained to the lowest loss (the first of equals), if any trained."""
+    trained = [p for p in probes if p.result and p.result.kind is ResultKind.trained]
+    return min(trained, key=lambda p: p.result.loss if p.result else math.inf, default=None)
+
+
+def probe_attempt(candidate: ProbeCandidate, job_name: str) -> Attempt:
+    """The record of a probe at its launch."""
+    return Attempt(
+        job_name=job_name,
+        spec=candidate.run_spec,
+        kind=AttemptKind.probe,
+        strategy=candidate.strategy,
+        strategy_reason=candidate.reason,
+        changes=candidate.changes,
+    )
+
+
+def summary(probes: Sequence[Attempt], chosen: Attempt | None) -> str:
+    parts = []
+    for probe in probes:
+        said = probe.result.summary if probe.result else "not judged"
+        mark = " (best)" if probe is chosen else ""
+        parts.append(f"{'; '.join(_changed(probe)) or probe.job_name}: {said}{mark}")
+    return "probed " + ", ".join(parts)
+
+
+def _changed(probe: Attempt) -> list[str]:
+    return [
+        f"{key.removeprefix('hyperparameters.')} {after:g}"
+        for key, (_, after) in probe.changes.items()
+        if isinstance(after, int | float) and key not in ("start_epoch",)
+    ]
+
+
+def keep_probes(state: State, probes: Sequence[Attempt]) -> State:
+    """The run after its probes: they join the history (judged), and the best one's spec
+    is the next launch's, with why. No probe trained: the plan must choose again with
+    what they taught (the bracket narrower); state.probes is emptied either way."""
+    judged = [p.model_copy(update={"result": judge(p)}) for p in probes]
+    history = state.history.model_copy(update={"attempts": [*state.history.attempts, *judged]})
+    state = state.model_copy(update={"history": history, "probes": []})
+    chosen = best(judged)
+    if chosen is None:
+        return state
+    planned = PlannedChange(
+        strategy=chosen.strategy or "probe",
+        reason=f"{chosen.strategy_reason}; {summary(judged, chosen)}",
+        changes=chosen.changes,
+    )
+    if chosen.strategy:
+        state = get_strategy(chosen.strategy).bump_counter(state)
+    return state.model_copy(update={"run_spec": chosen.spec, "planned_change": planned})

@@ -1,0 +1,90 @@
+"""probe: try the plan's candidate fixes briefly, side by side, and keep the best.
+
+Each candidate is a job of its own (attempt kind "probe"), launched through the run's
+backend, watched by the same rules, and stopped once it has run Budgets.probe_steps updates
+(or earlier, by a rule). Probes run concurrently, one task each, as far as the backend has
+room (the local backend runs them as parallel processes, sharing GPUs by its leases). What
+they taught joins the history either way: a rate that diverged or stalled in a probe closes
+the bracket as a full launch would.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from remedy.jobs import JobSnapshot, backend_for
+from remedy.records.logs import task_logger
+from remedy.records.observe import observe
+from remedy.records.run_folder import persist
+from remedy.state_schema import Attempt, ProbeCandidate, State
+from remedy.state_schema.transitions import new_job_name, now
+from remedy.strategies.outcomes import digest, step_losses
+from remedy.strategies.probes import keep_probes, probe_attempt, window_loss
+from remedy.tasks.plan import plan
+
+JOB_NAME_LIMIT = 63  # the cloud service's, and our folder names'
+
+
+def probe_job_names(state: State) -> list[str]:
+    base = new_job_name(state)[: JOB_NAME_LIMIT - len("-probe-99")].rstrip("-")
+    return [f"{base}-probe-{k}" for k in range(1, len(state.probes) + 1)]
+
+
+def steps_run(snapshot: JobSnapshot) -> int:
+    return snapshot.progress.steps_run if snapshot.progress else 0
+
+
+@task(cache_policy=NO_CACHE, task_run_name="probe-{job_name}")
+def probe(
+    candidate: ProbeCandidate, job_name: str, run_dir: str, steps: int, poll_interval_s: float
+) -> Attempt:
+    """Launch one candidate, watch it until a rule fires, it ends, or it has run `steps`
+    updates; stop it; its attempt record, judged by strategies/probes.py."""
+    backend = backend_for(candidate.run_spec.backend, run_dir)
+    attempt = probe_attempt(candidate, job_name).model_copy(update={"started_at": now()})
+    backend.launch(job_name, candidate.run_spec)
+    while True:
+        snapshot = backend.describe(job_name)
+        seen = observe(snapshot)
+        if seen.findings or snapshot.is_final or steps_run(snapshot) >= steps:
+            break
+        time.sleep(poll_interval_s)
+    if not snapshot.is_final:
+        backend.stop(job_name)
+    ended = backend.describe(job_name)
+    losses = step_losses(records := backend.metrics(job_name))
+    attempt = attempt.model_copy(
+        update={
+            "findings": seen.findings,
+            "steps_run": steps_run(ended),
+            "start_step": ended.progress.start_step if ended.progress else 0,
+            "initial_loss": losses[0] if losses else None,
+            "final_loss": window_loss(losses),
+            "outcome": ended.status,
+            "failure_reason": ended.failure_reason,
+            "ended_at": ended.ended or now(),
+            "curve": backend.metrics_location(job_name),
+        }
+    )
+    return attempt.model_copy(update=digest(attempt, records))
+
+
+def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
+    """Run the plan's probes, keep them in the history and the best one's spec as the
+    next launch's; when none trained, plan again without probes, with what they taught."""
+    logger = task_logger()
+    names = probe_job_names(state)
+    logger.info("probing %d candidates: %s", len(names), ", ".join(c.reason for c in state.probes))
+    steps = state.budgets.probe_steps
+    futures = [
+        probe.submit(candidate, name, run_dir, steps, poll_interval_s)
+        for candidate, name in zip(state.probes, names, strict=True)
+    ]
+    state = keep_probes(state, [future.result() for future in futures])
+    persist(run_dir, state, "probed")
+    if state.planned_change is None:
+        logger.info("no probe trained: planning again with what they taught")
+        state = plan(state, run_dir, probing=False)
+    return state
