@@ -102,7 +102,8 @@ class ResultKind(StrEnum):
     """What an attempt taught the policy (strategies/outcomes.py classifies it)."""
 
     diverged = "diverged"  # the loss or the gradients blew up: the rate was too high
-    stalled = "stalled"  # updates too small, a plateau: the rate was too low
+    stalled = "stalled"  # updates far too small: the rate was too low
+    plateaued = "plateaued"  # the loss stopped falling: the rate too low, or too high
     trained = "trained"  # it ran to its end, the loss clearly below the untrained model's
     no_effect = "no_effect"  # the same curve and finding as an earlier attempt
     flawed = "flawed"  # another finding (dead units, overfitting, ...)

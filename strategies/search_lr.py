@@ -110,12 +110,16 @@ class SearchLR(Strategy):
     counter = "num_learning_rate_adjustments"
     downward: bool
 
-    def __init__(self, attempts: Sequence[Attempt] = (), reach: float = 1.0) -> None:
+    def __init__(
+        self, attempts: Sequence[Attempt] = (), reach: float = 1.0, downward: bool | None = None
+    ) -> None:
         self.attempts = list(attempts)
         self.bracket = bracket(self.attempts)
         # How far along: 1 = one STEP past the failed end (or the bracket's middle); a
         # probe tries several reaches side by side (spread()).
         self.reach = reach
+        if downward is not None:
+            self.downward = downward
 
     @classmethod
     def for_state(cls, state: State, findings: Sequence[Finding]) -> SearchLR:
@@ -140,9 +144,18 @@ class SearchLR(Strategy):
         """Candidates to probe side by side, this one first: one, two and three STEPs past
         the failed end, or a quarter, half and three quarters across a closed bracket."""
         reaches = (1.0, 0.5, 1.5) if self.bracket.low and self.bracket.high else (1.0, 2.0, 3.0)
-        candidates = [type(self)(self.attempts, reach) for reach in reaches]
+        return self.viable([type(self)(self.attempts, r, self.downward) for r in reaches], spec)
+
+    def viable(self, candidates: Sequence[SearchLR], spec: RunSpec) -> list[SearchLR]:
+        """The candidates with a rate inside the bracket that no attempt has tried yet."""
         current = float(spec.role("learning_rate"))
-        return [c for c in candidates if c.next_rate(current) is not None]
+        tried = [rate for a in self.attempts if (rate := learning_rate(a)) is not None]
+        kept = []
+        for candidate in candidates:
+            rate = candidate.next_rate(current)
+            if rate is not None and not any(math.isclose(rate, t, rel_tol=1e-6) for t in tried):
+                kept.append(candidate)
+        return kept
 
     def applies(self, spec: RunSpec) -> bool:
         if not self.downward or self.bracket.low is not None:
@@ -185,3 +198,34 @@ class SearchLRUp(SearchLR):
     addresses = ("TinyUpdates", "LossNotDecreasing", "StalledTraining", "SlowConvergence")
     explanation = "Raise the learning rate above every rate that stalled"
     downward = False
+
+
+@register_strategy
+class SearchLRPlateau(SearchLR):
+    """A plateau says the rate is wrong, not which way: a noise floor at a rate too high
+    looks as flat as a crawl at a rate too low. Without probes it lowers the rate 10x
+    (TinyUpdates, not a plateau, is what a rate too small shows); probed, it tries both
+    ways (10x down, 10x up, 100x down) and the loss decides. It closes no end of the
+    bracket, and stays inside the one the run has."""
+
+    name = "search_lr_plateau"
+    addresses = ("LossNotDecreasing", "StalledTraining", "SlowConvergence")
+    explanation = "Move the learning rate off a plateau"
+    downward = True
+
+    def next_rate(self, current: float) -> float | None:
+        # From where the plateau is, not from a failed end: it failed in no direction.
+        factor = STEP**self.reach
+        rate = current / factor if self.downward else current * factor
+        return rate if self.bracket.inside(rate) and rate >= FLOOR else None
+
+    def applies(self, spec: RunSpec) -> bool:
+        return bool(self.viable([self], spec))
+
+    def spread(self, spec: RunSpec) -> list[SearchLR]:
+        both = [
+            SearchLRPlateau(self.attempts, 1.0, downward=True),
+            SearchLRPlateau(self.attempts, 1.0, downward=False),
+            SearchLRPlateau(self.attempts, 2.0, downward=True),
+        ]
+        return self.viable(both, spec)

@@ -47,8 +47,10 @@ DIVERGENCE = rungs(
     "use_tanh",
     "change_init",
 )
-# The model does not learn (tiny updates, a plateau): the rate goes up, inside the bracket.
+# Updates far too small: the rate goes up, inside the bracket.
 STALL = rungs(("search_lr_up", 6), "use_adam", "change_init")
+# The loss stopped falling: the rate moves (both ways when probed), then the optimizer.
+PLATEAU = rungs(("search_lr_plateau", 3), "use_adam", "change_init")
 
 # Orders by the trouble a finding's rule detects (strategies/outcomes.py: TROUBLE, keyed
 # by rule class), so a rule the user named "Spike" gets the spike order. They start from
@@ -57,6 +59,7 @@ ORDERS: dict[Trouble, list[PolicyStep]] = {
     Trouble.divergence: DIVERGENCE,
     Trouble.spike: DIVERGENCE,  # after a rollback, when one is possible (see orders())
     Trouble.stall: STALL,
+    Trouble.plateau: PLATEAU,
     Trouble.vanishing: rungs(
         ("search_lr_up", 2), "use_selu", "use_relu", "add_batch_norm", "change_init"
     ),

@@ -85,7 +85,7 @@ def test_findings_pick_their_own_order() -> None:
     dead = plan_next(state, [Finding(rule="DeadRelu", step=50)])
     assert dead.planned_change.strategy == "change_init"  # cheap before SELU (architecture)
     slow = plan_next(state, [Finding(rule="LossNotDecreasing", step=50)])
-    assert slow.planned_change.strategy == "search_lr_up"
+    assert slow.planned_change.strategy == "search_lr_plateau"
     over = plan_next(state, [Finding(rule="Overfit", step=50)])
     assert over.planned_change.strategy == "add_weight_decay"
     unknown = plan_next(state, [Finding(rule="MyOwnRule", step=50)])

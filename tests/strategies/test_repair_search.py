@@ -88,17 +88,30 @@ def test_a_cut_that_does_not_move_the_failure_later_ends_the_search() -> None:
     )
 
 
-def test_a_stall_raises_the_rate_but_never_back_to_one_that_diverged() -> None:
+def test_a_plateau_after_a_cut_never_goes_back_to_a_rate_that_diverged() -> None:
     # a char-level model at 1000x its rate: cut 10x, then a plateau rule fires: the rate
-    # goes up inside the bracket (geometric middle), never back to 1.0
+    # moves off the plateau, but never back up to 1.0, which diverged
     state = plan_next(launched(script(1.0)), [diverged(8)])
     assert lr_of(state) == pytest.approx(0.1)
-    state = plan_next(
-        relaunch(state, 2), [Finding(rule="Plateau", rule_class="LossNotDecreasing", step=900)]
-    )
-    assert state.planned_change.strategy == "search_lr_up"
-    assert lr_of(state) == pytest.approx(math.sqrt(0.1 * 1.0))
-    assert 0.1 < lr_of(state) < 1.0
+    plateau = [Finding(rule="Plateau", rule_class="LossNotDecreasing", step=900)]
+    moved = plan_next(relaunch(state, 2), plateau)
+    assert moved.planned_change.strategy == "search_lr_plateau"
+    assert lr_of(moved) == pytest.approx(0.01)
+    assert moved.history.attempts[1].result.kind is ResultKind.plateaued
+    # probed, it looks both ways, but up (1.0) is outside the bracket: only rates below
+    probed = plan_next(relaunch(state, 2), plateau, probing=True)
+    rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
+    assert rates == pytest.approx([0.001, 0.01])
+
+
+def test_a_plateau_closes_no_end_of_the_bracket_and_probes_both_ways() -> None:
+    # a tiny GPT on Adam at 100x its rate sits on a noise floor as flat as a crawl
+    plateau = [Finding(rule="LossNotDecreasing", rule_class="LossNotDecreasing", step=200)]
+    probed = plan_next(launched(script(0.6)), plateau, probing=True)
+    rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
+    assert rates == pytest.approx([0.006, 0.06, 6.0])
+    found = bracket(probed.history.attempts)
+    assert (found.low, found.high) == (None, None)
 
 
 def test_stalls_raise_the_rate_tenfold_until_a_rate_diverges_then_bisect() -> None:
