@@ -28,7 +28,7 @@ from remedy.state_schema import (
     load_state,
 )
 
-from tests.cli.test_cli import start_remedy, wait_for, write_spec
+from tests.cli.test_cli import remedy, start_remedy, wait_for, write_spec
 from tests.flows.specs import tiny_spec
 from tests.slurm_cluster import SlurmCluster
 
@@ -237,6 +237,14 @@ def test_resume_after_sigkill_adopts_the_running_job(
     assert [a.job_name for a in final.history.attempts] == [job]
     assert final.history.attempts[0].outcome is JobStatus.Completed, output
     assert slurm_state(slurm_cluster, job_id) == "COMPLETED"
+    attempt = final.history.attempts[0]
+    assert attempt.backend_job_id == job_id and attempt.queue_wait_s is not None
+    status = remedy("status", str(run_dir))
+    assert f"attempt 1: job id {job_id}; queue wait {attempt.queue_wait_s:.0f} s; run time" in (
+        status.stdout
+    )
+    logs = remedy("logs", str(run_dir))
+    assert f"slurm-{job_id}.out <==" in logs.stdout and "training.log <==" in logs.stdout
 
 
 @pytest.mark.slow
