@@ -185,6 +185,30 @@ def test_stop_request_then_scancel_after_the_grace(
     assert "CANCELLED" in logs  # Slurm's own line in the job's output file
 
 
+def test_a_launch_cut_after_sbatch_adopts_its_job_on_a_shared_folder(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """The job's folder under slurm.shared_dir, its pointer in the run folder; a launch
+    that died between sbatch and recording the id finds its job by name next time."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    backend = SlurmBackend(tmp_path / "run")
+    spec = gated(slurm={"shared_dir": str(shared)})
+    backend.launch("cut", spec)
+    pointer = backend.pointer("cut")
+    recorded = json.loads(pointer.read_text())
+    assert recorded["job_dir"] == str(shared / "run" / "cut")
+    assert (shared / "run" / "cut" / "job.sbatch").exists() and backend.exists("cut")
+    pointer.write_text(json.dumps(recorded | {"job_id": None}))  # as if cut right after sbatch
+    backend.launch("cut", spec)
+    assert jobs_named(slurm_cluster, "cut") == [recorded["job_id"]]  # not submitted again
+    assert json.loads(pointer.read_text())["job_id"] == recorded["job_id"]
+    wait_for(lambda: training(backend, "cut"), timeout=120)
+    assert (shared / "run" / "cut" / "progress.json").exists()
+    backend.stop("cut")  # the gated job honours the stop file: no scancel needed
+    assert backend.describe("cut").status is JobStatus.Stopped
+
+
 def test_a_job_cancelled_outside_remedy_ends_the_flow_saying_so(
     slurm_cluster: SlurmCluster, prefect_api_url: str, tmp_path: Path
 ) -> None:
@@ -272,6 +296,7 @@ def test_real_explosion_under_slurm_is_stopped_repaired_and_completed(
     assert slurm_state(slurm_cluster, ids[1]) == "COMPLETED"
     # the first job ended by the rule's stop request or by scancel: never by itself
     assert slurm_state(slurm_cluster, ids[0]) in ("COMPLETED", "CANCELLED")
-    assert json.loads((tmp_path / "jobs" / first.job_name / "slurm.json").read_text())[
-        "job_id"
-    ] == ids[0]
+    assert (
+        json.loads((tmp_path / "jobs" / first.job_name / "slurm.json").read_text())["job_id"]
+        == ids[0]
+    )
