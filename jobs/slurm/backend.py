@@ -187,6 +187,9 @@ class SlurmBackend(LocalBackend):
         if said is JobStatus.Completed or (said is JobStatus.Stopped and stopping):
             return where
         if slurm is None:  # the controller has forgotten it (MinJobAge), no accounting
+            if said is JobStatus.Stopped:  # by a signal nobody here asked for
+                reason = f"Slurm job {job_id} was stopped from outside remedy (Slurm no "
+                return where | {"failure_reason": reason + "longer knows by what)"}
             if said in FINAL_JOB_STATUSES:
                 return where
             return where | {

@@ -22,8 +22,21 @@ FINAL_STATES = frozenset(
 PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED"})
 
 
+# What Slurm's commands say when the controller cannot be reached (worth a retry).
+UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused")
+
+
 class SlurmError(RuntimeError):
-    """A Slurm command failed (the controller unreachable, a refused submission)."""
+    """A Slurm command failed (e.g. a refused submission)."""
+
+
+class SlurmUnreachable(SlurmError, ConnectionError):
+    """The controller did not answer: an outage, which the flow's tasks retry."""
+
+
+def failure(command: list[str], said: str) -> SlurmError:
+    kind = SlurmUnreachable if any(word in said for word in UNREACHABLE) else SlurmError
+    return kind(f"{' '.join(command[:3])}: {said.strip()}")
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,9 @@ def run(
             "of the machine running the flow (a login node of the cluster)"
         ) from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{' '.join(command[:2])}: no answer in {COMMAND_TIMEOUT_S:g} s") from None
+        raise SlurmUnreachable(
+            f"{' '.join(command[:2])}: no answer in {COMMAND_TIMEOUT_S:g} s"
+        ) from None
 
 
 def slurm_time(value: str | None) -> datetime | None:
@@ -88,18 +103,20 @@ def slurm_time(value: str | None) -> datetime | None:
 def submit(script: Path, env: Mapping[str, str]) -> str:
     """sbatch the batch script with env (the job's environment: sbatch exports it); the
     new job's id."""
-    done = run(["sbatch", "--parsable", str(script)], env)
+    command = ["sbatch", "--parsable", str(script)]
+    done = run(command, env)
     if done.returncode != 0:
-        raise SlurmError(f"sbatch {script}: {done.stderr.strip() or done.stdout.strip()}")
+        raise failure(command, done.stderr or done.stdout)
     return done.stdout.strip().split(";")[0]  # "ID" or "ID;cluster"
 
 
 def job_ids_named(name: str) -> list[str]:
     """Ids of the jobs the controller knows with this job name (pending, running, or ended
     lately): how a launch interrupted between sbatch and writing the id finds its job."""
-    done = run(["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%i"])
+    command = ["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%i"]
+    done = run(command)
     if done.returncode != 0:
-        raise SlurmError(f"squeue --name={name}: {done.stderr.strip()}")
+        raise failure(command, done.stderr)
     return done.stdout.split()
 
 
@@ -107,7 +124,8 @@ def job(job_id: str) -> SlurmJob | None:
     """The job from the controller (`scontrol show job`), else from accounting (`sacct`,
     where it is on); None when neither knows it (ended before the controller's MinJobAge
     and no accounting)."""
-    done = run(["scontrol", "show", "job", "--oneliner", job_id])
+    command = ["scontrol", "show", "job", "--oneliner", job_id]
+    done = run(command)
     if done.returncode == 0 and done.stdout.strip():
         fields = dict(FIELD.findall(done.stdout))
         state = fields.get("JobState", "UNKNOWN")
@@ -122,7 +140,7 @@ def job(job_id: str) -> SlurmJob | None:
             exit_code=fields.get("ExitCode"),
         )
     if "Invalid job id" not in done.stderr:
-        raise SlurmError(f"scontrol show job {job_id}: {done.stderr.strip()}")
+        raise failure(command, done.stderr)
     return accounted_job(job_id)
 
 
@@ -158,4 +176,4 @@ def cancel(job_id: str, signal_name: str | None = None) -> None:
         command = ["scancel", "--full", f"--signal={signal_name}", job_id]
     done = run(command)
     if done.returncode != 0 and "already completing or completed" not in done.stderr:
-        raise SlurmError(f"{' '.join(command)}: {done.stderr.strip()}")
+        raise failure(command, done.stderr)
