@@ -209,6 +209,7 @@ def test_a_launch_cut_after_sbatch_adopts_its_job_on_a_shared_folder(
     assert backend.describe("cut").status is JobStatus.Stopped
 
 
+@pytest.mark.slow
 def test_a_job_cancelled_outside_remedy_ends_the_flow_saying_so(
     slurm_cluster: SlurmCluster, prefect_api_url: str, tmp_path: Path
 ) -> None:
@@ -234,6 +235,7 @@ def test_a_job_cancelled_outside_remedy_ends_the_flow_saying_so(
     assert "stopped outside the flow" in (final.end_reason or "")
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_adopts_the_running_job(
     slurm_cluster: SlurmCluster, prefect_api_url: str, tmp_path: Path
 ) -> None:
