@@ -61,6 +61,13 @@ def test_run_spec_backend_names_every_registered_backend() -> None:
     assert sorted(get_args(RunSpec.model_fields["backend"].annotation)) == known_backends()
 
 
+def test_the_flow_takes_a_slurm_run_spec_and_other_specs_stay_as_they_were() -> None:
+    parameters = {"run_spec": {"backend": "slurm", "slurm": {"gpus_per_node": 2}}}
+    run_spec = remediate.validate_parameters(parameters)["run_spec"]
+    assert run_spec.slurm is not None and run_spec.slurm.gpus_per_node == 2
+    assert "slurm" not in RunSpec().model_dump(mode="json")  # absent unless given
+
+
 def test_slurm_fields_are_checked_naming_the_field() -> None:
     with pytest.raises(ValidationError, match=r"slurm\.time_limit"):
         RunSpec(backend="slurm", slurm={"time_limit": "an hour"})
