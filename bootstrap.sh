@@ -2,7 +2,8 @@
 # Set up .venv with remedy and everything it needs.
 #   ./bootstrap.sh          runtime only
 #   ./bootstrap.sh --dev    plus the test and lint tools, and the Debian packages the
-#                           end-to-end tests start for real (chromium, postgresql)
+#                           end-to-end tests start for real (chromium, postgresql, and
+#                           slurm-wlm + munge for the Slurm backend's one-node test cluster)
 # TORCH_SPEC chooses the torch build (default torch==2.13.0); it is installed first so
 # that no other requirement can pull a different (several-GB CUDA) build.
 set -euo pipefail
@@ -21,9 +22,10 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     pip install "$torch_spec"
 fi
 if [ -n "$extras" ]; then
-    # The UI test drives a real headless Chromium; the database test starts a real PostgreSQL.
+    # The UI test drives a real headless Chromium; the database test starts a real PostgreSQL;
+    # the Slurm backend's tests start a real one-node cluster (slurmctld, slurmd, munged).
     missing=""
-    for package in chromium postgresql; do
+    for package in chromium postgresql slurm-wlm munge; do
         dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
     done
     if [ -n "$missing" ]; then

@@ -88,6 +88,12 @@ class JobSnapshot(Snapshot):
     billable_s: int | None = Field(
         None, description="Seconds the cloud service bills the job for (None: local)."
     )
+    backend_job_id: str | None = Field(
+        None, description="The job's id in its scheduler (a Slurm job id); None: none."
+    )
+    queue_wait_s: float | None = Field(
+        None, description="Seconds the job waited in its scheduler's queue before it ran."
+    )
     rules: list[RuleEvaluation] = Field(default_factory=list)
     progress: Progress | None = None
     final_metrics: dict[str, float] = Field(

@@ -131,6 +131,9 @@ def record_progress(state: State, snapshot: JobSnapshot) -> State:
     }
     if progress and progress.first_loss is not None:
         fields["initial_loss"] = progress.first_loss
+    if snapshot.backend_job_id is not None:  # a scheduler's job (Slurm): its id and queue wait
+        fields["backend_job_id"] = snapshot.backend_job_id
+        fields["queue_wait_s"] = snapshot.queue_wait_s
     return update_current_attempt(state, **fields)
 
 
@@ -194,7 +197,8 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
         )
     if seen.job_status is JobStatus.Failed:
         return end(state, f"job failed: {seen.failure_reason}")
-    return end(state, "the job was stopped outside the flow")
+    why = f": {seen.failure_reason}" if seen.failure_reason else ""  # e.g. a scancel by hand
+    return end(state, f"the job was stopped outside the flow{why}")
 
 
 def progress_line(state: State, snapshot: JobSnapshot) -> str:

@@ -110,6 +110,7 @@ class RunFigures:
     final_accuracy: float | None
     duration_s: float | None
     end_reason: str
+    queue_wait_s: float | None = None  # of duration_s, in a scheduler's queue (Slurm)
     metric_names: list[str] = field(default_factory=list)  # the run's metric columns
     final_metrics: dict[str, float] = field(default_factory=dict)  # of the last attempt
 
@@ -130,6 +131,7 @@ def run_figures(run_dir: str | Path) -> RunFigures:
     attempts = state.history.attempts
     last = attempts[-1] if attempts else None
     durations = [a.duration_s for a in attempts if a.duration_s is not None]
+    waits = [a.queue_wait_s for a in attempts if a.queue_wait_s is not None]
     return RunFigures(
         run_dir=str(run_dir),
         policy=state.policy,
@@ -139,6 +141,7 @@ def run_figures(run_dir: str | Path) -> RunFigures:
         final_steps=last.steps_run if last else 0,
         final_accuracy=last.final_accuracy if last else None,
         duration_s=sum(durations) if durations else None,
+        queue_wait_s=sum(waits) if waits else None,
         end_reason=redact(state.end_reason or "running"),
         metric_names=metric_names(state),
         final_metrics=dict(last.metrics) if last else {},
@@ -298,8 +301,17 @@ def summary_lines(figures: RunFigures) -> list[str]:
         f"run (total / final = {overhead})",
         f"- final metrics: {metrics_text(figures.final_metrics, figures.metric_names)}; "
         f"job time: {fmt(figures.duration_s, 4)} s",
+        *queue_lines(figures),
         f"- ended: {figures.end_reason}",
     ]
+
+
+def queue_lines(figures: RunFigures) -> list[str]:
+    """A scheduler's jobs (Slurm): the queue wait apart from the run time."""
+    if figures.queue_wait_s is None or figures.duration_s is None:
+        return []
+    ran = figures.duration_s - figures.queue_wait_s
+    return [f"- of the job time: {fmt(figures.queue_wait_s, 4)} s queued, {fmt(ran, 4)} s run"]
 
 
 def markdown(state: State, figures: RunFigures) -> str:

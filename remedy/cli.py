@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from remedy.errors import UsageError
 from remedy.state_schema import (
+    Attempt,
     Finding,
     NextAction,
     PayloadError,
@@ -236,11 +237,23 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     state = load_run(args.run_dir)
     print(attempt_table(state))
+    for number, attempt in enumerate(state.history.attempts, start=1):
+        if attempt.backend_job_id is not None:  # a scheduler's job: its queue wait apart
+            print(f"attempt {number}: {queue_line(attempt)}")
     print(
         f"\nnext_action: {state.next_action.value}; job {state.history.latest_job_name}: "
         f"{state.job_status and state.job_status.value}; ended: {state.end_reason}"
     )
     return EXIT_OK
+
+
+def queue_line(attempt: Attempt) -> str:
+    """A scheduler's job: its id, the time it waited in the queue and the time it ran."""
+    wait = attempt.queue_wait_s
+    ran = None if attempt.duration_s is None or wait is None else attempt.duration_s - wait
+    waited = "-" if wait is None else f"{wait:.0f} s"
+    running = "-" if ran is None else f"{ran:.0f} s"
+    return f"job id {attempt.backend_job_id}; queue wait {waited}; run time {running}"
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

@@ -35,7 +35,9 @@ def preflight(spec: RunSpec) -> None:
     if spec.backend == "sagemaker":
         check_cloud(spec)
         return
-    if spec.backend != "local":
+    if spec.backend == "slurm":  # the allocation; then the code, as a local job's
+        check_backend(spec)
+    elif spec.backend != "local":
         return
     try:
         gpus_wanted(spec.gpus_per_job, len(visible_devices(os.environ)))
@@ -74,6 +76,16 @@ def check_cloud(spec: RunSpec) -> None:
         raise PreflightError(str(error)) from None
     if spec.source_dir is not None and spec.is_script:
         check_script(spec.entry_point, Path(spec.source_dir).resolve(), True)
+
+
+def check_backend(spec: RunSpec) -> None:
+    """The backend's own check of its fields (jobs/<backend>/), as every flow run does."""
+    from remedy.jobs import backend_class
+
+    try:
+        backend_class(spec.backend).check(spec)
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
 
 
 def check_checkpoint(folder: Path) -> None:

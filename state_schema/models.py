@@ -163,6 +163,17 @@ class Attempt(Strict):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     duration_s: float | None = Field(None, description="Seconds from launch to end.")
+    # A scheduler's job (Slurm) only: absent from other attempts' records.
+    queue_wait_s: float | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="Of duration_s, the seconds the job waited in its scheduler's queue.",
+    )
+    backend_job_id: str | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="The job's id in its scheduler (the Slurm job id).",
+    )
     start_step: int = Field(0, ge=0, description="Steps already done at launch (warm start).")
     curve: str | None = Field(
         None,

@@ -26,6 +26,7 @@ from remedy.state_schema.flags import FlagValue, check_hyperparameters, option
 from remedy.state_schema.hyperparameters import Hyperparameters
 from remedy.state_schema.metric_definitions import MAX_METRIC_DEFINITIONS, MetricDefinition
 from remedy.state_schema.roles import check_role_name, role_value, script_value
+from remedy.state_schema.slurm_spec import SlurmSpec
 
 # Contract fields every job uses, the built-in one or not: the rest are the built-in job's.
 FIELDS_OF_EVERY_JOB = frozenset({"base_job_name", "nan_guard", "init_checkpoint", "start_epoch"})
@@ -229,10 +230,19 @@ class RunSpec(Hyperparameters):
     )
 
     # --- ours ----------------------------------------------------------------------
-    backend: Literal["local", "sagemaker"] = Field(
+    # The registered backends (jobs/): a test checks this list against the registry.
+    backend: Literal["local", "sagemaker", "slurm"] = Field(
         "local",
         description="Where jobs run: local (processes here), sagemaker (the cloud training "
-        "service; sm_role, bucket, region and instance_type needed).",
+        "service; sm_role, bucket, region and instance_type needed), slurm (sbatch on a "
+        "Slurm cluster; its fields in slurm).",
+    )
+    slurm: SlurmSpec | None = Field(
+        None,
+        exclude_if=lambda value: value is None,  # absent from every other backend's spec
+        description="Slurm backend: the allocation each attempt asks for (partition, "
+        "account, qos, time limit, nodes, GPUs, CPUs and memory, extra sbatch options) and "
+        "the shared folder for the jobs' files. null: the cluster's defaults, one node.",
     )
     source_dir: str | None = Field(
         None,

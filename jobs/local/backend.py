@@ -109,6 +109,11 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def supervisor_command(paths: JobPaths) -> list[str]:
+    """The job's supervisor (supervisor.py), run by this interpreter."""
+    return [sys.executable, "-m", "remedy.jobs.local.supervisor", str(paths.root)]
+
+
 def place_warm_start(checkpoint: Path, checkpoints: Path) -> None:
     """A script's warm start: the checkpoint folder copied into the new job's checkpoint dir
     (REMEDY_CHECKPOINT_DIR), where the script looks for one to resume from, as the cloud
@@ -132,6 +137,22 @@ class LocalBackend(JobBackend):
         paths = self.paths(job_name)
         if paths.job.exists():
             return  # launched before (e.g. by a flow that crashed right after): never twice
+        self.write_job(job_name, spec, paths)  # from now on: launched
+        with paths.supervisor_log.open("ab") as log:
+            # Not waited for here: describe() reaps it (pid_alive), stop() signals its group.
+            child = subprocess.Popen(
+                supervisor_command(paths),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # own process group: survives the flow, stoppable whole
+                env=without_secrets(os.environ),  # nor the supervisor sees notification targets
+            )
+        write_atomic(paths.supervisor_pid, f"{child.pid}\n")
+
+    def write_job(self, job_name: str, spec: RunSpec, paths: JobPaths) -> None:
+        """The job's folder: its inputs, then its launch record (job.json) last, whose
+        presence means "launched"."""
         for folder in (paths.logs, paths.checkpoints, paths.model, paths.output_data):
             folder.mkdir(parents=True, exist_ok=True)
         if spec.init_checkpoint and not spec.is_builtin:
@@ -139,8 +160,12 @@ class LocalBackend(JobBackend):
         write_atomic(paths.hyperparameters, json.dumps(spec.job_hyperparameters(), indent=2))
         write_atomic(paths.debugger_config, json.dumps(debugger_config(spec, paths.tensors)))
         write_atomic(paths.rules, json.dumps(rule_configs(spec), indent=2))
+        write_atomic(paths.job, json.dumps(self.launch_record(job_name, spec, paths), indent=2))
+
+    def launch_record(self, job_name: str, spec: RunSpec, paths: JobPaths) -> dict[str, Any]:
+        """job.json: what the supervisor runs (environment.py) and how it escalates a stop."""
         launch = job_launch(spec, job_name, paths)
-        record = {
+        return {
             "job_name": job_name,
             "entry_point": spec.entry_point,
             "created": datetime.now(UTC).isoformat(),
@@ -154,18 +179,6 @@ class LocalBackend(JobBackend):
             "gpus_per_job": spec.gpus_per_job,
             "progress_timeout_s": spec.progress_timeout_s,
         }
-        write_atomic(paths.job, json.dumps(record, indent=2))  # from now on: launched
-        with paths.supervisor_log.open("ab") as log:
-            # Not waited for here: describe() reaps it (pid_alive), stop() signals its group.
-            child = subprocess.Popen(
-                [sys.executable, "-m", "remedy.jobs.local.supervisor", str(paths.root)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # own process group: survives the flow, stoppable whole
-                env=without_secrets(os.environ),  # nor the supervisor sees notification targets
-            )
-        write_atomic(paths.supervisor_pid, f"{child.pid}\n")
 
     def _supervisor_pid(self, paths: JobPaths) -> int | None:
         """supervisor.pid, else what the supervisor wrote itself (a launch that died
@@ -186,6 +199,26 @@ class LocalBackend(JobBackend):
         if record is None:
             raise JobNotFound(f"no job named {job_name!r} in {self.run_dir}")
         status = read_json(paths.status) or {}  # written by the supervisor alone
+        result = read_json_written_by_job(paths.result) or {}
+        where = self.whereabouts(paths, record, status, result)
+        # A job that writes no progress file still says in its result how far it got.
+        progress = read_json_written_by_job(paths.progress) or (
+            {"step": result["steps"]} if isinstance(result.get("steps"), int) else None
+        )
+        return JobSnapshot(
+            name=job_name,
+            **where,
+            rules=self.rule_statuses(paths, where["status"] in FINAL_JOB_STATUSES),
+            progress=Progress.model_validate(progress) if progress else None,
+            final_metrics=self.final_metrics(paths, result),
+        )
+
+    def whereabouts(
+        self, paths: JobPaths, record: dict[str, Any], status: dict[str, Any], result: dict
+    ) -> dict[str, Any]:
+        """The snapshot's fields saying where the job is (status, failure_reason,
+        secondary_status, status_message, created, started, ended), from the supervisor's
+        status.json and, for a job it no longer reports on, its processes."""
         job_status = JobStatus(status.get("TrainingJobStatus", "InProgress"))
         failure_reason = status.get("FailureReason")
         if job_status not in (JobStatus.Completed, JobStatus.Failed, JobStatus.Stopped):
@@ -197,28 +230,19 @@ class LocalBackend(JobBackend):
                 job_status, failure_reason = JobStatus.Failed, lost
             elif stopping:
                 job_status = JobStatus.Stopping
-        result = read_json_written_by_job(paths.result) or {}
         if job_status is JobStatus.Failed and failure_reason == SUPERVISOR_GONE:
             # Its training process finished the work before anyone noticed: not redone.
             if result.get("status") in ("Completed", "Stopped"):
                 job_status, failure_reason = JobStatus(result["status"]), None
-        # A job that writes no progress file still says in its result how far it got.
-        progress = read_json_written_by_job(paths.progress) or (
-            {"step": result["steps"]} if isinstance(result.get("steps"), int) else None
-        )
-        return JobSnapshot(
-            name=job_name,
-            status=job_status,
-            failure_reason=failure_reason,
-            secondary_status=status.get("SecondaryStatus"),
-            status_message=status.get("StatusMessage"),
-            created=record["created"],
-            started=status.get("TrainingStartTime"),
-            ended=status.get("TrainingEndTime"),
-            rules=self.rule_statuses(paths, job_status in FINAL_JOB_STATUSES),
-            progress=Progress.model_validate(progress) if progress else None,
-            final_metrics=self.final_metrics(paths, result),
-        )
+        return {
+            "status": job_status,
+            "failure_reason": failure_reason,
+            "secondary_status": status.get("SecondaryStatus"),
+            "status_message": status.get("StatusMessage"),
+            "created": record["created"],
+            "started": status.get("TrainingStartTime"),
+            "ended": status.get("TrainingEndTime"),
+        }
 
     def final_metrics(self, paths: JobPaths, result: dict[str, Any]) -> dict[str, float]:
         """The figures of result.json (RESULT_METRICS, then a script's own "metrics": {name:

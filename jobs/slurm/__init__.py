@@ -1,0 +1,3 @@
+from remedy.jobs.slurm.backend import SlurmBackend
+
+__all__ = ["SlurmBackend"]
