@@ -22,7 +22,9 @@ class Block(nn.Module):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)
+        )
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         h = self.ln1(x)
@@ -94,7 +96,9 @@ def main() -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         optimizer.step()
         if step % args.log_every == 0:
-            print(f"step {step}: loss {loss.item():.4f} ({time.time() - started:.1f} s)", flush=True)
+            print(
+                f"step {step}: loss {loss.item():.4f} ({time.time() - started:.1f} s)", flush=True
+            )
 
     model.eval()
     with torch.no_grad():

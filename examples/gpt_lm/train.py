@@ -7,7 +7,7 @@ rate that warms up linearly for --warmup_iters and decays by a cosine to --min_l
 and periodic "step N: train loss X, val loss Y" evaluations. It knows nothing about
 remedy: remedy runs it unchanged.
 
-    python train.py --data data --max_iters 300 --learning_rate 6e-4 --min_lr 6e-5
+    python train.py --data data --max_iters 300 --learning_rate 6e-3 --min_lr 6e-4
 """
 
 import argparse
@@ -40,7 +40,9 @@ class Block(nn.Module):
         super().__init__()
         self.ln_1, self.ln_2 = nn.LayerNorm(n_embd), nn.LayerNorm(n_embd)
         self.attn = CausalSelfAttention(n_embd, n_head)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd))
+        self.mlp = nn.Sequential(
+            nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))
@@ -48,7 +50,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int) -> None:
+    def __init__(
+        self, vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int
+    ) -> None:
         super().__init__()
         self.wte = nn.Embedding(vocab_size, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
@@ -85,8 +89,8 @@ def main() -> None:
     parser.add_argument("--data", required=True, help="folder with train.txt and valid.txt")
     parser.add_argument("--out_dir", default="out")
     parser.add_argument("--max_iters", type=int, default=300)
-    parser.add_argument("--learning_rate", type=float, default=6e-4)
-    parser.add_argument("--min_lr", type=float, default=6e-5)
+    parser.add_argument("--learning_rate", type=float, default=6e-3)
+    parser.add_argument("--min_lr", type=float, default=6e-4)
     parser.add_argument("--warmup_iters", type=int, default=20)
     parser.add_argument("--lr_decay_iters", type=int, default=300)
     parser.add_argument("--weight_decay", type=float, default=0.1)
@@ -121,7 +125,10 @@ def main() -> None:
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        [
+            {"params": decay, "weight_decay": args.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
         lr=args.learning_rate,
         betas=(0.9, args.beta2),
     )
@@ -129,7 +136,9 @@ def main() -> None:
     @torch.no_grad()
     def estimate_loss() -> dict[str, float]:
         model.eval()
-        out = {split: sum(model(*get_batch(split)).item() for _ in range(10)) / 10 for split in splits}
+        out = {
+            split: sum(model(*get_batch(split)).item() for _ in range(10)) / 10 for split in splits
+        }
         model.train()
         return out
 
@@ -140,7 +149,10 @@ def main() -> None:
             group["lr"] = lr
         if it % args.eval_interval == 0 or it == args.max_iters:
             losses = estimate_loss()
-            print(f"step {it}: train loss {losses['train']:.4f}, val loss {losses['valid']:.4f}", flush=True)
+            print(
+                f"step {it}: train loss {losses['train']:.4f}, val loss {losses['valid']:.4f}",
+                flush=True,
+            )
         if it == args.max_iters:
             break
         loss = model(*get_batch("train"))
@@ -150,7 +162,10 @@ def main() -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         optimizer.step()
         if it % args.log_interval == 0:
-            print(f"iter {it}: loss {loss.item():.4f}, lr {lr:.2e}, {time.time() - started:.1f} s", flush=True)
+            print(
+                f"iter {it}: loss {loss.item():.4f}, lr {lr:.2e}, {time.time() - started:.1f} s",
+                flush=True,
+            )
     os.makedirs(args.out_dir, exist_ok=True)
     torch.save(model.state_dict(), os.path.join(args.out_dir, "ckpt.pt"))
 
