@@ -147,9 +147,12 @@ class SearchLR(Strategy):
         return self.viable([type(self)(self.attempts, r, self.downward) for r in reaches], spec)
 
     def viable(self, candidates: Sequence[SearchLR], spec: RunSpec) -> list[SearchLR]:
-        """The candidates with a rate inside the bracket that no attempt has tried yet."""
+        """The candidates with a rate inside the bracket that no full launch has run yet
+        (a probe's few updates say which rate learns fastest, not where a long run ends:
+        a char transformer's probes favoured 10x its rate, which plateaued at step 300)."""
         current = float(spec.role("learning_rate"))
-        tried = [rate for a in self.attempts if (rate := learning_rate(a)) is not None]
+        runs = [a for a in self.attempts if a.kind is AttemptKind.run]
+        tried = [rate for a in runs if (rate := learning_rate(a)) is not None]
         kept = []
         for candidate in candidates:
             rate = candidate.next_rate(current)
@@ -218,6 +221,12 @@ class SearchLRPlateau(SearchLR):
         factor = STEP**self.reach
         rate = current / factor if self.downward else current * factor
         return rate if self.bracket.inside(rate) and rate >= FLOOR else None
+
+    @classmethod
+    def for_state(cls, state: State, findings: Sequence[Finding]) -> SearchLR:
+        """The first way off the plateau that is still open (10x down, 10x up, 100x down)."""
+        options = cls(state.history.attempts).spread(state.run_spec)
+        return options[0] if options else cls(state.history.attempts)
 
     def applies(self, spec: RunSpec) -> bool:
         return bool(self.viable([self], spec))

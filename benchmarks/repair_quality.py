@@ -1,0 +1,331 @@
+"""Does remedy repair what users get wrong? Real jobs through the remediate flow, defaults
+only (the recommended rules, the adaptive policy with its probes), nothing injected.
+
+    nice python benchmarks/repair_quality.py [--cases NAME ...] [--quick] [--run-dir DIR]
+
+Cases:
+- three users' scripts of ours in the style of public examples (examples/): a word-level
+  LSTM LM with manual SGD and a --clip flag (word_lm), a char-level transformer on AdamW
+  (char_transformer), a GPT-style LM with warmup and cosine decay to min_lr (gpt_lm); each
+  at a learning rate 1000x and 100x too high, 1000x too low, and without clipping;
+- the built-in ResNet job: early (the demo: no batch norm, warmup 0.1), late (a main rate
+  typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6), chance (ReLU without
+  batch norm at 0.1);
+- healthy runs of 1,000+ updates of each script at its intended settings (false alarms).
+
+Each fault case's yardstick is the same job at its intended settings, one launch. Printed
+per case: repaired (the flow's own verdict: clean, records/verdict.py) or, for a healthy
+run, false alarm; full launches, probes, total updates (probes included), the final run's
+updates, total / final, and the final quality beside the intended run's. Nothing is
+asserted; the README records the figures and what is not reached yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from remedy.cli import configure_prefect_environment  # noqa: E402
+
+configure_prefect_environment()
+
+from remedy.flows.remediate import RemediateSettings, remediate  # noqa: E402
+from remedy.records.verdict import run_flaw  # noqa: E402
+from remedy.state_schema import AttemptKind, Budgets, RunSpec, State  # noqa: E402
+from remedy.training.demo import DEMO_RUN_SPEC  # noqa: E402
+
+EXAMPLES = ROOT / "examples"
+LAUNCHES = 8
+
+
+@dataclass
+class Script:
+    """A user's script: its folder, flags at their intended values, roles, and the metric
+    that says how good the model is (lower is better)."""
+
+    folder: str
+    entry_point: str
+    flags: dict[str, Any]
+    roles: dict[str, str]
+    metric: str
+    regex: str
+    steps_flag: str  # how long it trains, for the healthy long run
+    long_steps: Any
+    clip_off: Any  # the clip flag's value that turns clipping off
+
+    def spec(self, data: Path, name: str, **changes: Any) -> dict[str, Any]:
+        flags = dict(self.flags) | {"data": str(self.data_path(data))} | changes
+        return {
+            "base_job_name": name.replace("_", "-"),  # a job name: letters, digits, dashes
+            "source_dir": str(EXAMPLES / self.folder),
+            "entry_point": self.entry_point,
+            "hyperparameters": flags,
+            "hyperparameter_roles": self.roles,
+            "metric_definitions": [{"name": self.metric, "regex": self.regex}],
+        }
+
+    def data_path(self, data: Path) -> Path:
+        return data / "train.txt" if self.folder == "char_transformer" else data
+
+
+SCRIPTS = {
+    "word_lm": Script(
+        "word_lm",
+        "main.py",
+        {"lr": 20, "clip": 0.25, "epochs": 2},
+        {"learning_rate": "lr", "grad_clip_norm": "clip"},
+        "test:perplexity",
+        r"test ppl ([0-9.eE+-]+)",
+        "epochs",
+        24,  # about 45 updates an epoch
+        1e9,
+    ),
+    "char_transformer": Script(
+        "char_transformer",
+        "train.py",
+        {"learning-rate": 1e-3, "grad-clip": 1.0, "max-steps": 400},
+        {"learning_rate": "learning-rate", "grad_clip_norm": "grad-clip"},
+        "val:loss",
+        r"final val loss ([0-9.eE+-]+)",
+        "max-steps",
+        1200,
+        0,
+    ),
+    "gpt_lm": Script(
+        "gpt_lm",
+        "train.py",
+        {
+            "learning_rate": 6e-3,
+            "min_lr": 6e-4,
+            "grad_clip": 1.0,
+            "max_iters": 400,
+            "lr_decay_iters": 400,
+        },
+        {"learning_rate": "learning_rate", "grad_clip_norm": "grad_clip"},
+        "val:loss",
+        r"val loss ([0-9.eE+-]+)",
+        "max_iters",
+        1200,
+        0,
+    ),
+}
+
+
+@dataclass
+class Case:
+    name: str
+    spec: dict[str, Any]
+    intended: dict[str, Any] | None  # None: a healthy run (judged for false alarms)
+    metric: str
+    lower_is_better: bool = True
+
+
+def script_cases(data: Path) -> list[Case]:
+    cases = []
+    for key, script in SCRIPTS.items():
+        lr_flag = script.roles["learning_rate"]
+        lr = script.flags[lr_flag]
+        clip_flag = script.roles["grad_clip_norm"]
+        intended = script.spec(data, key)
+        faults = {
+            "hot1000": {lr_flag: lr * 1000},
+            "hot100": {lr_flag: lr * 100},
+            "cold1000": {lr_flag: lr / 1000},
+            "noclip": {clip_flag: script.clip_off},
+        }
+        for fault, changes in faults.items():
+            # a typo in one flag: a schedule's other flags (min_lr) stay as they were
+            spec = script.spec(data, f"{key}-{fault}", **changes)
+            cases.append(Case(f"{key}:{fault}", spec, intended, script.metric))
+        steps = {script.steps_flag: script.long_steps}
+        if "lr_decay_iters" in script.flags:
+            steps["lr_decay_iters"] = script.long_steps
+        cases.append(
+            Case(f"{key}:healthy", script.spec(data, f"{key}-long", **steps), None, script.metric)
+        )
+    return cases
+
+
+def builtin_cases() -> list[Case]:
+    demo = DEMO_RUN_SPEC.model_dump(exclude={"rules"})
+    repaired = {"add_batch_norm": 1, "warmup_learning_rate": 0.003125}
+    small = {"train_samples": 2000}
+    late = demo | repaired | small | {"learning_rate": 1.0, "checkpoint_every_steps": 10}
+    stalled = (
+        demo
+        | repaired
+        | small
+        | {"optimizer": "sgd", "learning_rate": 1e-6, "warmup_learning_rate": 1e-6}
+    )
+    chance = demo | small | {"activation": "relu", "add_batch_norm": 0, "learning_rate": 0.1}
+    accuracy = "test:accuracy"
+    return [
+        Case("builtin:early", demo, demo | repaired, accuracy, lower_is_better=False),
+        Case("builtin:late", late, late | {"learning_rate": 0.1}, accuracy, False),
+        Case(
+            "builtin:stalled",
+            stalled,
+            stalled
+            | {"optimizer": "momentum", "learning_rate": 0.1, "warmup_learning_rate": 0.003125},
+            accuracy,
+            False,
+        ),
+        Case(
+            "builtin:chance",
+            chance,
+            chance | {"add_batch_norm": 1, "warmup_learning_rate": 0.003125},
+            accuracy,
+            False,
+        ),
+    ]
+
+
+@dataclass
+class Figures:
+    clean: bool
+    findings: int
+    runs: int
+    probes: int
+    total: int
+    final: int | None
+    quality: float | None
+    end: str
+    strategies: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run(spec: dict[str, Any], run_dir: Path, launches: int) -> Figures:
+    state = State(
+        run_spec=RunSpec.model_validate(spec),
+        budgets=Budgets(max_num_retraining=launches),
+    )
+    final = remediate(
+        state=state,
+        run_dir=str(run_dir),
+        settings=RemediateSettings(poll_interval_s=1.0, report=False),
+    )
+    attempts = final.history.attempts
+    runs = final.history.runs
+    last = final.current_attempt
+    clean = run_flaw(final) is None
+    total = sum(a.steps_run for a in attempts)
+    final_steps = last.start_step + last.steps_run if last else None
+    return Figures(
+        clean=clean,
+        findings=sum(len(a.findings) for a in attempts),
+        runs=len(runs),
+        probes=sum(a.kind is AttemptKind.probe for a in attempts),
+        total=total,
+        final=final_steps if clean else None,
+        quality=None,
+        end=final.end_reason or "",
+        strategies=" > ".join(
+            (a.strategy or "initial") + (f"[{a.result.kind.value}]" if a.result else "")
+            for a in runs
+        ),
+        extra={"metrics": dict(last.metrics) if last else {}},
+    )
+
+
+def quality(figures: Figures, metric: str) -> float | None:
+    return figures.extra["metrics"].get(metric)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", help="case names or prefixes (default: all)")
+    parser.add_argument("--quick", action="store_true", help="one fault per kind: a smoke run")
+    parser.add_argument("--run-dir", help="keep the runs here (default: a temporary folder)")
+    parser.add_argument("--max-launches", type=int, default=LAUNCHES)
+    args = parser.parse_args()
+    folder = Path(args.run_dir or tempfile.mkdtemp(prefix="remedy-repair-"))
+    data = folder / "corpus"
+    subprocess.run(
+        [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)],
+        check=True,
+    )
+    cases = script_cases(data) + builtin_cases()
+    if args.quick:
+        cases = [
+            c for c in cases if c.name.endswith((":hot100", ":healthy")) or c.name == "builtin:late"
+        ]
+    if args.cases:
+        cases = [c for c in cases if any(c.name.startswith(p) for p in args.cases)]
+    started = time.monotonic()
+    intended_cache: dict[str, Figures] = {}
+    rows = []
+    for case in cases:
+        slug = case.name.replace(":", "-")
+        print(f"{case.name} ...", end=" ", flush=True)
+        t0 = time.monotonic()
+        got = run(case.spec, folder / slug, args.max_launches)
+        print(f"{time.monotonic() - t0:.0f} s: {got.strategies}; {got.end[:120]}", flush=True)
+        reference = None
+        if case.intended is not None:
+            key = repr(sorted(case.intended.items(), key=lambda kv: kv[0]))
+            if key not in intended_cache:
+                print(f"  intended run of {case.name} ...", end=" ", flush=True)
+                intended_cache[key] = run(case.intended, folder / f"{slug}-intended", 1)
+                print("done", flush=True)
+            reference = intended_cache[key]
+        rows.append((case, got, reference))
+
+    print(f"\nruns in {folder}; {time.monotonic() - started:.0f} s in all\n")
+    columns = (
+        "case | result | launches | probes | total updates | final updates | total / final"
+        " | quality | intended | vs intended"
+    )
+    print(f"| {columns} |")
+    print("|---" * (columns.count("|") + 1) + "|")
+    repaired = alarms = faults = healthy = 0
+    ratios = []
+    for case, got, reference in rows:
+        mine = quality(got, case.metric) if got.clean else None
+        theirs = quality(reference, case.metric) if reference else None
+        if case.intended is None:
+            healthy += 1
+            alarms += got.findings > 0 or not got.clean
+            result = "false alarm" if got.findings else ("not clean" if not got.clean else "quiet")
+        else:
+            faults += 1
+            repaired += got.clean
+            result = "repaired" if got.clean else "not repaired"
+        ratio = got.total / got.final if got.final else None
+        if ratio and case.intended is not None:
+            ratios.append(ratio)
+        versus = "-"
+        if mine is not None and theirs:
+            versus = f"{(theirs / mine if case.lower_is_better else mine / theirs):.3f}"
+        cells = [
+            f"{case.name} ({case.metric})",
+            result,
+            got.runs,
+            got.probes,
+            got.total,
+            got.final or "-",
+            f"{ratio:.2f}x" if ratio else "-",
+            "-" if mine is None else f"{mine:.4g}",
+            "-" if theirs is None else f"{theirs:.4g}",
+            versus,
+        ]
+        print("| " + " | ".join(map(str, cells)) + " |")
+    overhead = f"{statistics.median(ratios):.2f}x" if ratios else "-"
+    print(
+        f"\nrepair rate {repaired}/{faults}; false alarms {alarms}/{healthy} healthy runs; "
+        f"median total/final of the repaired {overhead} (quality 'vs intended': 1.000 = as "
+        "good as the intended run, lower = worse)"
+    )
+
+
+if __name__ == "__main__":
+    main()
