@@ -10,9 +10,10 @@ SM_HP_<NAME> in its environment, as the cloud service's training toolkit sets th
     "name=value" (Hydra / OmegaConf overrides; dotted names such as trainer.max_epochs):
         lr=20 clip=0.25 tied=true dry-run=false sizes=[2, 3]
 
-- a name of one character is a short option (-x) in the dashed styles, any other a long one
-  (--name), as the toolkit does; names are written without dashes; in the name=value style
-  a name may start with + or ++ (Hydra's "add" and "add or override");
+- in "--name value", a name of one character is a short option (-x), any other a long one
+  (--name), as the toolkit does; "--name=value" always writes two dashes (--x=1); names are
+  written without dashes; in name=value a name may start with + or ++ (Hydra's "add" and
+  "add or override");
 - true / false: explicit, True / False (Python's, which literal_eval and the toolkit use) in
   the dashed styles, true / false (YAML's) in name=value. A store_true switch is named in
   run_spec.bare_flags: then true is the bare flag (--tied) and false no flag at all;
@@ -132,8 +133,8 @@ def flag_arguments(
             arguments += [option(name)] if value is True else []
         elif style == HYDRA_STYLE:
             arguments.append(f"{name}={_style_text(value, style)}")
-        elif style == "--name=value":
-            arguments.append(f"{option(name)}={_style_text(value, style)}")
+        elif style == "--name=value":  # --x=1 too: a configurator strips two dashes
+            arguments.append(f"--{name}={_style_text(value, style)}")
         elif isinstance(value, list):
             arguments += [option(name), *(text(item) for item in value)]
         else:

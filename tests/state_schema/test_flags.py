@@ -33,7 +33,7 @@ def test_the_documented_rendering_of_each_style() -> None:
     ]  # fmt: skip
     assert flag_arguments(VALUES, "--name=value") == [
         "--lr=20", "--clip=0.25", "--tied=True", "--dry-run=False", "--sizes=[2, 3]",
-        "--none=[]", "--name=wiki text", "-x=1e-05",
+        "--none=[]", "--name=wiki text", "--x=1e-05",
     ]  # fmt: skip
     assert flag_arguments(VALUES, "name=value") == [
         "lr=20", "clip=0.25", "tied=true", "dry-run=false", "sizes=[2, 3]", "none=[]",
