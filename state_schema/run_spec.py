@@ -447,7 +447,8 @@ class RunSpec(Hyperparameters):
         ]
         if self.hyperparameter_style != DEFAULT_STYLE:
             message = why.format(field="hyperparameter_style")
-            errors.append(field_error(("hyperparameter_style",), message, DEFAULT_STYLE))
+            style = self.hyperparameter_style
+            errors.append(field_error(("hyperparameter_style",), message, style))
         if self.distribution is not None and self.distribution.enabled:
             # Under torchrun every rank would train its own copy and write the same files.
             message = (
@@ -651,21 +652,22 @@ class RunSpec(Hyperparameters):
             flags[flag] = script_value(value, flags[flag])
         leaders = {flag: role for role, flag in self.hyperparameter_roles.items()}
         for follower, coupled in self.coupled_flags.items():
-            role = leaders[coupled.follows]
-            before = role_value(role, self.script_hyperparameters[coupled.follows])
-            after = role_value(role, flags[coupled.follows])
-            flags[follower] = coupled_value(follower, coupled, flags[follower], before, after)
+            leader = coupled.follows
+            if flags[leader] == self.script_hyperparameters[leader]:
+                continue  # a role no strategy changed: its followers stay
+            if coupled.relation == "equal":
+                flags[follower] = flags[leader]
+                continue
+            before = role_value(leaders[leader], self.script_hyperparameters[leader])
+            after = role_value(leaders[leader], flags[leader])
+            flags[follower] = scaled_value(follower, coupled, flags[follower], before, after)
         return self.model_copy(update={"script_hyperparameters": flags})
 
 
-def coupled_value(
+def scaled_value(
     flag: str, coupled: CoupledFlag, value: Any, leader_before: Any, leader_after: Any
 ) -> Any:
-    """A coupled flag's value once its leader went from leader_before to leader_after."""
-    if leader_after == leader_before:
-        return value
-    if coupled.relation == "equal":
-        return leader_after
+    """A ratio-coupled flag's value once its leader went from leader_before to leader_after."""
     if leader_before == 0:
         raise ValueError(
             f"coupled_flags.{flag}: {coupled.follows} was 0, so no ratio can follow it"
