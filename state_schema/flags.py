@@ -21,8 +21,8 @@ SM_HP_<NAME> in its environment, as the cloud service's training toolkit sets th
 - a list: "--name value": the flag, then each item (argparse nargs="+" or "*"), an empty
   list no flag; the other styles: one value [2, 3] (a Python / YAML list);
 - an int or a float: repr(), which reads back as the same number (20, 0.25, 1e-05);
-- a string: as it is; in name=value, quoted ('a b') where Hydra's grammar would read more
-  into it than text.
+- a string: as it is; in name=value, quoted ('a b', 'true', '10') where Hydra's grammar would
+  read it as more than text or as another type.
 The order is the dictionary's.
 """
 
@@ -114,9 +114,21 @@ def _style_text(value: object, style: HyperparameterStyle) -> str:
     if isinstance(value, list):  # a Python literal, or a Hydra list of its own values
         items = (_style_text(i, style) if hydra else repr(i) for i in value)
         return "[" + ", ".join(items) + "]"
-    if hydra and isinstance(value, str) and not HYDRA_PLAIN.fullmatch(value):
+    if hydra and isinstance(value, str) and not _hydra_plain(value):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return text(value)  # type: ignore[arg-type]
+
+
+def _hydra_plain(value: str) -> bool:
+    """True when Hydra reads this text back as the same string: not quoted, it must hold
+    no grammar and not read as a boolean, null or number ("true", "1e-3" are quoted)."""
+    if not HYDRA_PLAIN.fullmatch(value) or value.lower() in ("true", "false", "null"):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return True
+    return False
 
 
 def flag_arguments(

@@ -83,11 +83,12 @@ def test_key_value_overrides_read_back_as_python_literals() -> None:
 def test_hydra_overrides_read_back_through_the_example_parser() -> None:
     config = {"trainer": {"max_epochs": 3, "name": "x"}, "optim": {"lr": 0.1, "fused": True}}
     given = {"trainer.max_epochs": 2, "optim.lr": 1e-05, "optim.fused": False}
-    given |= {"trainer.name": "it's a b", "+trainer.tags": ["a", "b c"], "++extra": None}
+    given |= {"trainer.name": "it's a b", "+trainer.tags": ["a", "b c", "true", "10"]}
+    given |= {"++extra": None}
     for argument in flag_arguments(given, "name=value"):
         hydra_style.apply_override(config, argument)
     assert config == {
-        "trainer": {"max_epochs": 2, "name": "it's a b", "tags": ["a", "b c"]},
+        "trainer": {"max_epochs": 2, "name": "it's a b", "tags": ["a", "b c", "true", "10"]},
         "optim": {"lr": 1e-05, "fused": False},
     }
 
