@@ -38,8 +38,14 @@ for _ in range(3):
         ),
         (  # a configurator: a config file, then --key=value, booleans explicit
             {"hyperparameter_style": "--name=value", "arguments": ["cfg.py"]},
-            ["cfg.py", "--lr=0.1", "--optimizer=adam", "--tied=True", "--off=False",
-             "--sizes=[2, 3]"],
+            [
+                "cfg.py",
+                "--lr=0.1",
+                "--optimizer=adam",
+                "--tied=True",
+                "--off=False",
+                "--sizes=[2, 3]",
+            ],
         ),
     ],
     ids=["bare-flags", "key-equals-value"],
