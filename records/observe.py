@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
-from remedy.jobs import JobSnapshot, RuleEvaluation, is_infrastructure_failure
+from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, is_infrastructure_failure
 from remedy.records.verdict import run_flaw
 from remedy.state_schema import (
     DataProblem,
@@ -201,17 +202,29 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
     return end(state, f"the job was stopped outside the flow{why}")
 
 
-def progress_line(state: State, snapshot: JobSnapshot) -> str:
+def progress_line(state: State, snapshot: JobSnapshot, now: datetime | None = None) -> str:
+    """`attempt 1 | InProgress | step 120/500, epoch 2, 3.1 steps/s, 38 s, loss 0.53 | ...`:
+    what the job knows, and nothing it does not (no total, no epoch: not shown)."""
     rules = ", ".join(f"{r.name}: {r.status}" for r in snapshot.rules)
     progress = snapshot.progress
     if progress:
-        loss = "non-finite" if progress.loss is None else f"{progress.loss:.4g}"
-        where = (
-            f"step {progress.step}/{progress.total_steps or '?'} epoch {progress.epoch} loss {loss}"
-        )
+        where = progress_text(progress, snapshot.started, now or datetime.now(UTC))
     else:
         where = snapshot.status_message or "starting"  # e.g. waiting for a free GPU
     return (
         f"attempt {state.history.num_retraining} | {snapshot.status.value} | "
         f"{where} | {rules or 'rules: starting'}"
     )
+
+
+def progress_text(progress: Progress, started: datetime | None, now: datetime) -> str:
+    parts = [f"step {progress.step}" + (f"/{progress.total_steps}" if progress.total_steps else "")]
+    if progress.epoch is not None:
+        parts.append(f"epoch {progress.epoch}")
+    if started is not None:
+        elapsed = max((now - started).total_seconds(), 0.0)
+        if elapsed > 0 and progress.steps_run:  # since the launch: start-up included
+            parts.append(f"{progress.steps_run / elapsed:.3g} steps/s")
+        parts.append(f"{elapsed:.0f} s")
+    parts.append("loss non-finite" if progress.loss is None else f"loss {progress.loss:.4g}")
+    return ", ".join(parts)

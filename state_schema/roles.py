@@ -36,6 +36,19 @@ ROLES: tuple[str, ...] = (
 )
 
 
+# Roles remedy fills itself at each launch, never a strategy: the attempt's own output folder
+# (output_dir) and the checkpoint folder a warm start resumes from (resume). Their flags are
+# not in hyperparameters: the value is the attempt's, not the user's.
+PATH_ROLES: tuple[str, ...] = ("output_dir", "resume")
+
+
+def check_mapped_role_name(role: str) -> None:
+    """A role hyperparameter_roles may map: a strategy's or a path role."""
+    if role not in ROLES and role not in PATH_ROLES:
+        known = ", ".join((*ROLES, *PATH_ROLES))
+        raise ValueError(f"unknown role {role!r}; known roles: {known}")
+
+
 def check_role_name(role: str) -> None:
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; known roles: {', '.join(ROLES)}")

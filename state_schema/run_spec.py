@@ -2,9 +2,10 @@
 
 The built-in job (entry_point remedy.training.train) receives the contract's fields
 (Hyperparameters). Any other entry point, a user's script or module in source_dir, is
-started with its own flags (`hyperparameters`, passed as `--name value`, see flags.py), and
-`hyperparameter_roles` says which of them the strategies may change (see roles.py). The job
-contract a user reads is docs/job-contract.md.
+started with its own flags (`hyperparameters`, after the fixed `arguments`, rendered in its
+`hyperparameter_style`, see flags.py), and `hyperparameter_roles` says which of them the
+strategies may change (see roles.py), `coupled_flags` which follow them. The job contract a
+user reads is docs/job-contract.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,17 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from remedy.state_schema.base import Strict
 from remedy.state_schema.entry_points import (
@@ -22,14 +33,33 @@ from remedy.state_schema.entry_points import (
     check_source_dir,
     is_script,
 )
-from remedy.state_schema.flags import FlagValue, check_hyperparameters, option
-from remedy.state_schema.hyperparameters import Hyperparameters
+from remedy.state_schema.flags import (
+    DEFAULT_STYLE,
+    HYDRA_STYLE,
+    FlagValue,
+    HyperparameterStyle,
+    check_hyperparameters,
+    command_line,
+    option,
+)
+from remedy.state_schema.hyperparameters import Hyperparameters, is_number, takes_none
 from remedy.state_schema.metric_definitions import MAX_METRIC_DEFINITIONS, MetricDefinition
-from remedy.state_schema.roles import check_role_name, role_value, script_value
+from remedy.state_schema.roles import (
+    PATH_ROLES,
+    check_mapped_role_name,
+    check_role_name,
+    role_value,
+    script_value,
+)
 from remedy.state_schema.slurm_spec import SlurmSpec
 
 # Contract fields every job uses, the built-in one or not: the rest are the built-in job's.
 FIELDS_OF_EVERY_JOB = frozenset({"base_job_name", "nan_guard", "init_checkpoint", "start_epoch"})
+# Fields only the built-in job reads: a script run's payload leaves them out (it never got them).
+BUILTIN_ONLY_FIELDS = frozenset(Hyperparameters.model_fields) - FIELDS_OF_EVERY_JOB
+# Fields only a script reads (their JSON names): a built-in run's payload leaves out the new
+# ones, so it dumps as it always did.
+SCRIPT_ONLY_NEW_FIELDS = ("hyperparameter_style", "arguments", "bare_flags", "coupled_flags")
 
 
 # The rules of a run_spec that names none (debugger/rule_presets.py defines the sets).
@@ -132,6 +162,20 @@ def exploding_tensor_rule() -> RuleSpec:
 
 def field_error(loc: tuple[str, ...], message: str, value: Any) -> InitErrorDetails:
     return InitErrorDetails(type=PydanticCustomError("run_spec", message), loc=loc, input=value)
+
+
+class CoupledFlag(Strict):
+    """A flag that moves with a role's flag, so settings that belong together stay together
+    (a schedule's min_lr with its learning rate)."""
+
+    follows: str = Field(
+        description="The flag it follows: one that hyperparameter_roles maps to a role."
+    )
+    relation: Literal["ratio", "equal"] = Field(
+        "ratio",
+        description="ratio: scaled by the same factor as the flag it follows (min_lr 0.1 "
+        "-> 0.01 when learning_rate goes 1.0 -> 0.1); equal: always the same value.",
+    )
 
 
 class TorchDistributed(Strict):
@@ -265,7 +309,30 @@ class RunSpec(Hyperparameters):
         default_factory=dict,
         description='Role -> the script\'s flag name, e.g. {"learning_rate": "lr"}: which '
         "flags the remediation strategies may change. A strategy applies only when the "
-        "roles it changes are mapped.",
+        "roles it changes are mapped. output_dir: the flag that gets the attempt's own "
+        "output folder; resume: the flag that gets a warm start's checkpoint folder.",
+    )
+    hyperparameter_style: HyperparameterStyle = Field(
+        DEFAULT_STYLE,
+        description="How the script reads its flags: '--name value' (argparse), "
+        "'--name=value' (a configurator of --key=value overrides), 'name=value' (Hydra / "
+        "OmegaConf overrides, dotted names allowed). Booleans are explicit: --flag True, "
+        "--flag=True, flag=true.",
+    )
+    arguments: list[StrictStr] = Field(
+        default_factory=list,
+        description="Fixed arguments before the flags, e.g. a config file: "
+        '["config/train_small.py"].',
+    )
+    bare_flags: list[str] = Field(
+        default_factory=list,
+        description="store_true switches among hyperparameters: true passes the bare flag "
+        "(--tied), false nothing. Not in the name=value style.",
+    )
+    coupled_flags: dict[str, CoupledFlag] = Field(
+        default_factory=dict,
+        description='Flag -> the role flag it follows, e.g. {"min_lr": {"follows": "lr", '
+        '"relation": "ratio"}}: when a strategy changes lr, min_lr changes by the same factor.',
     )
     distribution: Distribution | None = Field(
         None,
@@ -382,9 +449,16 @@ class RunSpec(Hyperparameters):
             for alias, value in (
                 ("hyperparameters", self.script_hyperparameters),
                 ("hyperparameter_roles", self.hyperparameter_roles),
+                ("arguments", self.arguments),
+                ("bare_flags", self.bare_flags),
+                ("coupled_flags", self.coupled_flags),
             )
             if value
         ]
+        if self.hyperparameter_style != DEFAULT_STYLE:
+            message = why.format(field="hyperparameter_style")
+            style = self.hyperparameter_style
+            errors.append(field_error(("hyperparameter_style",), message, style))
         if self.distribution is not None and self.distribution.enabled:
             # Under torchrun every rank would train its own copy and write the same files.
             message = (
@@ -413,17 +487,77 @@ class RunSpec(Hyperparameters):
                 errors.append(field_error(("hyperparameter_roles", role), str(error), flag))
             else:
                 taken[flag] = role
+        errors += self._command_line_errors()
+        for flag, coupled in self.coupled_flags.items():
+            try:
+                self._check_coupled(flag, coupled, taken)
+            except ValueError as error:
+                errors.append(field_error(("coupled_flags", flag), str(error), flag))
         return errors
 
+    def _command_line_errors(self) -> list[InitErrorDetails]:
+        errors = []
+        hydra = self.hyperparameter_style == HYDRA_STYLE
+        for name in self.bare_flags:
+            value = self.script_hyperparameters.get(name)
+            if hydra:
+                why = "name=value overrides have no bare flag: give the value (name=true)"
+            elif not isinstance(value, bool):
+                why = f"a bare flag is a true/false entry of hyperparameters; {name} is " + (
+                    "not there" if name not in self.script_hyperparameters else repr(value)
+                )
+            else:
+                continue
+            errors.append(field_error(("bare_flags",), f"{name}: {why}", name))
+        if not hydra:
+            for name in self.script_hyperparameters:
+                if name.startswith("+"):
+                    why = "a + prefix is Hydra's: only in hyperparameter_style 'name=value'"
+                    errors.append(field_error(("hyperparameters", name), why, name))
+        for index, argument in enumerate(self.arguments):
+            if "\0" in argument or not argument:
+                why = "an argument is non-empty text without NUL characters"
+                errors.append(field_error(("arguments", str(index)), why, argument))
+        return errors
+
+    def _check_coupled(self, flag: str, coupled: CoupledFlag, taken: Mapping[str, str]) -> None:
+        leader_role = taken.get(coupled.follows)
+        if leader_role is None or leader_role in PATH_ROLES:
+            raise ValueError(
+                f"follows {coupled.follows!r}, which hyperparameter_roles does not map to a "
+                "role: only a flag a strategy changes moves others"
+            )
+        if flag not in self.script_hyperparameters:
+            raise ValueError(f'is not in hyperparameters (add "{flag}": its current value)')
+        if flag in taken:
+            raise ValueError(f"already plays {taken[flag]}: a flag follows or leads, not both")
+        if coupled.relation == "ratio":
+            annotation = Hyperparameters.model_fields[leader_role].annotation
+            value = self.script_hyperparameters[flag]
+            if not is_number(annotation) or takes_none(annotation):
+                raise ValueError(
+                    f"ratio needs a leader that is always a number; {leader_role} is not "
+                    "(use relation 'equal')"
+                )
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"ratio scales a number; hyperparameters.{flag} is {value!r}")
+
     def _check_role(self, role: str, flag: str, taken: Mapping[str, str]) -> None:
-        check_role_name(role)
+        check_mapped_role_name(role)
+        if flag in taken:
+            raise ValueError(f"the flag {flag!r} already plays {taken[flag]}")
+        if role in PATH_ROLES:
+            if flag in self.script_hyperparameters:
+                raise ValueError(
+                    f"remedy passes each attempt's own folder as {flag!r}: remove it from "
+                    "hyperparameters"
+                )
+            return
         if flag not in self.script_hyperparameters:
             raise ValueError(
                 f"maps to the flag {flag!r}, which hyperparameters lacks: a strategy would "
                 f'have nothing to change (add "{flag}": <its current value>)'
             )
-        if flag in taken:
-            raise ValueError(f"the flag {flag!r} already plays {taken[flag]}")
         try:
             role_value(role, self.script_hyperparameters[flag])
         except ValueError as error:
@@ -440,9 +574,44 @@ class RunSpec(Hyperparameters):
         """A script path (python SCRIPT); otherwise a module (python -m MODULE)."""
         return is_script(self.entry_point)
 
-    def job_hyperparameters(self) -> dict[str, Any]:
-        """The hyperparameters the job receives, as JSON values (the toolkit's SM_HPS)."""
-        return self.hyperparameters() if self.is_builtin else dict(self.script_hyperparameters)
+    def job_hyperparameters(
+        self, output_dir: str | None = None, resume: str | None = None
+    ) -> dict[str, Any]:
+        """The hyperparameters the job receives, as JSON values (the toolkit's SM_HPS): a
+        script's flags, with the attempt's output folder and warm start's checkpoint folder
+        for the flags of the output_dir and resume roles (None: no such flag)."""
+        if self.is_builtin:
+            return self.hyperparameters()
+        values = dict(self.script_hyperparameters)
+        for role, path in (("output_dir", output_dir), ("resume", resume)):
+            flag = self.hyperparameter_roles.get(role)
+            if flag is not None and path is not None:
+                values[flag] = path
+        return values
+
+    def job_arguments(self, output_dir: str | None = None, resume: str | None = None) -> list[str]:
+        """A script's command line after its entry point: arguments, then its flags."""
+        return command_line(
+            self.job_hyperparameters(output_dir, resume),
+            self.hyperparameter_style,
+            self.arguments,
+            self.bare_flags,
+        )
+
+    @model_serializer(mode="wrap")
+    def _what_applies(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """A script run's payload leaves out the built-in job's fields (it never received
+        them: learning_rate 0.1 would mislead); a built-in run's the script's new fields.
+        Either reads back as the same spec: the left-out fields hold their defaults."""
+        data = handler(self)
+        if info.include is not None:  # the fields asked for (hyperparameters(): the contract)
+            return data
+        left_out = BUILTIN_ONLY_FIELDS if not self.is_builtin else SCRIPT_ONLY_NEW_FIELDS
+        for name in left_out:
+            data.pop(name, None)
+        return data
 
     # --- roles: what strategies read and write ----------------------------------------
     def has_role(self, role: str) -> bool:
@@ -491,4 +660,28 @@ class RunSpec(Hyperparameters):
         for role, value in values.items():
             flag = self.hyperparameter_roles[role]
             flags[flag] = script_value(value, flags[flag])
+        leaders = {flag: role for role, flag in self.hyperparameter_roles.items()}
+        for follower, coupled in self.coupled_flags.items():
+            leader = coupled.follows
+            if flags[leader] == self.script_hyperparameters[leader]:
+                continue  # a role no strategy changed: its followers stay
+            if coupled.relation == "equal":
+                flags[follower] = flags[leader]
+                continue
+            before = role_value(leaders[leader], self.script_hyperparameters[leader])
+            after = role_value(leaders[leader], flags[leader])
+            flags[follower] = scaled_value(follower, coupled, flags[follower], before, after)
         return self.model_copy(update={"script_hyperparameters": flags})
+
+
+def scaled_value(
+    flag: str, coupled: CoupledFlag, value: Any, leader_before: Any, leader_after: Any
+) -> Any:
+    """A ratio-coupled flag's value once its leader went from leader_before to leader_after."""
+    if leader_before == 0:
+        raise ValueError(
+            f"coupled_flags.{flag}: {coupled.follows} was 0, so no ratio can follow it"
+        )
+    scaled = value * (leader_after / leader_before)  # validated: numbers
+    # 12 digits: 0.1 * 0.01 reads 0.001, not 0.0010000000000000002
+    return round(scaled) if isinstance(value, int) else float(f"{scaled:.12g}")

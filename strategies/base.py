@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from remedy.state_schema import RunSpec, State
+from remedy.state_schema.flags import option
 from remedy.state_schema.roles import ROLES
 
 STRATEGIES: dict[str, type[Strategy]] = {}
@@ -80,8 +81,12 @@ class Strategy:
         shown = [
             (role, before.role_as_given(role), after.role_as_given(role)) for role in self.changes
         ]
+        shown += [  # coupled flags that followed (a schedule's min_lr)
+            (flag, before.script_hyperparameters[flag], after.script_hyperparameters.get(flag))
+            for flag in before.coupled_flags
+        ]
         changed = ", ".join(
-            f"{before.role_label(role)} {old} -> {new}" for role, old, new in shown if old != new
+            f"{label(before, role)} {old} -> {new}" for role, old, new in shown if old != new
         )
         return f"{self.explanation} ({changed})" if changed else self.explanation
 
@@ -92,6 +97,13 @@ class Strategy:
             update={self.counter: getattr(state.history, self.counter) + 1}
         )
         return state.model_copy(update={"history": history})
+
+
+def label(spec: RunSpec, role_or_flag: str) -> str:
+    """A role as reason() shows it (its field or flag), or a coupled flag as its option."""
+    if role_or_flag in spec.coupled_flags:
+        return option(role_or_flag)
+    return spec.role_label(role_or_flag)
 
 
 def register_strategy(cls: type[Strategy]) -> type[Strategy]:

@@ -54,7 +54,21 @@ def train(state: State, run_dir: str) -> State:
     attempt = state.current_attempt
     why = f" ({attempt.strategy})" if attempt and attempt.strategy else ""
     logger.info("launched attempt %d%s: job %s", state.history.num_retraining, why, job_name)
+    if state.history.num_retraining == 1 and (shared := shared_outputs(state.run_spec)):
+        logger.warning(shared)
     return state
+
+
+def shared_outputs(spec: RunSpec) -> str | None:
+    """What the first attempt's log says of a script that gets no folder of its own."""
+    if spec.is_builtin or "output_dir" in spec.hyperparameter_roles:
+        return None
+    return (
+        "outputs may be shared: the script gets no output_dir role, so whatever it writes "
+        "outside SM_MODEL_DIR / REMEDY_OUTPUT_DIR (e.g. its own --out-dir) every attempt "
+        "writes to the same place, a later one over an earlier one's; map the flag of its "
+        'output folder: "hyperparameter_roles": {"output_dir": "<flag>"} (docs/job-contract.md)'
+    )
 
 
 @task(cache_policy=NO_CACHE)

@@ -34,7 +34,7 @@ from remedy.jobs.base import (
     RuleEvaluation,
     read_checkpoint,
 )
-from remedy.jobs.local.environment import job_launch
+from remedy.jobs.local.environment import job_launch, path_flags
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_written_by_job
 from remedy.jobs.local.log_metrics import final_values, read_records
@@ -157,7 +157,8 @@ class LocalBackend(JobBackend):
             folder.mkdir(parents=True, exist_ok=True)
         if spec.init_checkpoint and not spec.is_builtin:
             place_warm_start(Path(spec.init_checkpoint), paths.checkpoints)
-        write_atomic(paths.hyperparameters, json.dumps(spec.job_hyperparameters(), indent=2))
+        hyperparameters = spec.job_hyperparameters(**path_flags(spec, paths))
+        write_atomic(paths.hyperparameters, json.dumps(hyperparameters, indent=2))
         write_atomic(paths.debugger_config, json.dumps(debugger_config(spec, paths.tensors)))
         write_atomic(paths.rules, json.dumps(rule_configs(spec), indent=2))
         write_atomic(paths.job, json.dumps(self.launch_record(job_name, spec, paths), indent=2))

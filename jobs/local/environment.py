@@ -4,7 +4,9 @@ Every job, the built-in one or a user's, gets the same environment (the names ar
 remedy.state_schema.job_env's; docs/job-contract.md is the user's page). The built-in job
 keeps its command line (--hyperparameters FILE --output-dir DIR); any other entry point is
 run by the launcher, exactly as `python SCRIPT ARGS` or `python -m MODULE ARGS` would run it,
-with its hyperparameters as flags. With run_spec.distribution, torchrun starts the launcher
+ARGS being run_spec.arguments then its hyperparameters as flags in its hyperparameter_style;
+the flags of the output_dir and resume roles get the job's model folder and the copy of its
+warm start's checkpoint. With run_spec.distribution, torchrun starts the launcher
 once per rank (`python -m torch.distributed.run --standalone --nproc-per-node N -m
 remedy.training.launch SCRIPT ARGS`).
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from remedy.jobs.local.gpus import gpus_wanted, visible_devices
 from remedy.jobs.local.layout import JobPaths
-from remedy.state_schema import RunSpec, flag_arguments
+from remedy.state_schema import RunSpec
 from remedy.state_schema import job_env as names
 from remedy.state_schema.flags import environment_value
 
@@ -50,7 +52,7 @@ def job_command(spec: RunSpec, paths: JobPaths, processes: int | None = None) ->
             str(paths.root),
         ]
     target = [spec.entry_point] if spec.is_script else ["-m", spec.entry_point]
-    flags = flag_arguments(spec.script_hyperparameters)
+    flags = spec.job_arguments(**path_flags(spec, paths))
     launcher = ["-m", names.LAUNCHER_MODULE, *target, *flags]
     if processes is None:
         return [sys.executable, *launcher]
@@ -58,6 +60,14 @@ def job_command(spec: RunSpec, paths: JobPaths, processes: int | None = None) ->
     # of their own; the launcher ends a rank whose torchrun is killed (training/launch.py).
     torchrun = [sys.executable, "-m", TORCHRUN_MODULE, "--standalone"]
     return [*torchrun, f"--nproc-per-node={processes}", *launcher]
+
+
+def path_flags(spec: RunSpec, paths: JobPaths) -> dict[str, str | None]:
+    """What the flags of the output_dir and resume roles get: the job's own model folder
+    (SM_MODEL_DIR), and the copy of the warm start's checkpoint in its checkpoint folder."""
+    warm = spec.init_checkpoint
+    resume = None if warm is None else str(paths.checkpoints / Path(warm).name)
+    return {"output_dir": str(paths.model), "resume": resume}
 
 
 def job_processes(spec: RunSpec, environ: Mapping[str, str]) -> int | None:
@@ -85,7 +95,7 @@ def toolkit_variables(
     spec: RunSpec, job_name: str, paths: JobPaths, environ: Mapping[str, str]
 ) -> dict[str, str]:
     """The cloud training toolkit's names, so a script written for it runs unchanged."""
-    hyperparameters = spec.job_hyperparameters()
+    hyperparameters = spec.job_hyperparameters(**path_flags(spec, paths))
     num_gpus, num_cpus = job_gpus(spec, environ), os.cpu_count() or 1
     training_env = {
         "channel_input_dirs": {},

@@ -6,8 +6,9 @@ training image, where nothing of remedy may be installed: it imports the standar
 only, and remedy's modules only when they are there.
 
 - The job's flags are rebuilt from the toolkit's hyperparameters file with remedy's own
-  rules (remedy.state_schema.flag_arguments: `true` a bare flag, lists spread), not taken
-  from the toolkit's command line (which writes `--tied True`, `--sizes [1, 2]`).
+  rules (remedy.state_schema.flags.command_line, in the run_spec's hyperparameter_style,
+  after its arguments, with its bare_flags: all three in REMEDY_COMMAND_LINE), not taken from
+  the toolkit's command line (which writes `--sizes [1, 2]`).
 - remedy installed in the image: `python -m remedy.training.launch ENTRY FLAGS` (zero-code
   capture into the s3:// store REMEDY_DEBUGGER_CONFIG names, NaN guard, clean stop on the
   service's SIGTERM); the built-in job as `python -m remedy.training.train`.
@@ -41,6 +42,7 @@ CHECKPOINT_DIR = "/opt/ml/checkpoints"  # CheckpointConfig.LocalPath (layout.py)
 LIVE = ("progress.json",)  # and rule_status/*.json: sent while the job runs
 REPORTED = ("result.json", "progress.json", "metrics.jsonl")  # and rule_status/*.json
 REPORT_INTERVAL_S = 5.0
+TOOLKIT_STYLE = "--name value"  # how the toolkit itself passes hyperparameters
 
 
 def log(line: str) -> None:
@@ -84,13 +86,29 @@ def command(entry_point: str, values: dict[str, object], toolkit_args: list[str]
         return [sys.executable, "-m", BUILTIN, "--hyperparameters", str(hyperparameters_file),
                 "--output-dir", output_dir, "--checkpoint-dir", checkpoints]  # fmt: skip
     target = [entry_point] if entry_point.endswith(".py") else ["-m", entry_point]
+    form = json.loads(os.environ.get("REMEDY_COMMAND_LINE") or "{}")
     if not installed("remedy.training.launch"):
+        if (
+            any(form.get(key) for key in ("arguments", "bare_flags"))
+            or form.get("hyperparameter_style", TOOLKIT_STYLE) != TOOLKIT_STYLE
+        ):
+            raise SystemExit(
+                f"{PREFIX} run_spec's hyperparameter_style, arguments and bare_flags need "
+                "remedy installed in the image (install remedy-train, see docs/cloud.md): "
+                "the toolkit alone passes --name value"
+            )
         log("remedy is not installed in this image: the job runs without capture, NaN guard "
             "or progress files (install remedy-train in the image, see docs/cloud.md)")  # fmt: skip
         return [sys.executable, *target, *toolkit_args]
-    from remedy.state_schema import flag_arguments
+    from remedy.state_schema.flags import command_line
 
-    return [sys.executable, "-m", "remedy.training.launch", *target, *flag_arguments(values)]
+    flags = command_line(
+        values,
+        form.get("hyperparameter_style", TOOLKIT_STYLE),
+        form.get("arguments", []),
+        form.get("bare_flags", []),
+    )
+    return [sys.executable, "-m", "remedy.training.launch", *target, *flags]
 
 
 class Reports:

@@ -7,7 +7,10 @@ it in script mode, checked against the service's model (service_model.py).
   source), sagemaker_container_log_level, sagemaker_job_name, sagemaker_region and, with
   run_spec.distribution, sagemaker_torch_distributed_enabled.
 - Environment: the job contract's variables, pointing at the container's folders and the
-  bucket (REMEDY_DEBUGGER_CONFIG switches the tensor store on).
+  bucket (REMEDY_DEBUGGER_CONFIG switches the tensor store on), and REMEDY_COMMAND_LINE, how
+  the entry program renders a script's flags (hyperparameter_style, arguments, bare_flags:
+  HyperParameters is a map and cannot say it). The flags of the output_dir and resume roles
+  hold the container's model folder and the warm start's restored checkpoint.
 - CheckpointConfig always (warm start, spot interruptions; the built-in job's
   init_checkpoint is the copy of the checkpoint the service restores into the container);
   StoppingCondition from run_spec.max_run_s (and max_wait_s with spot); the managed
@@ -37,6 +40,8 @@ CREATE = "CreateTrainingJob"
 CONTAINER_LOG_LEVEL = "20"  # logging.INFO, the SDK's default
 # Hyperparameters the toolkit reads itself; a script's own flag may not take these names.
 TOOLKIT_PREFIX = "sagemaker_"
+COMMAND_LINE_ENV = "REMEDY_COMMAND_LINE"  # read by container_entry.py
+MODEL_DIR = "/opt/ml/model"  # SM_MODEL_DIR in the container, uploaded at the end
 
 
 def encoded_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
@@ -56,6 +61,13 @@ def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
         names.STOP_FILE_ENV: f"{OUTPUT_DIR}/stop_request",  # the NaN guard's, in the job
         names.NAN_GUARD_ENV: spec.nan_guard,
         "REMEDY_ENTRY_POINT": spec.entry_point,
+        COMMAND_LINE_ENV: json.dumps(
+            {
+                "hyperparameter_style": spec.hyperparameter_style,
+                "arguments": spec.arguments,
+                "bare_flags": spec.bare_flags,
+            }
+        ),
         "REMEDY_REPORT_URI": paths.reports,
         "PYTHONUNBUFFERED": "1",
     }
@@ -64,9 +76,10 @@ def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
 def create_training_job_request(spec: RunSpec, paths: CloudPaths, region: str) -> dict[str, Any]:
     """The request; RequestError when the service's model refuses it, naming the member."""
     assert spec.bucket and spec.sm_role and spec.instance_type  # the preflight's business
-    values = spec.job_hyperparameters()
-    if spec.is_builtin and spec.init_checkpoint:  # the copy the service restores
-        values["init_checkpoint"] = warm_start_folder(spec.init_checkpoint)
+    restored = warm_start_folder(spec.init_checkpoint) if spec.init_checkpoint else None
+    values = spec.job_hyperparameters(output_dir=MODEL_DIR, resume=restored)
+    if spec.is_builtin and restored:  # the copy the service restores
+        values["init_checkpoint"] = restored
     hyperparameters = encoded_hyperparameters(values)
     hyperparameters |= {
         "sagemaker_program": json.dumps(ENTRY_PROGRAM),

@@ -51,6 +51,7 @@ def test_an_exploding_script_is_repaired_through_its_own_flag(
         "source_dir": str(EXAMPLES / "blobs"),
         "entry_point": "train.py",
         "hyperparameters": {"learning-rate": 5, "epochs": 2, "accumulate": 2, "bf16": bf16},
+        "bare_flags": ["bf16"],  # argparse's store_true: --bf16, or nothing
         "hyperparameter_roles": {"learning_rate": "learning-rate"},
         # The seed's one rule: this test is about the launcher's NaN guard under AMP; the
         # default set's DivergingLoss may see the loss climb before anything is non-finite.

@@ -63,10 +63,9 @@ def test_a_script_sees_the_documented_environment(backend: LocalBackend) -> None
     seen = dump(backend, "script", spec)
     job = backend.paths("script")
     # as `cd source_dir && python dump_env.py --lr 0.5 ...`
-    assert seen["argv"] == ["dump_env.py", "--lr", "0.5", "--tied", "--sizes", "2", "3"] + [
-        "--name",
-        "a b",
-    ]
+    assert seen["argv"] == ["dump_env.py", "--lr", "0.5", "--tied", "True"] + [
+        "--dry-run", "False", "--sizes", "2", "3", "--name", "a b",
+    ]  # fmt: skip
     assert seen["cwd"] == str(ENTRY_POINTS) and seen["sys_path_0"] == str(ENTRY_POINTS)
     env = seen["env"]
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ENTRY_POINTS)
@@ -188,7 +187,7 @@ def test_the_built_in_job_keeps_its_command_and_gets_the_same_environment(tmp_pa
 def test_script_and_module_commands_go_through_the_launcher(tmp_path: Path) -> None:
     paths = JobPaths(tmp_path / "job")
     script = RunSpec(entry_point="src/train.py", hyperparameters={"lr": 1e-05, "b": 8})
-    module = RunSpec(entry_point="pkg.train", hyperparameters={"tied": True})
+    module = RunSpec(entry_point="pkg.train", hyperparameters={"tied": True}, bare_flags=["tied"])
     launcher = [sys.executable, "-m", "remedy.training.launch"]
     assert job_launch(script, "s", paths, {}).command == launcher + ["src/train.py"] + [
         "--lr",
@@ -243,3 +242,20 @@ def test_the_escalation_timeline() -> None:
     assert escalation.signal_due(200.0) is None  # each signal once
     urgent = Escalation(grace_s=10, kill_after_s=20)
     assert urgent.signal_due(0.0, urgent=True) is signal.SIGTERM  # the supervisor got SIGTERM
+
+
+def test_path_roles_get_the_jobs_model_folder_and_its_warm_start(tmp_path: Path) -> None:
+    paths = JobPaths(tmp_path / "job")
+    spec = RunSpec.model_validate(
+        {
+            "entry_point": "train.py",
+            "hyperparameters": {"lr": 0.1},
+            "hyperparameter_roles": {"output_dir": "work-dir", "resume": "resume"},
+        }
+    )
+    launch = job_launch(spec, "s", paths, {})
+    assert launch.command[-4:] == ["--lr", "0.1", "--work-dir", str(paths.model)]
+    warm = spec.model_copy(update={"init_checkpoint": str(tmp_path / "old" / "step-40")})
+    launch = job_launch(warm, "s", paths, {})
+    assert launch.command[-2:] == ["--resume", str(paths.checkpoints / "step-40")]
+    assert json.loads(launch.env["SM_HPS"])["work-dir"] == str(paths.model)

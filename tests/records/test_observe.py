@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from remedy.jobs import JobSnapshot
@@ -118,3 +119,15 @@ def test_a_completed_job_with_a_rule_in_error_is_not_clean() -> None:
     assert state.end_reason == (
         "completed, but the run is not clean: rule Dead could not judge the job: Dead says Error"
     )
+
+
+def test_the_progress_line_shows_what_the_job_knows() -> None:
+    started = datetime(2026, 1, 1, tzinfo=UTC)
+    now = started + timedelta(seconds=40)
+    script = describe("InProgress", started=started, progress={"step": 120, "loss": 0.5312})
+    line = progress_line(running_state(), script, now)
+    assert "| step 120, 3 steps/s, 40 s, loss 0.5312 |" in line  # no total, no epoch
+    known = {"step": 120, "start_step": 20, "total_steps": 500, "epoch": 2, "loss": None}
+    builtin = describe("InProgress", started=started, progress=known)
+    line = progress_line(running_state(), builtin, now)
+    assert "| step 120/500, epoch 2, 2.5 steps/s, 40 s, loss non-finite |" in line

@@ -213,3 +213,104 @@ def test_a_custom_rule_file_is_allowed_and_a_built_in_rule_dumps_as_before() -> 
     assert spec.rules[0].rule_file == "my_rules.py"
     assert spec.model_dump()["rules"][0]["rule_file"] == "my_rules.py"
     assert "rule_file" not in RunSpec().model_dump()["rules"][0]
+
+
+# -- command-line styles, coupled flags, path roles, what the payload shows (issue 22) ----
+
+
+def test_the_style_and_fixed_arguments_make_the_command_line() -> None:
+    spec = script(
+        {"learning_rate": 1.0, "compile": False, "trainer.max_epochs": 2}, {},
+        hyperparameter_style="--name=value", arguments=["config/train.py"],
+    )  # fmt: skip
+    assert spec.job_arguments() == [
+        "config/train.py", "--learning_rate=1.0", "--compile=False", "--trainer.max_epochs=2"
+    ]  # fmt: skip
+    hydra = spec.model_copy(update={"hyperparameter_style": "name=value"})
+    assert hydra.job_arguments()[1:] == [
+        "learning_rate=1.0", "compile=false", "trainer.max_epochs=2"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"bare_flags": ["tied"]}, "bare_flags: tied: a bare flag is a true/false entry"),
+        ({"bare_flags": ["lr"]}, "bare_flags: lr: a bare flag is a true/false entry"),
+        (
+            {"bare_flags": ["cuda"], "hyperparameter_style": "name=value"},
+            "bare_flags: cuda: name=value overrides have no bare flag",
+        ),
+        ({"hyperparameter_style": "--name value value"}, "hyperparameter_style"),
+        ({"arguments": [""]}, "arguments.0: an argument is non-empty text"),
+        ({"arguments": "cfg.py"}, "arguments"),
+        ({"hyperparameters": {"+lr": 1}}, "hyperparameters.+lr: a + prefix is Hydra's"),
+        ({"hyperparameter_roles": {"output_dir": "lr"}}, "remove it from hyperparameters"),
+        ({"coupled_flags": {"min_lr": {"follows": "cuda"}}}, "does not map to a role"),
+        ({"coupled_flags": {"min": {"follows": "lr"}}}, "is not in hyperparameters"),
+        ({"coupled_flags": {"cuda": {"follows": "lr"}}}, "ratio scales a number"),
+        ({"coupled_flags": {"lr": {"follows": "lr"}}}, "a flag follows or leads"),
+        ({"coupled_flags": {"min_lr": {"follows": "lr", "relation": "x"}}}, "relation"),
+    ],
+)
+def test_bad_command_line_settings_are_refused_naming_the_field(fields: dict, message: str) -> None:
+    document = {
+        "entry_point": "main.py",
+        "hyperparameters": {"lr": 1.0, "min_lr": 0.1, "cuda": False},
+        "hyperparameter_roles": {"learning_rate": "lr"},
+    }
+    document |= {k: v for k, v in fields.items() if k != "hyperparameters"}
+    document["hyperparameters"] |= fields.get("hyperparameters", {})
+    assert message in errors(document)
+
+
+def test_the_built_in_job_refuses_the_command_line_fields() -> None:
+    text = errors({"arguments": ["x"], "hyperparameter_style": "name=value"})
+    assert "\n  arguments: the built-in job" in text
+    assert "\n  hyperparameter_style: the built-in job" in text
+
+
+def test_a_coupled_flag_follows_its_roles_flag_by_the_same_factor() -> None:
+    coupled = {"min_lr": {"follows": "lr"}, "warmup_lr": {"follows": "lr", "relation": "equal"}}
+    flags = {"lr": 1.0, "min_lr": 0.1, "warmup_lr": 1.0, "iters": 100}
+    spec = script(flags, {"learning_rate": "lr"}, coupled_flags=coupled)
+    after = spec.with_roles({"learning_rate": 0.01})
+    assert after.script_hyperparameters == flags | {"lr": 0.01, "min_lr": 0.001, "warmup_lr": 0.01}
+    assert spec_changes(spec, after)["hyperparameters.min_lr"] == [0.1, 0.001]
+    # a role a strategy does not change leaves its followers alone
+    assert spec.with_roles({"learning_rate": 1.0}).script_hyperparameters["min_lr"] == 0.1
+    text = errors({"entry_point": "m.py", "hyperparameters": {"c": 1.0, "d": 1.0},
+                   "hyperparameter_roles": {"grad_clip_norm": "c"},
+                   "coupled_flags": {"d": {"follows": "c"}}})  # fmt: skip
+    assert "ratio needs a leader that is always a number; grad_clip_norm" in text
+
+
+def test_an_old_roles_payload_still_validates() -> None:
+    spec = RunSpec.model_validate(WORD_LM)
+    assert spec.hyperparameter_roles == {"learning_rate": "lr", "grad_clip_norm": "clip"}
+    assert (spec.hyperparameter_style, spec.arguments) == ("--name value", [])
+    assert (spec.bare_flags, spec.coupled_flags) == ([], {})
+
+
+def test_path_roles_get_the_attempts_folders() -> None:
+    spec = script({"lr": 1.0}, {"output_dir": "work-dir", "resume": "resume"})
+    assert spec.job_arguments() == ["--lr", "1.0"]
+    assert spec.job_arguments(output_dir="/j/model", resume=None) == [
+        "--lr", "1.0", "--work-dir", "/j/model"
+    ]  # fmt: skip
+    assert spec.job_hyperparameters("/j/model", "/j/ck/3")["resume"] == "/j/ck/3"
+
+
+def test_a_script_runs_payload_shows_its_flags_not_the_built_in_fields(tmp_path) -> None:
+    spec = RunSpec.model_validate(WORD_LM | {"base_job_name": "lm"})
+    dumped = spec.model_dump(mode="json")
+    for field in ("learning_rate", "depth", "width", "optimizer", "momentum", "batch_size"):
+        assert field not in dumped
+    assert dumped["hyperparameters"]["lr"] == 20 and dumped["base_job_name"] == "lm"
+    assert RunSpec.model_validate(dumped) == spec
+    save_state(tmp_path / "state.json", State(run_spec=spec))
+    assert load_state(tmp_path / "state.json").run_spec == spec
+    # the built-in job's payload is as it was: no script fields added
+    builtin = RunSpec().model_dump(mode="json")
+    assert builtin["learning_rate"] == 0.1 and "hyperparameter_style" not in builtin
+    assert "hyperparameters" in builtin  # as before: an empty object

@@ -134,11 +134,13 @@ def test_a_script_without_roles_gets_no_strategy_and_is_told_why() -> None:
 
 def test_batch_norm_through_a_store_true_flag() -> None:
     spec = script({"lr": 0.1, "batch-norm": False}, add_batch_norm="batch-norm")
+    spec = spec.model_copy(update={"bare_flags": ["batch-norm"]})
     strategy = get_strategy("add_batch_norm")
     assert strategy.understood_by(spec) and strategy.applies(spec)
     after = strategy.apply(spec)
     assert after.script_hyperparameters["batch-norm"] is True
-    assert flag_arguments(after.script_hyperparameters) == ["--lr", "0.1", "--batch-norm"]
+    assert after.job_arguments() == ["--lr", "0.1", "--batch-norm"]
+    assert flag_arguments(after.script_hyperparameters) == ["--lr", "0.1", "--batch-norm", "True"]
     assert not strategy.applies(after)
 
 
@@ -187,3 +189,21 @@ def test_a_strategy_declaring_an_unknown_role_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown roles \\['momentum_typo'\\]"):
         register_strategy(Bogus)
     assert "bogus_strategy_test" not in STRATEGIES
+
+
+def test_a_strategy_moves_a_coupled_flag_and_says_so() -> None:
+    spec = RunSpec.model_validate(
+        {
+            "entry_point": "train.py",
+            "hyperparameter_style": "--name=value",
+            "hyperparameters": {"learning_rate": 1.0, "min_lr": 0.1},
+            "hyperparameter_roles": {"learning_rate": "learning_rate"},
+            "coupled_flags": {"min_lr": {"follows": "learning_rate"}},
+        }
+    )
+    strategy = get_strategy("lower_lr_10x")
+    after = strategy.apply(spec)
+    assert after.script_hyperparameters == {"learning_rate": 0.1, "min_lr": 0.01}
+    assert after.job_arguments() == ["--learning_rate=0.1", "--min_lr=0.01"]
+    reason = strategy.reason(spec, after)
+    assert "--learning_rate 1.0 -> 0.1" in reason and "--min_lr 0.1 -> 0.01" in reason

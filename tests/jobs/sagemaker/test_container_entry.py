@@ -4,6 +4,7 @@ report files uploaded to the bucket (moto's S3 server) at the end."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import boto3
+import pytest
 from remedy.jobs.sagemaker.source import ENTRY_PROGRAM
 
 from tests.jobs.sagemaker.conftest import BUCKET
@@ -27,7 +29,30 @@ for _ in range(3):
 """
 
 
-def test_the_entry_program_runs_the_script_under_the_launcher(aws: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("command_line", "expected"),
+    [
+        (  # the default style; store_true switches named in bare_flags
+            {"bare_flags": ["tied", "off"]},
+            ["--lr", "0.1", "--optimizer", "adam", "--tied", "--sizes", "2", "3"],
+        ),
+        (  # a configurator: a config file, then --key=value, booleans explicit
+            {"hyperparameter_style": "--name=value", "arguments": ["cfg.py"]},
+            [
+                "cfg.py",
+                "--lr=0.1",
+                "--optimizer=adam",
+                "--tied=True",
+                "--off=False",
+                "--sizes=[2, 3]",
+            ],
+        ),
+    ],
+    ids=["bare-flags", "key-equals-value"],
+)
+def test_the_entry_program_runs_the_script_under_the_launcher(
+    aws: str, tmp_path: Path, command_line: dict, expected: list[str]
+) -> None:
     code, config, output = tmp_path / "code", tmp_path / "config", tmp_path / "output"
     for folder in (code, config, output):
         folder.mkdir()
@@ -48,6 +73,7 @@ def test_the_entry_program_runs_the_script_under_the_launcher(aws: str, tmp_path
         "REMEDY_DEBUGGER_CONFIG": str(code / "debugger.json"),
         "REMEDY_REPORT_URI": f"s3://{BUCKET}/remedy/entry-job/remedy",
         "REMEDY_TORCH_THREADS": "1",
+        "REMEDY_COMMAND_LINE": json.dumps(command_line),
     }
     # the toolkit's own command line, which the program does not use for remedy's flags
     toolkit_args = ["--lr", "0.1", "--tied", "True", "--sizes", "[2, 3]"]
@@ -55,7 +81,26 @@ def test_the_entry_program_runs_the_script_under_the_launcher(aws: str, tmp_path
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     argv = json.loads((code / "argv.json").read_text())
-    assert argv == ["--lr", "0.1", "--optimizer", "adam", "--tied", "--sizes", "2", "3"]
+    assert argv == expected
     assert (store / "end.json").exists()  # captured with zero code
     body = boto3.client("s3").get_object(Bucket=BUCKET, Key="remedy/entry-job/remedy/result.json")
     assert json.loads(body["Body"].read())["status"] == "Completed"
+
+
+def test_without_remedy_in_the_image_another_style_stops_the_job_saying_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    entry = Path(__file__).parents[3] / "jobs/sagemaker/container_entry.py"
+    spec = importlib.util.spec_from_file_location("container_entry_copy", entry)
+    assert spec is not None and spec.loader is not None
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)
+    # an image without remedy: nothing here can uninstall it, so the look-up says so
+    monkeypatch.setattr(program, "installed", lambda module: False)
+    monkeypatch.setenv("REMEDY_COMMAND_LINE", json.dumps({"hyperparameter_style": "name=value"}))
+    with pytest.raises(SystemExit, match="hyperparameter_style, arguments and bare_flags need"):
+        program.command("train.py", {"lr": 0.1}, ["--lr", "0.1"])
+    monkeypatch.setenv("REMEDY_COMMAND_LINE", json.dumps({"hyperparameter_style": "--name value"}))
+    assert program.command("train.py", {"lr": 0.1}, ["--lr", "0.1"])[1:] == [
+        "train.py", "--lr", "0.1"
+    ]  # fmt: skip

@@ -220,3 +220,20 @@ def response(name: str, status: str, secondary: str, message: str = "", **more: 
             {"Status": secondary, "StartTime": found["CreationTime"], "StatusMessage": message}
         ]
     return found | more
+
+
+def test_the_command_line_form_and_path_roles_reach_the_entry_program(tmp_path: Path) -> None:
+    spec = cloud_spec(
+        tmp_path,
+        hyperparameter_style="name=value",
+        hyperparameters={"optim.lr": 0.1, "trainer.max_epochs": 2},
+        hyperparameter_roles={"learning_rate": "optim.lr", "output_dir": "hydra.run.dir"},
+        arguments=["--config-name=small"],
+    )
+    request = create_training_job_request(spec, CloudPaths(BUCKET, "job"), REGION)
+    hp = request["HyperParameters"]
+    assert hp["optim.lr"] == "0.1" and json.loads(hp["hydra.run.dir"]) == "/opt/ml/model"
+    form = json.loads(request["Environment"]["REMEDY_COMMAND_LINE"])
+    assert form == {
+        "hyperparameter_style": "name=value", "arguments": ["--config-name=small"], "bare_flags": []
+    }  # fmt: skip
