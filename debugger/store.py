@@ -44,10 +44,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile
+
+try:  # the same crc32 as zlib's, 3-4x faster (SIMD): writer and readers spend most time here
+    from isal.isal_zlib import crc32 as _fast_crc32
+except ImportError:  # pragma: no cover - isal is a dependency; a stripped install still works
+    _fast_crc32 = zlib.crc32
 from remedy.debugger.modes import ModeKeys
 
 FORMAT_NAME = "remedy-debugger"
@@ -305,7 +310,7 @@ def encode_safetensors(
         if size:
             buffers.append(data)
         if checksums:
-            crcs[name] = f"{zlib.crc32(data):08x}"
+            crcs[name] = f"{crc32(data):08x}"
         offset += size
     meta = dict(metadata)
     if checksums:
@@ -388,7 +393,10 @@ def saved_step_ranges(end: Mapping[str, Any], where: str) -> dict[ModeKeys, list
 
 def _is_count(value: Any) -> bool:
     """A non-negative int that fits a file offset or a step number (JSON true is no count)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+    return type(value) is int and 0 <= value < _COUNT_LIMIT
+
+
+_COUNT_LIMIT = 2**63
 
 
 def worker_name(rank: int) -> str:
@@ -470,16 +478,16 @@ SAFETENSORS_DTYPES: dict[str, Any] = {
 }
 MAX_HEADER_BYTES = 100_000_000  # the safetensors format's own bound
 _SAFETENSORS_NAMES = {np.dtype(kind).type: name for name, kind in SAFETENSORS_DTYPES.items()}
+_LITTLE_ENDIAN = {n: np.dtype(kind).newbyteorder("<") for n, kind in SAFETENSORS_DTYPES.items()}
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
-@dataclass(frozen=True)
-class TensorEntry:
+class TensorEntry(NamedTuple):  # a NamedTuple: built for every tensor of every header read
     dtype: np.dtype
     shape: tuple[int, ...]
     start: int  # absolute byte offsets in the file
     end: int
-    crc32: str | None = None  # of the tensor's bytes; None in files written before checksums
+    crc32: int | None = None  # of the tensor's bytes; None in files written before checksums
 
 
 def header_size(first8: bytes, file_size: int | None = None) -> int:
@@ -495,6 +503,11 @@ def header_size(first8: bytes, file_size: int | None = None) -> int:
     return size
 
 
+def crc32(data: bytes | memoryview) -> int:
+    """crc32 (zlib's polynomial and value) of a buffer: every checksum of the format."""
+    return _fast_crc32(data)
+
+
 def header_crc32(metadata: Mapping[str, str], entries: Mapping[str, Any]) -> str:
     """crc32 of a step file's header in canonical form, its own checksum left out."""
     meta = {k: v for k, v in metadata.items() if k != HEADER_CRC_KEY}
@@ -503,10 +516,10 @@ def header_crc32(metadata: Mapping[str, str], entries: Mapping[str, Any]) -> str
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
+    found = dict(pairs)
+    if len(found) != len(pairs):
         raise ValueError("a key appears twice in the header")
-    return dict(pairs)
+    return found
 
 
 def parse_header(
@@ -533,32 +546,32 @@ def parse_header(
         raise ValueError("header checksum mismatch (modified or damaged)")
     crcs = _tensor_crcs(metadata, data)
     entries = {}
+    no_limit = 2**63 if data_size is None else data_size + 1
     for name, entry in data.items():
-        if not isinstance(entry, dict):
+        if type(entry) is not dict:
             raise ValueError(f"entry {name!r} is not an object")
-        kind = SAFETENSORS_DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
-        if kind is None:
+        dtype = _LITTLE_ENDIAN.get(entry.get("dtype"))  # type: ignore[arg-type]
+        if dtype is None:
             raise ValueError(f"unsupported dtype {entry.get('dtype')!r} for {name}")
         shape, offsets = entry.get("shape"), entry.get("data_offsets")
-        if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(map(_is_count, shape)):
+        if type(shape) is not list or len(shape) > MAX_DIMS or not all(map(_is_count, shape)):
             raise ValueError(f"{name}: shape {str(shape)[:100]} is not a list of sizes")
-        if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_count, offsets)):
+        if type(offsets) is not list or len(offsets) != 2 or not all(map(_is_count, offsets)):
             raise ValueError(f"{name}: data_offsets {str(offsets)[:100]} are not two offsets")
         start, end = offsets
-        dtype = np.dtype(kind).newbyteorder("<")
         count = 1
         for size in shape:
             count *= size  # Python ints: an absurd shape cannot overflow into a small one
         if start > end or count * dtype.itemsize != end - start:
             raise ValueError(f"{name}: shape {shape} does not fill bytes {start}..{end}")
-        if data_size is not None and end > data_size:
+        if end >= no_limit:
             raise ValueError(f"{name}: bytes {start}..{end} run past the end of the file")
         entries[name] = TensorEntry(dtype, tuple(shape), base + start, base + end, crcs.get(name))
     return metadata, entries
 
 
-def _tensor_crcs(metadata: Mapping[str, str], entries: Mapping[str, Any]) -> dict[str, str]:
-    """The per-tensor checksums a header lists ({} when written before checksums)."""
+def _tensor_crcs(metadata: Mapping[str, str], entries: Mapping[str, Any]) -> dict[str, int]:
+    """The per-tensor checksums a header lists, as ints ({} when written before checksums)."""
     if CRC_KEY not in metadata:
         return {}
     try:
@@ -567,10 +580,26 @@ def _tensor_crcs(metadata: Mapping[str, str], entries: Mapping[str, Any]) -> dic
         raise ValueError("its tensor checksums are not JSON") from None
     if not isinstance(crcs, dict) or set(crcs) != set(entries):
         raise ValueError("its tensor checksums do not match its tensors")
-    return crcs
+    try:
+        out = {name: int(text, 16) for name, text in crcs.items()}
+    except (TypeError, ValueError):
+        raise ValueError("its tensor checksums are not hexadecimal numbers") from None
+    if not all(0 <= crc < 2**32 for crc in out.values()):
+        raise ValueError("its tensor checksums are not 32-bit numbers")
+    return out
 
 
 def check_tensor(entry: TensorEntry, data: memoryview | bytes, where: str, name: str) -> None:
     """Raise CorruptStepFile when a tensor's bytes do not match their checksum."""
-    if entry.crc32 is not None and f"{zlib.crc32(data):08x}" != entry.crc32:
+    if entry.crc32 is not None and crc32(data) != entry.crc32:
         raise CorruptStepFile(f"{where}: tensor {name!r} fails its checksum (damaged bytes)")
+
+
+def check_step_data(
+    entries: Mapping[str, TensorEntry], data: memoryview, start: int, where: str
+) -> None:
+    """Check every tensor of a step file at once: `data` holds the file's bytes from
+    offset `start` to its end (readers verify a file once, at its first tensor read)."""
+    for name, entry in entries.items():
+        if entry.crc32 is not None:
+            check_tensor(entry, data[entry.start - start : entry.end - start], where, name)
