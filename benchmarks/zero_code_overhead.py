@@ -32,6 +32,8 @@ wall ms/step (ratio to plain):
   ResNet-20  plain 121    guard 137 (1.13)    + progress 129 (1.06)    + store 119 (0.98)
 The MLP shows the fixed cost per step (0.2 / 0.5 / 1.3 ms); on the ResNet that is <= 1 % and
 its ratios are load noise (repeats ranged 105-148 ms plain). See README.md "Figures".
+Re-measured 2026-11-25 (--quick --models mlp, load average 4.6-7.4: wall clock is noise),
+CPU ms/step added: guard +0.22, + progress +0.31, + store +0.96 (plain 0.96).
 """
 
 from __future__ import annotations
