@@ -61,6 +61,7 @@ import numpy as np
 from remedy.debugger import store
 from remedy.debugger.collections import (
     DEFAULT_ACTIVATION_TYPES,
+    NORMS,
     CollectionSpec,
     ReductionConfig,
     reduction_key,
@@ -614,7 +615,7 @@ def _reduce_many(
         by_device.setdefault(value.device, []).append((name, value))
     for reduction, absolute in config.keys():
         suffix = reduction_key("", reduction, absolute)
-        if reduction in ("l1", "l2"):
+        if reduction in NORMS:
             order = 1 if reduction == "l1" else 2
             for device, group in by_device.items():
                 wide = torch.float32 if device.type == "mps" else torch.float64
@@ -626,12 +627,16 @@ def _reduce_many(
                 for (name, _), norm in zip(group, norms, strict=True):
                     pending[name + suffix] = norm
                     collection_of[name + suffix] = collection
-            continue
-        single = ReductionConfig(**{"abs_reductions" if absolute else "reductions": [reduction]})
-        for name, value in dense:
-            for key_suffix, number in _reduce(value, single).items():
-                pending[name + key_suffix] = number
-                collection_of[name + key_suffix] = collection
+    others = ReductionConfig(
+        reductions=[r for r in config.reductions if r not in NORMS],
+        abs_reductions=[r for r in config.abs_reductions if r not in NORMS],
+    )
+    if not others.keys():
+        return
+    for name, value in dense:  # one widening per tensor for all its other reductions
+        for key_suffix, number in _reduce(value, others).items():
+            pending[name + key_suffix] = number
+            collection_of[name + key_suffix] = collection
 
 
 def _reduction_fns() -> dict[str, Any]:
