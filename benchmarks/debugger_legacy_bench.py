@@ -3,13 +3,16 @@
     /tmp/legacy-venv/bin/python benchmarks/debugger_legacy_bench.py --steps 40 --repeats 3
 
 The legacy library (smdebug 1.0.34) needs numpy<2, so it lives in its own virtual
-environment (with the same torch); see docs/debugger.md. Same model, batch and loop as
-debugger_overhead.py; prints one JSON line: step times and trial read throughput.
+environment (with the same torch), which `debugger_overhead.py --legacy-env DIR` builds
+from PyPI (benchmarks/legacy_env.py). remedy is not installed there: the model comes
+from models/resnet.py loaded by its path (it imports torch alone). Same model, batch and
+loop as debugger_overhead.py; prints one JSON line: step times and trial read throughput.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import statistics
@@ -18,14 +21,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import smdebug
+import smdebug.pytorch as smd
+import torch
+from smdebug.trials import create_trial
 
-import smdebug  # noqa: E402
-import smdebug.pytorch as smd  # noqa: E402
-import torch  # noqa: E402
-from remedy.models.resnet import ResNetConfig, build_model  # noqa: E402
-from smdebug.trials import create_trial  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_resnet() -> Any:
+    """models/resnet.py by its path: `remedy.models` is a name only an install maps."""
+    spec = importlib.util.spec_from_file_location("resnet", ROOT / "models" / "resnet.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["resnet"] = module  # dataclasses look their module up while building
+    spec.loader.exec_module(module)
+    return module
+
+
+_resnet = _load_resnet()
+ResNetConfig, build_model = _resnet.ResNetConfig, _resnet.build_model
 
 BATCH = 32
 WARMUP = 3

@@ -32,6 +32,8 @@ wall ms/step (ratio to plain):
   ResNet-20  plain 121    guard 137 (1.13)    + progress 129 (1.06)    + store 119 (0.98)
 The MLP shows the fixed cost per step (0.2 / 0.5 / 1.3 ms); on the ResNet that is <= 1 % and
 its ratios are load noise (repeats ranged 105-148 ms plain). See README.md "Figures".
+Re-measured 2026-11-25 (--quick --models mlp, load average 4.6-7.4: wall clock is noise),
+CPU ms/step added: guard +0.22, + progress +0.31, + store +0.96 (plain 0.96).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -169,8 +172,17 @@ def main() -> None:
         "--steps", type=int, default=40, help=f"timed ResNet steps per run (MLP: x{MLP_FACTOR})"
     )
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--quick", action="store_true", help="3 repeats of 10 ResNet steps")
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated: mlp,resnet20")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.steps = 3, 10
+    models = [m for m in args.models.split(",") if m]
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        parser.error(f"--models: unknown {sorted(unknown)}; expected some of {list(MODELS)}")
     torch.set_num_threads(args.threads)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
         f"torch {torch.__version__}, CPU, {args.threads} thread(s), {args.repeats} repeats; "
         f"per run: ResNet {args.steps} steps after {WARMUP} warm-up, MLP {args.steps * MLP_FACTOR} "
@@ -181,7 +193,7 @@ def main() -> None:
     ends = {(m, v): [] for m in MODELS for v in VARIANTS if v != "plain"}
     with tempfile.TemporaryDirectory(prefix="zero-code-bench-") as tmp:
         for r in range(args.repeats):
-            for model_name in MODELS:
+            for model_name in models:
                 factor = MLP_FACTOR if model_name == "mlp" else 1
                 steps, warmup = args.steps * factor, WARMUP * factor
                 order = VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]
@@ -199,7 +211,7 @@ def main() -> None:
             print(f"  repeat {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
 
     names = {"mlp": "MLP 32-64-64-10, batch 64", "resnet20": "ELU ResNet-20 w8 BN, batch 64"}
-    for model_name in MODELS:
+    for model_name in models:
         print(f"{names[model_name]}:")
         print(f"  {'':30s} {'wall ms/step':>11s} {'ratio':>7s} {'CPU ms/step':>13s} {'ratio':>7s}")
         plain_wall = statistics.median(wall[model_name, "plain"])
@@ -210,9 +222,10 @@ def main() -> None:
             label = LABELS.get(variant, "plain loop")
             end = ends.get((model_name, variant))
             tail = "" if end is None else f"   end {statistics.median(end) * 1000:.1f} ms"
+            added = "" if variant == "plain" else f"   +{(w - plain_wall) * 1000:.3f} ms/step"
             print(
                 f"  {label:30s} {w * 1000:11.3f} {w / plain_wall:7.2f}"
-                f" {c * 1000:13.3f} {c / plain_cpu:7.2f}{tail}"
+                f" {c * 1000:13.3f} {c / plain_cpu:7.2f}{added}{tail}"
             )
         spread = ", ".join(
             f"{v} {min(t) * 1000:.3f}-{max(t) * 1000:.3f}"
@@ -220,6 +233,7 @@ def main() -> None:
             for t in [wall[model_name, v]]
         )
         print(f"  wall ms/step over repeats: {spread}")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

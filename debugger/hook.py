@@ -26,9 +26,15 @@ inputs/outputs of the matching submodules of every registered module, named
 `<path>/<type>_<input|output>` (see debugger/collections.py); "activations" alone selects
 the usual activation modules, "inputs" saves the registered module's first input as "input".
 
-Reductions (ReductionConfig) are computed on the tensor's device. Every tensor of a step
-stays on its device until the step is finished; then all reductions travel to the host in
-one transfer and all raw tensors of one dtype in one more (on CPU no transfer is needed).
+Cost on the training thread: the parameters and gradients save_parameters (and so the
+optimizer hook) saves are copied in one batched copy per (device, dtype) (torch.cat of
+references taken in one pass; the copy is needed: the update changes them in place).
+Reductions (ReductionConfig) are computed on the tensor's device. When the step is
+finished, all its reductions are stacked into one tensor and every other tensor not on
+the CPU is packed per dtype; each pack travels to the host without synchronising the
+training stream (debugger/host_copy.py: non-blocking copies into reused pinned buffers,
+completion tracked by an event the writer thread waits on). On CPU no transfer is needed.
+Conversion to numpy, checksums and file writes run on the writer thread.
 
 I/O: a background thread converts and writes the step files. The queue between them is
 bounded (max_pending_steps); when it is full the training thread blocks until the writer
@@ -55,16 +61,18 @@ import numpy as np
 from remedy.debugger import store
 from remedy.debugger.collections import (
     DEFAULT_ACTIVATION_TYPES,
+    NORMS,
     CollectionSpec,
     ReductionConfig,
     reduction_key,
 )
 from remedy.debugger.config import CONFIG_ENV_VAR, HookConfig, SaveConfig
 from remedy.debugger.exceptions import DebuggerWarning
+from remedy.debugger.host_copy import HostCopier
 from remedy.debugger.modes import STEP_MODES, ModeKeys
 from remedy.debugger.s3 import is_s3
 from remedy.debugger.store import META_FILE, is_store
-from remedy.debugger.writer import DEFAULT_MAX_PENDING_STEPS, StepRecord, StoreWriter
+from remedy.debugger.writer import DEFAULT_MAX_PENDING_STEPS, Packed, StepRecord, StoreWriter
 
 if TYPE_CHECKING:
     import torch
@@ -167,6 +175,9 @@ class Hook:
         if workers > 1:  # before the worker's own files: a reader learns the layout first
             _write_workers_meta(self.config.out_dir, workers, torch.__version__)
         self._staging = root if uploader is not None else None
+        # Moves packed tensors to the host (debugger/host_copy.py). Pinned buffers for: the
+        # steps the writer's queue holds, the one it writes, the one being filled.
+        self.host_copier = HostCopier(max_buffers=max_pending_steps + 2)
         self._writer = StoreWriter(
             root,
             self.config.collections,
@@ -301,12 +312,18 @@ class Hook:
         due = {c for c in (GRADIENTS, WEIGHTS, BIASES) if self._is_due(c, mode_step)}
         if not due:
             return
+        items: list[tuple[str, str, Any]] = []  # (name, collection, live tensor)
+        save_grads = GRADIENTS in due
+        weights, biases = WEIGHTS in due, BIASES in due
         for name, param in named:
-            if GRADIENTS in due and param.grad is not None:
-                self._capture(GRADIENT_PREFIX + name, GRADIENTS, param.grad)
-            collection = BIASES if name.rsplit(".", 1)[-1] == "bias" else WEIGHTS
-            if collection in due:
-                self._capture(name, collection, param)
+            grad = param.grad
+            if save_grads and grad is not None:
+                items.append((GRADIENT_PREFIX + name, GRADIENTS, grad))
+            if weights or biases:
+                is_bias = name.endswith("bias") and name.rsplit(".", 1)[-1] == "bias"
+                if biases if is_bias else weights:
+                    items.append((name, BIASES if is_bias else WEIGHTS, param))
+        self._capture_many(step, items)
 
     # -- driving steps without registered modules (zero-code capture) -------------------
 
@@ -414,8 +431,8 @@ class Hook:
         if step is None or step.written:
             return
         step.written = True
-        _to_host(step)
-        if step.record.tensors:  # steps with nothing selected leave no file
+        _to_host(step, self.host_copier)
+        if step.record.tensors or step.record.packed:  # nothing selected: no file
             self._writer.put(step.record)
 
     def _is_due(self, collection: str, mode_step: int) -> bool:
@@ -473,6 +490,38 @@ class Hook:
                 return
         step.record.tensors[name] = _snapshot(value)
         step.record.collection_of[name] = collection
+
+    def _capture_many(self, step: _OpenStep, items: list[tuple[str, str, Any]]) -> None:
+        """Save many tensors of one step (all due, the step open): per-tensor reductions
+        where a collection asks for them, the raw tensors in one batched copy per
+        (device, dtype), its transfer to the host started at once."""
+        raw: list[tuple[str, str, Any]] = []
+        reduced: dict[str, list[tuple[str, str, Any]]] = {}  # collection -> its items
+        for item in items:
+            reduced.setdefault(item[1], []).append(item)
+        for collection, group in reduced.items():
+            reductions = self._reduction_config(collection)
+            if reductions is None:
+                raw += group
+                continue
+            _reduce_many(step, group, reductions)
+            if reductions.save_raw_tensor:
+                raw += group
+        if not raw:
+            return
+        record = step.record
+        groups: dict[tuple[Any, Any], list[tuple[str, str, Any]]] = {}
+        for item in raw:
+            value = item[2]
+            if value.is_sparse:
+                record.tensors[item[0]] = _snapshot(value)
+                record.collection_of[item[0]] = item[1]
+                continue
+            groups.setdefault((value.device, value.dtype), []).append(item)
+        for group in groups.values():
+            record.packed.append(_pack(group, self.host_copier))
+            for name, collection, _ in group:
+                record.collection_of[name] = collection
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -545,6 +594,51 @@ def _reduce(value: torch.Tensor, config: ReductionConfig) -> dict[str, torch.Ten
     return out
 
 
+def _reduce_many(
+    step: _OpenStep, items: list[tuple[str, str, Any]], config: ReductionConfig
+) -> None:
+    """The reductions of many tensors of one collection, left on their devices for the
+    step's one transfer: norms (l1, l2; the abs_ variants are the same numbers) in one
+    fused kernel per norm (torch._foreach_norm), the other reductions one tensor at a time."""
+    import torch
+
+    pending = step.reductions if step.reductions is not None else {}
+    step.reductions = pending
+    collection_of = step.record.collection_of
+    dense = [
+        (name, value.detach().to_dense() if value.is_sparse else value.detach())
+        for name, _, value in items
+    ]
+    collection = items[0][1]
+    by_device: dict[Any, list[tuple[str, Any]]] = {}
+    for name, value in dense:
+        by_device.setdefault(value.device, []).append((name, value))
+    for reduction, absolute in config.keys():
+        suffix = reduction_key("", reduction, absolute)
+        if reduction in NORMS:
+            order = 1 if reduction == "l1" else 2
+            for device, group in by_device.items():
+                wide = torch.float32 if device.type == "mps" else torch.float64
+                tensors = [value for _, value in group]
+                try:
+                    norms = torch._foreach_norm(tensors, order, dtype=wide)
+                except (RuntimeError, TypeError):  # an unusual tensor: one at a time
+                    norms = [torch.linalg.vector_norm(t, order, dtype=wide) for t in tensors]
+                for (name, _), norm in zip(group, norms, strict=True):
+                    pending[name + suffix] = norm
+                    collection_of[name + suffix] = collection
+    others = ReductionConfig(
+        reductions=[r for r in config.reductions if r not in NORMS],
+        abs_reductions=[r for r in config.abs_reductions if r not in NORMS],
+    )
+    if not others.keys():
+        return
+    for name, value in dense:  # one widening per tensor for all its other reductions
+        for key_suffix, number in _reduce(value, others).items():
+            pending[name + key_suffix] = number
+            collection_of[name + key_suffix] = collection
+
+
 def _reduction_fns() -> dict[str, Any]:
     import torch
 
@@ -573,30 +667,50 @@ class _LazyFns(dict):  # torch is imported only when a hook reduces something
 _REDUCE: dict[str, Any] = _LazyFns()
 
 
-def _to_host(step: _OpenStep) -> None:
-    """Move a finished step's tensors to the host: one transfer for all reductions and one
-    per dtype for the raw tensors living on an accelerator (CPU tensors stay as they are)."""
+def _pack(group: list[tuple[str, str, Any]], copier: HostCopier) -> Packed:
+    """One batched copy of tensors of one device and dtype (a private copy: the live
+    tensors may change right after), its transfer to the host started."""
+    import torch
+
+    with torch.no_grad():  # half the cost of detach() per tensor: no view is tracked
+        tensors = [value.reshape(-1) for _, _, value in group]
+        flat = torch.cat(tensors)  # a new tensor even for one input
+    offsets = [0]
+    for tensor in tensors:
+        offsets.append(offsets[-1] + tensor.numel())
+    return Packed(
+        copier.start(flat),
+        [name for name, _, _ in group],
+        [tuple(value.shape) for _, _, value in group],
+        offsets,
+    )
+
+
+def _to_host(step: _OpenStep, copier: HostCopier) -> None:
+    """Start moving a finished step's tensors to the host: one transfer for all
+    reductions (per device) and one per (device, dtype) for the single raw tensors living
+    on an accelerator (CPU tensors stay as they are). Nothing here waits for a device."""
     import torch
 
     record = step.record
     if step.reductions:
-        keys = list(step.reductions)
-        stacked = torch.stack([step.reductions[k].reshape(()) for k in keys]).cpu().numpy()
-        for key, number in zip(keys, stacked, strict=True):
-            record.tensors[key] = np.asarray(number)
+        by_device: dict[Any, list[str]] = {}
+        for key, value in step.reductions.items():
+            by_device.setdefault(value.device, []).append(key)
+        for keys in by_device.values():
+            stacked = torch.stack([step.reductions[k].reshape(()) for k in keys])
+            record.packed.append(
+                Packed(copier.start(stacked), keys, [()] * len(keys), list(range(len(keys) + 1)))
+            )
         step.reductions = None
-    by_dtype: dict[Any, list[str]] = {}
+    groups: dict[Any, list[tuple[str, str, Any]]] = {}
     for name, value in record.tensors.items():
         if isinstance(value, torch.Tensor) and value.device.type != "cpu":
-            by_dtype.setdefault(value.dtype, []).append(name)
-    for names in by_dtype.values():
-        flat = torch.cat([record.tensors[n].reshape(-1) for n in names]).cpu()
-        offset = 0
-        for name in names:
-            shape = record.tensors[name].shape
-            size = record.tensors[name].numel()
-            record.tensors[name] = flat[offset : offset + size].reshape(shape)
-            offset += size
+            groups.setdefault((value.device, value.dtype), []).append((name, "", value))
+    for group in groups.values():
+        record.packed.append(_pack(group, copier))
+        for name, _, _ in group:
+            del record.tensors[name]
 
 
 def _to_numpy(value: Any) -> np.ndarray:

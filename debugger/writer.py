@@ -32,8 +32,29 @@ DEFAULT_MAX_PENDING_STEPS = 4
 
 
 @dataclass
+class Packed:
+    """Several tensors of one step packed into one flat host copy (debugger/host_copy.py):
+    `copy.result()` is the flat tensor, tensor i its [offsets[i], offsets[i+1]) slice."""
+
+    copy: Any  # host_copy.HostCopy; Any keeps torch out of this module
+    names: list[str]
+    shapes: list[tuple[int, ...]]
+    offsets: list[int]  # len(names) + 1
+
+    def unpack(self, to_numpy: Callable[[Any], np.ndarray]) -> dict[str, np.ndarray]:
+        """Runs on the writer thread: waits for the copy, then views (no copies)."""
+        flat = to_numpy(self.copy.result())
+        offsets = self.offsets
+        return {
+            name: flat[offsets[i] : offsets[i + 1]].reshape(shape)
+            for i, (name, shape) in enumerate(zip(self.names, self.shapes, strict=True))
+        }
+
+
+@dataclass
 class StepRecord:
-    """One step's tensors, already detached and copied off the device by the hook."""
+    """One step's tensors, already private copies (the live ones may change) on their way
+    to the host: single tensors in `tensors`, batched ones in `packed`."""
 
     mode: ModeKeys
     mode_step: int
@@ -41,6 +62,12 @@ class StepRecord:
     wall_time: float
     tensors: dict[str, Any] = field(default_factory=dict)  # name -> CPU tensor/array
     collection_of: dict[str, str] = field(default_factory=dict)  # name -> collection
+    packed: list[Packed] = field(default_factory=list)
+
+    def release(self) -> None:
+        """The step is written (or failed): its host buffers may carry another step."""
+        for pack in self.packed:
+            pack.copy.release()
 
 
 @dataclass
@@ -112,7 +139,10 @@ class StoreWriter:
                     if self._exporter is not None:
                         self._exporter.close()
                     return
-                self._write_step(item)
+                try:
+                    self._write_step(item)
+                finally:
+                    item.release()
             except Exception as exc:  # keep draining so put() never blocks forever
                 if self.error is None:
                     self.error = exc
@@ -122,6 +152,8 @@ class StoreWriter:
 
     def _write_step(self, record: StepRecord) -> None:
         arrays = {name: self._to_numpy(value) for name, value in record.tensors.items()}
+        for pack in record.packed:
+            arrays.update(pack.unpack(self._to_numpy))
         # collections.json first: a reader that sees the step also sees its names' collections.
         changed = False
         for key, collection in record.collection_of.items():

@@ -605,7 +605,9 @@ def _norms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
 
     if not grads:
         return []
-    dense = [g.to_dense() if g.is_sparse else g for g in grads]
+    dense = grads
+    if any(g.is_sparse for g in grads):
+        dense = [g.to_dense() if g.is_sparse else g for g in grads]
     try:
         return list(torch._foreach_norm(dense, 2, dtype=_wide(dense[0].device)))
     except (RuntimeError, TypeError):  # mixed devices or an unusual tensor: one at a time
@@ -624,6 +626,10 @@ def _host_values(
     norms = _norms(grads)
     present = [(i, x) for i, x in enumerate(extras) if x is not None]
     extra_values: list[float | None] = [None] * len(extras)
+    if not present and loss is not None and norms and loss.device == norms[0].device:
+        # The usual update (no AMP scaler): one stack, one transfer, no other work.
+        values = torch.stack([loss.to(norms[0].dtype), *norms]).tolist()
+        return values[0], math.hypot(*values[1:]), extra_values
     if loss is None and not norms and not present:
         return None, None, extra_values
     device = norms[0].device if norms else loss.device if loss is not None else None

@@ -22,7 +22,10 @@ class LocalStoreReader(StoreReader):
     """Not thread-safe: one reader per trial, one trial per thread.
 
     Each step file's header is parsed once (when the trial lists the step) and its offsets
-    kept; a tensor is then one positioned read straight into a new array. Step files are
+    kept. The first tensor read from a step file reads all its tensor bytes in one go and
+    checks every checksum (a damaged file fails whichever tensor is asked for, naming the
+    damaged one); later tensors of that file are one positioned read straight into a new
+    array each. Step files are
     renamed into place whole and never rewritten, so a kept descriptor stays valid.
     Only regular files are opened and only real folders listed: a symlink, FIFO or device
     in the store is a CorruptStoreFile, never followed or read.
@@ -33,6 +36,7 @@ class LocalStoreReader(StoreReader):
         self._inner = inner  # a worker's part: its own folder belongs to the store too
         self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
         self._files: OrderedDict[tuple[ModeKeys, int], tuple[int, int]] = OrderedDict()
+        self._verified: set[tuple[ModeKeys, int]] = set()  # step files whose checksums passed
 
     def __del__(self) -> None:
         for fd, _ in self._files.values():
@@ -105,22 +109,42 @@ class LocalStoreReader(StoreReader):
         return header
 
     def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
-        entries = self._entries.get((mode, mode_step))
+        key = (mode, mode_step)
+        entries = self._entries.get(key)
         if entries is None:
             self.read_header(mode, mode_step)
-            entries = self._entries[(mode, mode_step)]
+            entries = self._entries[key]
         entry = entries[name]
+        if key not in self._verified:
+            return self._verify_file(key, entries, name)
         # The header was checked: this size is the entry's byte range, inside the file.
         out = np.empty(entry.shape, dtype=entry.dtype)
-        data = out.reshape(-1).view(np.uint8)
         size = entry.end - entry.start
-        path = store.step_path(self.location, mode, mode_step)
         if size:
-            got = os.preadv(self._fd(mode, mode_step)[0], [data], entry.start)
+            fd = self._fd(mode, mode_step)[0]
+            got = os.preadv(fd, [out.reshape(-1).view(np.uint8)], entry.start)
             if got != size:
+                path = store.step_path(self.location, mode, mode_step)
                 raise CorruptStepFile(f"{path}: truncated tensor {name}")
-        store.check_tensor(entry, data, str(path), name)
         return out
+
+    def _verify_file(
+        self, key: tuple[ModeKeys, int], entries: dict[str, store.TensorEntry], name: str
+    ) -> np.ndarray:
+        """The first tensor read from a step file: read all its tensors' bytes at once and
+        check every checksum, then hand out `name`. Step files are renamed into place whole
+        and never rewritten, so later reads of this file need no check of their own."""
+        path = store.step_path(self.location, *key)
+        fd, file_size = self._fd(*key)
+        start = min((e.start for e in entries.values()), default=file_size)
+        data = np.empty(file_size - start, dtype=np.uint8)
+        if data.size and os.preadv(fd, [data], start) != data.size:
+            raise CorruptStepFile(f"{path}: truncated tensor data")
+        store.check_step_data(entries, memoryview(data), start, str(path))
+        self._verified.add(key)
+        entry = entries[name]
+        raw = data[entry.start - start : entry.end - start]
+        return raw.view(entry.dtype).reshape(entry.shape).copy()
 
     def _fd(self, mode: ModeKeys, mode_step: int) -> tuple[int, int]:
         """(descriptor, size) of a step file, kept open."""

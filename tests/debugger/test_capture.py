@@ -173,14 +173,16 @@ def train_recording_grads(hook: Hook, steps: int) -> list[dict[str, np.ndarray]]
 def test_all_reductions_of_a_step_reach_the_host_in_one_transfer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from remedy.debugger.host_copy import HostCopier
+
     calls: list[tuple[int, ...]] = []
-    original = torch.Tensor.cpu
+    original = HostCopier.start
 
-    def counting_cpu(self: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
-        calls.append(tuple(self.shape))
-        return original(self, *args, **kwargs)
+    def counting_start(self: HostCopier, flat: torch.Tensor) -> object:
+        calls.append(tuple(flat.shape))
+        return original(self, flat)
 
-    monkeypatch.setattr(torch.Tensor, "cpu", counting_cpu)
+    monkeypatch.setattr(HostCopier, "start", counting_start)  # every transfer to the host
     hook = Hook(
         tmp_path,
         collections={"gradients": EVERY, "weights": EVERY},

@@ -92,6 +92,21 @@ def test_an_absurd_shape_is_refused_before_allocating(tmp_path: Path) -> None:
         create_trial(tmp_path)
 
 
+def test_a_tensor_named_twice_in_a_header_is_refused(tmp_path: Path) -> None:
+    new_store(tmp_path)
+    write_step(tmp_path, 0, {"w": np.ones(4, dtype=np.float32)})
+    path = step_file(tmp_path, 0)
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    text = raw[8 : 8 + size].rstrip()
+    entry = json.dumps({"w": json.loads(text)["w"]})[1:-1].encode()
+    text = text[:-1] + b"," + entry + b"}"  # the same entry again: JSON keeps the last one
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + size :])
+    with pytest.raises(CorruptStepFile, match="a key appears twice"):
+        create_trial(tmp_path)
+
+
 def test_a_store_without_checksums_still_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
