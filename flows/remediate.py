@@ -10,7 +10,9 @@ The flow is a pure function of the payload: any State starts or resumes it. The 
 persisted to the run directory after every transition; one process at a time drives a run
 directory, and calling the flow again on it (a retry, a resume) goes on from its saved
 state. At its end the flow writes the run's
-HTML report (RUN_DIR/report/index.html) and links it from the flow run's page.
+HTML report (RUN_DIR/report/index.html) and links it from the flow run's page. A run
+that did not end clean (records/verdict.py) ends Failed, a cancelled one Cancelled, each
+with the end reason as its message and the final payload as its data.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
-from prefect.states import Cancelled
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 from remedy.state_schema import (
@@ -32,10 +33,19 @@ from remedy.state_schema import (
     RunSpec,
     State,
 )
+from remedy.state_schema.transitions import retraining_budget_spent
 from remedy.tasks.monitor import monitor
 from remedy.tasks.notify import announce, announce_end
 from remedy.tasks.plan import PolicyName, plan
-from remedy.tasks.record import finish, hide_parameters, open_run, record, release_run
+from remedy.tasks.record import (
+    final_state,
+    finish,
+    hide_parameters,
+    open_run,
+    quiet_task_runs,
+    record,
+    release_run,
+)
 from remedy.tasks.stop import stop_job, stop_latest_job
 from remedy.tasks.train import check_spec, ensure_launched, train
 
@@ -61,6 +71,12 @@ class RemediateSettings(BaseModel):
         True,
         description="At the end, write RUN_DIR/report/index.html (plots of every attempt) "
         "and link it from the flow run.",
+    )
+    notify: bool = Field(
+        True,
+        description="Send messages to the notification targets (retraining, the end); the "
+        "events for automations are emitted either way. A search turns it off for its "
+        "candidates unless its settings.notify_candidates.",
     )
 
 
@@ -96,6 +112,7 @@ def remediate(
     """
     settings = settings or RemediateSettings()
     hide_parameters()  # the UI shows parameters: no role ARN or bucket there
+    quiet_task_runs()  # no "Finished in state Completed()" line per task run
     if state is None:
         state = State(
             run_spec=run_spec, budgets=budgets, policy=policy, policy_config=policy_config
@@ -115,9 +132,14 @@ def remediate(
             announce(state, run_dir, "issues_found")
             state = stop_job(state, run_dir)
             state = plan(state, run_dir)
-            if state.next_action is NextAction.launch_new:
-                announce(
-                    state, run_dir, "retraining", settings.notify_config, settings.notify_block
+            if state.next_action is NextAction.launch_new and not retraining_budget_spent(state):
+                announce(  # with the budget spent, train ends the run: nothing is retrained
+                    state,
+                    run_dir,
+                    "retraining",
+                    settings.notify_config,
+                    settings.notify_block,
+                    settings.notify,
                 )
         elif state.next_action is NextAction.end and state.job_status in RUNNING:
             state = stop_job(state, run_dir)  # a budget ended the flow with the job running
@@ -128,9 +150,14 @@ def remediate(
         from remedy.tasks.report import report  # matplotlib: imported only when a run ends
 
         report_dir = report(run_dir)
-    announce_end(state, run_dir, report_dir, settings.notify_config, settings.notify_block)
+    announce_end(
+        state,
+        run_dir,
+        report_dir,
+        settings.notify_config,
+        settings.notify_block,
+        settings.notify,
+    )
     finish(state, run_dir)
     get_run_logger().info("done: %s", state.end_reason)
-    if (state.end_reason or "").startswith("cancelled"):
-        return Cancelled(message=state.end_reason, data=state)
-    return state
+    return final_state(state)

@@ -6,6 +6,9 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Cancelled, Failed
+from remedy.records.logs import quiet_task_runs
+from remedy.records.messages import redact
 from remedy.records.publish import hide_parameters, publish_attempts
 from remedy.records.run_folder import (
     FINISHED,
@@ -15,9 +18,19 @@ from remedy.records.run_folder import (
     persist,
     unlock_run,
 )
+from remedy.records.verdict import run_flaw
 from remedy.state_schema import State
 
-__all__ = ["finish", "hide_parameters", "open_run", "prepare_run", "record", "release_run"]
+__all__ = [
+    "final_state",
+    "finish",
+    "hide_parameters",
+    "open_run",
+    "prepare_run",
+    "quiet_task_runs",
+    "record",
+    "release_run",
+]
 
 
 @task(cache_policy=NO_CACHE)
@@ -42,9 +55,12 @@ def prepare_run(state: State, run_dir: str) -> State:
 
 @task(cache_policy=NO_CACHE)
 def record(state: State, run_dir: str, event: str) -> None:
-    """state.json and the journal after a transition; the attempt table in the UI."""
+    """state.json and the journal after a transition; the attempt table in the UI once per
+    attempt, when it is launched (the one before with its outcome, finding and change; the
+    progress artifact shows the attempt as it goes, announce_end the last one's end)."""
     persist(run_dir, state, event)
-    publish_attempts(state, run_dir)
+    if event == "train":
+        publish_attempts(state, run_dir)
 
 
 @task(cache_policy=NO_CACHE)
@@ -52,6 +68,18 @@ def finish(state: State, run_dir: str) -> None:
     """Nothing of the run is left to do (a resume now only reports): journal it, unlock."""
     persist(run_dir, state, FINISHED)
     unlock_run(run_dir)
+
+
+def final_state(state: State) -> State | Any:
+    """What the flow run ends in: the payload when the run is clean (records/verdict.py),
+    else Cancelled or Failed with the end reason as its message and the payload as its data,
+    so dashboards, the Failed filter, automations and run_deployment callers see the truth."""
+    if (state.end_reason or "").startswith("cancelled"):
+        return Cancelled(message=state.end_reason, data=state)
+    flaw = run_flaw(state)
+    if flaw is not None:
+        return Failed(message=redact(state.end_reason or flaw), data=state)
+    return state
 
 
 def release_run(flow: Any, flow_run: Any, state: Any) -> None:
