@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -86,8 +89,7 @@ def check_state_out(path: str | None) -> None:
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
     from remedy.flows.remediate import RemediateSettings, remediate
-    from remedy.preflight import preflight
-    from remedy.records.messages import attempt_table, payload_for_people
+    from remedy.records.messages import attempt_rich_table, payload_for_people
     from remedy.records.notifications import notifier
     from remedy.records.run_folder import (
         REPORT_DIR,
@@ -100,6 +102,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     )
     from remedy.records.verdict import run_is_clean
     from remedy.state_schema.private import hidden_state, reveal_private
+    from remedy.tasks.preflight import preflight
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
@@ -126,9 +129,13 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     print(f"remedy: run directory {run_dir}", flush=True)
     previous = signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops the job, as Ctrl-C
     try:
-        remediate(
-            state=hidden_state(state), run_dir=str(run_dir), settings=settings, return_state=True
-        )
+        with live_progress():
+            remediate(
+                state=hidden_state(state),
+                run_dir=str(run_dir),
+                settings=settings,
+                return_state=True,
+            )
     except KeyboardInterrupt:
         stop_after_interrupt(run_dir)
         return EXIT_INTERRUPTED
@@ -139,15 +146,66 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         print(f"remedy: the flow ended before writing {state_path(run_dir)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
     final = load_run(run_dir)
-    print("\n" + attempt_table(final))
-    print(f"\nended: {final.end_reason}")
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    console.print()
+    console.print(attempt_rich_table(final))
+    console.print(f"\nended: {final.end_reason}", markup=False)
     report = run_dir / REPORT_DIR / "index.html"
     if report.is_file():
-        print(f"report: {report}")
-    print("\nfinal state:\n" + payload_for_people(final), flush=True)
+        console.print(f"report: {report}", markup=False)
+    if args.json:  # the payload on the screen only when asked: it is long
+        print("\n" + payload_for_people(final), flush=True)
     if args.state_out:
         save_state(args.state_out, final)
     return EXIT_OK if run_is_clean(final) else EXIT_NOT_COMPLETED
+
+
+class LiveLine(logging.Handler):
+    """Shows each INFO record of the flow on one live status line."""
+
+    def __init__(self, update: object) -> None:
+        super().__init__(logging.INFO)
+        self.update = update
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.WARNING and record.name.startswith(
+            ("prefect.flow_runs", "prefect.task_runs")
+        ):
+            self.update(record.getMessage())  # type: ignore[operator]
+
+
+@contextmanager
+def live_progress() -> Iterator[None]:
+    """On a terminal: one live status line (the latest thing the flow reported) in place of
+    Prefect's INFO lines on the console; warnings and errors still print, and the flow
+    run's logs in the UI are complete. Elsewhere (a pipe, a log file) the lines as before."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger()] + [
+        logger for logger in logging.Logger.manager.loggerDict.values()
+        if isinstance(logger, logging.Logger)
+    ]  # fmt: skip
+    consoles = [h for lg in loggers for h in lg.handlers if isinstance(h, PrefectConsoleHandler)]
+    levels = [handler.level for handler in consoles]
+    with console.status("starting ...") as status:
+        live = LiveLine(lambda text: status.update(text.splitlines()[0][: console.width - 4]))
+        logging.getLogger("prefect").addHandler(live)
+        for handler in consoles:
+            handler.setLevel(max(handler.level, logging.WARNING))
+        try:
+            yield
+        finally:
+            logging.getLogger("prefect").removeHandler(live)
+            for handler, level in zip(consoles, levels, strict=True):
+                handler.setLevel(level)
 
 
 def start_temporary_server() -> None:
@@ -211,7 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from remedy.records.messages import payload_for_people
+    from remedy.records.messages import attempt_table, payload_for_people
     from remedy.records.run_folder import is_finished, state_path
     from remedy.records.verdict import run_is_clean
 
@@ -223,7 +281,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     check_state_out(args.state_out)
     if state.next_action is NextAction.end and is_finished(run_dir):
         print(f"remedy: {run_dir} has already ended: {state.end_reason}")
-        print(payload_for_people(state))
+        print(attempt_table(state))
+        if args.json:
+            print(payload_for_people(state))
         if args.state_out:
             save_state(args.state_out, state)
         return EXIT_OK if run_is_clean(state) else EXIT_NOT_COMPLETED
@@ -297,6 +357,11 @@ def add_flow_options(parser: argparse.ArgumentParser, new_run: bool = True) -> N
     if new_run:
         parser.add_argument("--run-dir", help="where state, jobs and logs go (default runs/...)")
     parser.add_argument("--state-out", help="also write the final payload to this JSON file")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="also print the final payload (private fields hidden) after the table",
+    )
     parser.add_argument(
         "--poll-interval",
         type=float,

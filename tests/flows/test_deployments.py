@@ -52,6 +52,49 @@ def test_a_whole_payload_started_through_the_api_completes(served: Served, tmp_p
 
 
 @pytest.mark.slow
+def test_a_deployment_run_that_gives_up_ends_failed_with_its_reason(
+    served: Served, tmp_path: Path
+) -> None:
+    """run_deployment callers, the Failed filter and state automations see the truth: a
+    job that dies (AlgorithmError) ends the run Failed, its end reason the state's message."""
+    run_dir = tmp_path / "crashes"
+    flow_run = run_deployment(
+        "remediate/remediate",
+        parameters={
+            "run_spec": spec("crashes"),
+            "run_dir": str(run_dir),
+            "settings": {"poll_interval_s": 0.3, "report": False},
+        },
+        timeout=180,
+    )
+    assert flow_run.state.type is StateType.FAILED, flow_run.state
+    final = load_state(run_dir / "state.json")  # the attempt history stays in the folder
+    assert final.history.attempts[0].outcome is JobStatus.Failed
+    assert "AlgorithmError" in (final.end_reason or "")
+    assert flow_run.state.message == final.end_reason
+
+
+@pytest.mark.slow
+def test_a_deployment_run_refuses_a_missing_script_before_launching(
+    served: Served, tmp_path: Path
+) -> None:
+    """The preflight `remedy run` uses is every flow run's first step: a run from the UI or
+    the API whose script is not there fails naming the field, before a run folder or a job
+    exists."""
+    run_dir = tmp_path / "no-script"
+    flow_run = run_deployment(
+        "remediate/remediate",
+        parameters={"run_spec": {"entry_point": "no_such_train.py", "rules": []}}
+        | {"run_dir": str(run_dir)},
+        timeout=180,
+    )
+    assert flow_run.state.type is StateType.FAILED, flow_run.state
+    message = flow_run.state.message or ""
+    assert "run_spec.entry_point: no script 'no_such_train.py'" in message, message
+    assert not run_dir.exists()
+
+
+@pytest.mark.slow
 def test_cancelling_a_deployment_run_stops_its_job(served: Served, tmp_path: Path) -> None:
     run_dir = tmp_path / "cancel-me"
     flow_run = run_deployment(
