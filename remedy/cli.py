@@ -214,6 +214,7 @@ def start_temporary_server() -> None:
     from prefect.settings import PREFECT_API_URL
 
     if PREFECT_API_URL.value():
+        check_server(PREFECT_API_URL.value())
         return
     from prefect.server.api.server import SubprocessASGIServer
 
@@ -224,6 +225,24 @@ def start_temporary_server() -> None:
     assert server.server_process is not None  # start() raises when it cannot start one
     start_watchdog(server.server_process.pid)
     print(f"remedy: temporary Prefect server at {server.address} (pid {server.server_process.pid})")
+
+
+def check_server(api_url: str) -> None:
+    """A server named by PREFECT_API_URL that does not answer is refused in one line,
+    before anything is written or launched."""
+    import httpx
+
+    try:
+        httpx.get(f"{api_url.rstrip('/')}/health", timeout=10).raise_for_status()
+    except httpx.HTTPError as error:
+        raise UsageError(unreachable(api_url, error)) from None
+
+
+def unreachable(api_url: str, error: object) -> str:
+    return (
+        f"cannot reach the Prefect server at {api_url} (PREFECT_API_URL): {error}; start it "
+        "(`remedy server`), or unset PREFECT_API_URL for a temporary one"
+    )
 
 
 def interrupt(signum: int, frame: FrameType | None) -> None:
@@ -371,10 +390,20 @@ def add_flow_options(parser: argparse.ArgumentParser, new_run: bool = True) -> N
     parser.add_argument("--notify-config", help="apprise config file with notification targets")
 
 
+def installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("remedy-train")  # the distribution's name (pyproject.toml)
+    except PackageNotFoundError:
+        return "(not installed: run from a source tree)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="remedy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"remedy {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="reproduce the original scenario on CPU")
@@ -430,3 +459,15 @@ def main(argv: list[str] | None = None) -> int:
     except (PayloadError, UsageError) as error:
         print(f"remedy: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as error:  # a server lost on the way: one line, not Prefect's traceback
+        import httpx
+
+        reason = str(error)
+        if not isinstance(error, httpx.ConnectError) and not reason.startswith(
+            "Failed to reach API"
+        ):
+            raise
+        from prefect.settings import PREFECT_API_URL
+
+        print(f"remedy: {unreachable(str(PREFECT_API_URL.value()), reason)}", file=sys.stderr)
+        return EXIT_NOT_COMPLETED

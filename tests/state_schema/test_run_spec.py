@@ -213,3 +213,24 @@ def test_a_custom_rule_file_is_allowed_and_a_built_in_rule_dumps_as_before() -> 
     assert spec.rules[0].rule_file == "my_rules.py"
     assert spec.model_dump()["rules"][0]["rule_file"] == "my_rules.py"
     assert "rule_file" not in RunSpec().model_dump()["rules"][0]
+
+
+def test_a_misspelled_field_gets_a_did_you_mean_at_its_place() -> None:
+    from remedy.state_schema.io import state_from_document
+
+    cases = {
+        "learning_rat": ({"learning_rat": 0.1}, "learning_rat: Extra inputs are not permitted; "
+                         "did you mean learning_rate?"),
+        "nested": ({"state": {"run_spec": {"rules": [{"rule": "Loss", "parameter": {}}]}}},
+                   "state.run_spec.rules.0.parameter: Extra inputs are not permitted; "
+                   "did you mean parameters?"),
+        "budgets": ({"state": {"budgets": {"max_num_retrainings": 3}}},
+                    "did you mean max_num_retraining?"),
+    }  # fmt: skip
+    for name, (document, expected) in cases.items():
+        with pytest.raises(PayloadError) as raised:
+            state_from_document(document)
+        assert expected in str(raised.value), name
+    with pytest.raises(PayloadError) as raised:  # nothing close: no guess
+        state_from_document({"zzz": 1})
+    assert str(raised.value).endswith("zzz: Extra inputs are not permitted")
