@@ -225,6 +225,18 @@ def search(
     settings: SearchSettings = SearchSettings(),  # noqa: B008
     search_dir: str | None = None,
 ) -> list[dict[str, Any]]:
+    """Run every candidate of a search space through the remediation flow and rank them.
+
+    Args:
+        space: Values to try for each hyperparameter; the candidates are every combination
+            (up to max_candidates).
+        base_spec: The run_spec every candidate starts from; the space's values replace its
+            own, and each candidate's base_job_name gets -c<number>.
+        settings: Candidates at once, deployments or in process, the budgets and policy of
+            every candidate, their remediation settings and notifications.
+        search_dir: Where the candidates' run folders and the leaderboard go (default:
+            runs/search-<time>-<flow run name>).
+    """
     logger = get_run_logger()
     hide_parameters()  # the UI shows parameters: no role ARN or bucket there
     quiet_task_runs()  # no "Finished in state Completed()" line per task run
