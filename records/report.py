@@ -19,6 +19,7 @@ import base64
 import html
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from remedy.records.messages import fmt, metric_cells, metrics_text, redact  # n
 from remedy.records.metric_columns import metric_names  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, REPORT_MARKDOWN, state_path  # noqa: E402
 from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
-from remedy.state_schema import Attempt, State, load_state  # noqa: E402
+from remedy.state_schema import Attempt, Finding, State, load_state  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -213,6 +214,10 @@ def plot_grad_norms(attempt_label: str, norms: dict[str, dict[int, float]]) -> s
 
 
 def plot_timeline(state: State) -> str:
+    return png(timeline_figure(state))
+
+
+def timeline_figure(state: State) -> plt.Figure:
     """Attempts as bars over the steps consumed in the run, with what ended each."""
     attempts, loss_at_start = state.history.attempts, start_loss(state)
     figure, ax = plt.subplots(figsize=(12, 0.6 * len(attempts) + 1.2))
@@ -232,9 +237,10 @@ def plot_timeline(state: State) -> str:
         xlabel="training steps consumed in the run",
         ylabel="attempt",
     )
+    ax.set_yticks(range(1, len(attempts) + 1))  # attempts are whole numbers
     ax.invert_yaxis()
     ax.set_xlim(0, max(start, 1) * 1.6)
-    return png(figure)
+    return figure
 
 
 # ----------------------------------------------------------------------------------------
@@ -244,10 +250,7 @@ def plot_timeline(state: State) -> str:
 def attempt_rows(attempts: list[Attempt], names: list[str]) -> list[list[str]]:
     rows = []
     for number, a in enumerate(attempts, start=1):
-        found = "; ".join(
-            f"{f.rule} @ step {f.step} on {f.tensor}" if f.step is not None else f.rule
-            for f in a.findings
-        )
+        found = "; ".join(finding_text(f) for f in a.findings)
         changes = ", ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in a.changes.items())
         rows.append(
             [
@@ -264,6 +267,16 @@ def attempt_rows(attempts: list[Attempt], names: list[str]) -> list[list[str]]:
             ]
         )
     return [[redact(cell) for cell in row] for row in rows]
+
+
+def finding_text(finding: Finding) -> str:
+    """`ExplodingTensor @ step 5 on gradient/fc.weight`: only what the finding knows."""
+    text = finding.rule
+    if finding.step is not None:
+        text += f" @ step {finding.step}"
+    if finding.tensor:
+        text += f" on {finding.tensor}"
+    return text
 
 
 def header(names: list[str]) -> list[str]:
@@ -315,7 +328,7 @@ def html_document(state: State, figures: RunFigures, images: list[tuple[str, str
         "<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
         for row in attempt_rows(state.history.attempts, figures.metric_names)
     )
-    summary = "".join(f"<li>{e(line[2:])}</li>" for line in summary_lines(figures))
+    summary = "".join(f"<li>{code_spans(e(line[2:]))}</li>" for line in summary_lines(figures))
     plots = "".join(
         f'<h2>{e(title)}</h2><img alt="{e(title)}" src="data:image/png;base64,{data}">'
         for title, data in images
@@ -331,6 +344,11 @@ def html_document(state: State, figures: RunFigures, images: list[tuple[str, str
     )
 
 
+def code_spans(text: str) -> str:
+    """Markdown's `code` as HTML's <code>: no literal backticks in the HTML report."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", text)
+
+
 def build_report(run_dir: str | Path) -> Path:
     """Write RUN_DIR/report/index.html and summary.md; return the report folder."""
     run_dir = Path(run_dir)
@@ -344,7 +362,7 @@ def build_report(run_dir: str | Path) -> Path:
         images.append(("timeline of findings and strategies", plot_timeline(state)))
         for number, attempt in enumerate(attempts, start=1):
             norms = layer_grad_norms(run_dir, attempt)
-            if norms:
+            if any(len(by_step) >= 2 for by_step in norms.values()):  # a curve, not a dot
                 name = label(number, attempt)
                 images.append((f"gradient norm per layer, {name}", plot_grad_norms(name, norms)))
     out = run_dir / REPORT_DIR
