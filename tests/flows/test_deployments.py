@@ -219,3 +219,22 @@ def test_a_deployment_run_refuses_a_cloud_spec_it_cannot_launch_naming_the_field
         assert expected in message, message
         assert "remedy-form-test" not in message and "role/remedy-training" not in message
         assert not (tmp_path / name).exists()
+
+
+def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
+    """The form (the remediate deployment's schema): the cloud fields after the backend
+    choice, nothing a strategy sets, descriptions without raw tags; a payload through the
+    API may still carry the fields left out (the flow validates run_spec itself)."""
+    from prefect.utilities.schema_tools import validate
+    from remedy.flows.deployments import CLOUD_FIELDS, FORM_LEFT_OUT, remediate_deployment
+
+    schema = remediate_deployment()._parameter_openapi_schema.model_dump(exclude_unset=True)
+    fields = list(schema["definitions"]["RunSpec"]["properties"])
+    backend = fields.index("backend")
+    assert fields[backend + 1 :] == list(CLOUD_FIELDS)
+    assert fields.index("entry_point") < backend and fields[0] == "base_job_name"
+    assert not set(FORM_LEFT_OUT) & set(fields)
+    text = str(schema)
+    assert "<hidden>" not in text and "&lt;hidden&gt;" in text
+    warm = {"run_spec": {"init_checkpoint": "/ckpt", "start_epoch": 2}}
+    assert validate(warm, schema) == []
