@@ -108,7 +108,7 @@ def remediate(
         policy_config: Finding -> ordered strategies with limits (policy 'config', and
             'adaptive' for the findings it names).
         settings: Polling, notifications and the report.
-        run_dir: Where the run keeps its state and jobs (default: runs/<flow run name>).
+        run_dir: Where the run keeps its state and jobs (default: runs/BASE_JOB_NAME-FLOW_RUN_NAME).
     """
     settings = settings or RemediateSettings()
     hide_parameters()  # the UI shows parameters: no role ARN or bucket there

@@ -6,7 +6,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
-from remedy.records.run_folder import default_run_dir, persist, state_path
+from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.state_schema import NextAction, RunSpec, State
 from remedy.state_schema.private import reveal_private
 from remedy.state_schema.transitions import (
@@ -28,7 +28,7 @@ def check_spec(state: State, run_dir: str | None, flow_run_name: str) -> None:
     machine's environment. A run folder that holds a state already is a resume or a retry,
     or a start written before the flow (remedy run's, after its preflight; a search's
     candidate, checked before its folder): its spec was checked then."""
-    if state_path(run_dir or default_run_dir(flow_run_name)).exists():
+    if state_path(run_dir or job_run_dir(state.run_spec.base_job_name, flow_run_name)).exists():
         return
     preflight(reveal_private(state).run_spec)
 

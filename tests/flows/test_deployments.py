@@ -130,9 +130,10 @@ def test_a_served_run_links_its_report_on_the_report_server(served: Served) -> N
         timeout=180,
     )
     assert flow_run.state.type is StateType.COMPLETED, flow_run.state
+    folder = f"complex-resnet-model-{flow_run.name}"  # named after the job (its default name)
     response = httpx.post(
         f"{PREFECT_API_URL.value()}/artifacts/filter",
-        json={"artifacts": {"key": {"any_": [f"remedy-{flow_run.name}-report"]}}}
+        json={"artifacts": {"key": {"any_": [f"remedy-{folder}-report"]}}}
         | {"sort": "CREATED_DESC", "limit": 1, "offset": 0},
     )
     response.raise_for_status()
@@ -141,10 +142,10 @@ def test_a_served_run_links_its_report_on_the_report_server(served: Served) -> N
     assert artifact["type"] == "markdown" and "![plot](data:image/png;base64," in artifact["data"]
     url = re.search(r"\*\*Report:\*\* \[report/index.html\]\((.+)\)", artifact["data"]).group(1)
     assert url.startswith("http://127.0.0.1:")
-    assert url.endswith(f"/{flow_run.name}/report/index.html")
+    assert url.endswith(f"/{folder}/report/index.html")
     page = httpx.get(url, timeout=30)
     assert page.status_code == 200 and "<html" in page.text.lower()
-    assert (served.runs_dir / flow_run.name / "report" / "index.html").read_text() == page.text
+    assert (served.runs_dir / folder / "report" / "index.html").read_text() == page.text
     # only reports: the run's state, tensors and checkpoints are not served
     for private in ("state.json", "transitions.jsonl", "report/../state.json"):
         assert httpx.get(url.replace("report/index.html", private)).status_code == 404
