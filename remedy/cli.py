@@ -89,7 +89,7 @@ def check_state_out(path: str | None) -> None:
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
     from remedy.flows.remediate import RemediateSettings, remediate
-    from remedy.records.messages import attempt_rich_table, payload_for_people
+    from remedy.records.messages import attempt_rich_table, attempt_table, payload_for_people
     from remedy.records.notifications import notifier
     from remedy.records.run_folder import (
         REPORT_DIR,
@@ -149,12 +149,15 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console(highlight=False)
-    console.print()
-    console.print(attempt_rich_table(final))
-    console.print(f"\nended: {final.end_reason}", markup=False)
+    print()
+    if console.is_terminal:
+        console.print(attempt_rich_table(final))  # fitted to the terminal
+    else:
+        print(attempt_table(final))  # a pipe or a file: never wrapped
+    print(f"\nended: {final.end_reason}")
     report = run_dir / REPORT_DIR / "index.html"
     if report.is_file():
-        console.print(f"report: {report}", markup=False)
+        print(f"report: {report}")
     if args.json:  # the payload on the screen only when asked: it is long
         print("\n" + payload_for_people(final), flush=True)
     if args.state_out:

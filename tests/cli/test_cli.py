@@ -162,7 +162,11 @@ def test_run_writes_state_out_and_exits_zero_when_completed(
     assert final.history.attempts[0].outcome is JobStatus.Completed
     assert final.policy == "config"
     assert final.policy_config["ExplodingTensor"][0].max_times == 2
-    assert "initial" in out.stdout and '"next_action": "end"' in out.stdout
+    assert "initial" in out.stdout and f"report: {tmp_path / 'run'}" in out.stdout
+    assert '"next_action"' not in out.stdout  # the payload went to --state-out only
+    shown = remedy("resume", str(tmp_path / "run"), "--json", api_url=prefect_api_url)
+    assert shown.returncode == 0 and "already ended" in shown.stdout
+    assert '"next_action": "end"' in shown.stdout and "initial" in shown.stdout
 
 
 def test_run_exits_nonzero_when_the_last_attempt_did_not_complete(
