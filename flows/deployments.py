@@ -57,8 +57,10 @@ def form_schema(schema: ParameterSchema) -> ParameterSchema:
         fields = run_spec["properties"]
         job = [name for name in fields if name not in (*CLOUD_FIELDS, "backend")]
         order = [*job, "backend", *CLOUD_FIELDS]
+        shown_fields = [name for name in order if name in fields and name not in FORM_LEFT_OUT]
+        # "position" orders the form (a server on PostgreSQL stores the keys re-sorted)
         run_spec["properties"] = {
-            name: fields[name] for name in order if name in fields and name not in FORM_LEFT_OUT
+            name: fields[name] | {"position": index} for index, name in enumerate(shown_fields)
         }
         run_spec["additionalProperties"] = True  # the fields left out, from the API
     return ParameterSchema.model_validate(shown)
