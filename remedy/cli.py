@@ -88,9 +88,24 @@ def check_state_out(path: str | None) -> None:
 
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
+    from remedy.records.notifications import notifier
+    from remedy.state_schema.private import reveal_private
+    from remedy.tasks.preflight import preflight
+
+    try:
+        state = reveal_private(state)  # role and bucket left empty: from the environment
+        preflight(state.run_spec)  # bad input fails now, before any launch
+        notifier(args.notify_config)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    with prefect_server():
+        return launch_and_report(state, run_dir, args)
+
+
+def launch_and_report(state: State, run_dir: Path, args: argparse.Namespace) -> int:
+    """The flow on a checked state, then its table; the exit status."""
     from remedy.flows.remediate import RemediateSettings, remediate
     from remedy.records.messages import attempt_rich_table, attempt_table, payload_for_people
-    from remedy.records.notifications import notifier
     from remedy.records.run_folder import (
         REPORT_DIR,
         RunBusy,
@@ -101,19 +116,11 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         unlock_run,
     )
     from remedy.records.verdict import run_is_clean
-    from remedy.state_schema.private import hidden_state, reveal_private
-    from remedy.tasks.preflight import preflight
+    from remedy.state_schema.private import hidden_state
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
     )
-    try:
-        state = reveal_private(state)  # role and bucket left empty: from the environment
-        preflight(state.run_spec)  # bad input fails now, before any launch
-        notifier(settings.notify_config)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    start_temporary_server()
     try:
         lock_run(run_dir, f"remedy {args.command}")  # the flow takes it again, in this process
     except RunBusy as error:
@@ -211,14 +218,43 @@ def live_progress() -> Iterator[None]:
                 handler.setLevel(level)
 
 
-def start_temporary_server() -> None:
-    """Without PREFECT_API_URL, the flow runs on Prefect's temporary server: start it here
-    (Prefect then uses this one) so that a watchdog ends it even if remedy is killed."""
-    from prefect.settings import PREFECT_API_URL
+# Where `remedy server` listens by default: a run without PREFECT_API_URL looks there first.
+LOCAL_SERVER_API = "http://127.0.0.1:4200/api"
+
+
+@contextmanager
+def prefect_server() -> Iterator[None]:
+    """The Prefect server the run reports to: PREFECT_API_URL's (it must answer); else a
+    `remedy server` running on this machine at its default address, reused (no start-up;
+    it runs until stopped, Ctrl-C or SIGTERM); else Prefect's temporary server, started for
+    this run alone (seconds to a minute on a small machine) and ended with it."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     if PREFECT_API_URL.value():
         check_server(PREFECT_API_URL.value())
+        yield
         return
+    if server_answers(LOCAL_SERVER_API):
+        print(f"remedy: Prefect server at {LOCAL_SERVER_API} (a running `remedy server`)")
+        with temporary_settings(updates={PREFECT_API_URL: LOCAL_SERVER_API}):
+            yield
+        return
+    start_temporary_server()
+    yield
+
+
+def server_answers(api_url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{api_url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_temporary_server() -> None:
+    """Start Prefect's temporary server here (Prefect then uses this one) so that a
+    watchdog ends it even if remedy is killed."""
     from prefect.server.api.server import SubprocessASGIServer
 
     from remedy.watchdog import start_watchdog
