@@ -30,6 +30,7 @@ def real_run(prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
         state=State(run_spec=spec, policy="seed"),  # the seed ladder: batch norm next
         run_dir=str(run_dir),
         settings=RemediateSettings(poll_interval_s=0.5),
+        return_state=True,  # the report is about the run folder, clean or not
     )
     return run_dir
 
