@@ -310,14 +310,20 @@ def summary_lines(figures: RunFigures) -> list[str]:
 
 
 def markdown(state: State, figures: RunFigures) -> str:
+    """The summary and the attempt table; each strategy's why (a sentence) is listed under
+    the table, not in it, so the table fits a page (the UI's artifact view cuts it off)."""
     escape = lambda cell: cell.replace("|", "\\|")  # noqa: E731
     columns = header(figures.metric_names)
+    why = columns.index("why")
+    rows = attempt_rows(state.history.attempts, figures.metric_names)
+    narrow = [[c for i, c in enumerate(row) if i != why] for row in [columns, *rows]]
     lines = [f"# remedy run {Path(figures.run_dir).name}", "", *summary_lines(figures), ""]
-    lines += ["| " + " | ".join(escape(c) for c in columns) + " |", "|" + "---|" * len(columns)]
-    lines += [
-        "| " + " | ".join(escape(c) for c in row) + " |"
-        for row in attempt_rows(state.history.attempts, figures.metric_names)
-    ]
+    lines += ["| " + " | ".join(escape(c) for c in narrow[0]) + " |"]
+    lines += ["|" + "---|" * len(narrow[0])]
+    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in narrow[1:]]
+    reasons = [f"- {row[0]}. {row[1]}: {row[why]}" for row in rows if row[why]]
+    if reasons:
+        lines += ["", "Why each strategy:", "", *reasons]
     return "\n".join(lines) + "\n"
 
 
