@@ -169,7 +169,8 @@ def run_one(scenario: str, policy: str, seed: int, launches: int, folder: Path) 
         state=State(run_spec=spec, policy=policy, budgets=Budgets(max_num_retraining=launches)),
         run_dir=str(run_dir),
         settings=RemediateSettings(poll_interval_s=1.0, report=False),
-    )
+        return_state=True,
+    ).result(raise_on_failure=False)  # a run that gave up is Failed, its payload the data
     row = figures(final)
     print(f"{time.monotonic() - started:.0f} s: {row['strategies']}", flush=True)
     return row

@@ -116,8 +116,11 @@ def main() -> None:
         run_dir = workdir / f"interval-{interval}"
         print(f"running two attempts with gradients saved every {interval} steps ...", flush=True)
         final = remediate(
-            state=state, run_dir=str(run_dir), settings=RemediateSettings(poll_interval_s=2.0)
-        )
+            state=state,
+            run_dir=str(run_dir),
+            settings=RemediateSettings(poll_interval_s=2.0),
+            return_state=True,
+        ).result(raise_on_failure=False)  # a run that gave up is Failed, its payload the data
         rows[interval] = measure(run_dir, final)
     baseline = bare_start_to_first_step(DEMO_RUN_SPEC, workdir)
 

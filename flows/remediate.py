@@ -10,7 +10,9 @@ The flow is a pure function of the payload: any State starts or resumes it. The 
 persisted to the run directory after every transition; one process at a time drives a run
 directory, and calling the flow again on it (a retry, a resume) goes on from its saved
 state. At its end the flow writes the run's
-HTML report (RUN_DIR/report/index.html) and links it from the flow run's page.
+HTML report (RUN_DIR/report/index.html) and links it from the flow run's page. A run
+that did not end clean (records/verdict.py) ends Failed, a cancelled one Cancelled, each
+with the end reason as its message and the final payload as its data.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
-from prefect.states import Cancelled
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 from remedy.state_schema import (
@@ -32,11 +33,20 @@ from remedy.state_schema import (
     RunSpec,
     State,
 )
+from remedy.state_schema.transitions import retraining_budget_spent
 from remedy.tasks.monitor import monitor
 from remedy.tasks.notify import announce, announce_end
 from remedy.tasks.plan import PolicyName, plan
 from remedy.tasks.probe import try_probes
-from remedy.tasks.record import finish, hide_parameters, open_run, record, release_run
+from remedy.tasks.record import (
+    final_state,
+    finish,
+    hide_parameters,
+    open_run,
+    quiet_task_runs,
+    record,
+    release_run,
+)
 from remedy.tasks.stop import stop_job, stop_latest_job
 from remedy.tasks.train import check_spec, ensure_launched, train
 
@@ -62,6 +72,12 @@ class RemediateSettings(BaseModel):
         True,
         description="At the end, write RUN_DIR/report/index.html (plots of every attempt) "
         "and link it from the flow run.",
+    )
+    notify: bool = Field(
+        True,
+        description="Send messages to the notification targets (retraining, the end); the "
+        "events for automations are emitted either way. A search turns it off for its "
+        "candidates unless its settings.notify_candidates.",
     )
 
 
@@ -93,10 +109,11 @@ def remediate(
         policy_config: Finding -> ordered strategies with limits (policy 'config', and
             'adaptive' for the findings it names).
         settings: Polling, notifications and the report.
-        run_dir: Where the run keeps its state and jobs (default: runs/<flow run name>).
+        run_dir: Where the run keeps its state and jobs (default: runs/BASE_JOB_NAME-FLOW_RUN_NAME).
     """
     settings = settings or RemediateSettings()
     hide_parameters()  # the UI shows parameters: no role ARN or bucket there
+    quiet_task_runs()  # no "Finished in state Completed()" line per task run
     if state is None:
         state = State(
             run_spec=run_spec, budgets=budgets, policy=policy, policy_config=policy_config
@@ -118,9 +135,14 @@ def remediate(
             state = plan(state, run_dir)
             if state.probes:  # candidate fixes, tried briefly side by side: the best is kept
                 state = try_probes(state, run_dir, settings.poll_interval_s)
-            if state.next_action is NextAction.launch_new:
-                announce(
-                    state, run_dir, "retraining", settings.notify_config, settings.notify_block
+            if state.next_action is NextAction.launch_new and not retraining_budget_spent(state):
+                announce(  # with the budget spent, train ends the run: nothing is retrained
+                    state,
+                    run_dir,
+                    "retraining",
+                    settings.notify_config,
+                    settings.notify_block,
+                    settings.notify,
                 )
         elif state.next_action is NextAction.end and state.job_status in RUNNING:
             state = stop_job(state, run_dir)  # a budget ended the flow with the job running
@@ -131,9 +153,14 @@ def remediate(
         from remedy.tasks.report import report  # matplotlib: imported only when a run ends
 
         report_dir = report(run_dir)
-    announce_end(state, run_dir, report_dir, settings.notify_config, settings.notify_block)
+    announce_end(
+        state,
+        run_dir,
+        report_dir,
+        settings.notify_config,
+        settings.notify_block,
+        settings.notify,
+    )
     finish(state, run_dir)
     get_run_logger().info("done: %s", state.end_reason)
-    if (state.end_reason or "").startswith("cancelled"):
-        return Cancelled(message=state.end_reason, data=state)
-    return state
+    return final_state(state)

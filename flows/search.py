@@ -27,7 +27,7 @@ from remedy.state_schema import DEFAULT_POLICY, Activation, Budgets, RunSpec, St
 from remedy.state_schema.private import hidden_state
 from remedy.tasks.leaderboard import open_search, publish_leaderboard
 from remedy.tasks.plan import PolicyName
-from remedy.tasks.record import hide_parameters, prepare_run
+from remedy.tasks.record import hide_parameters, prepare_run, quiet_task_runs
 from remedy.tasks.train import check_spec
 
 
@@ -95,7 +95,19 @@ class SearchSettings(BaseModel):
     policy: PolicyName = Field(
         DEFAULT_POLICY, description="Remediation policy for every candidate."
     )
-    remediate: RemediateSettings = Field(default_factory=RemediateSettings)
+    remediate: RemediateSettings = Field(
+        default_factory=RemediateSettings,
+        description="Every candidate's remediation settings; its notification targets also "
+        "get the search's one message at the end.",
+    )
+    notify_candidates: bool = Field(
+        False,
+        description="Also send each candidate's own messages (retraining, its end); off, "
+        "only the search's one message at its end is sent.",
+    )
+
+    def candidate_settings(self) -> RemediateSettings:
+        return self.remediate.model_copy(update={"notify": self.notify_candidates})
 
 
 def check_deployment(name: str) -> str | None:
@@ -141,14 +153,15 @@ def run_candidate(
     check_spec(start, run_dir, spec.base_job_name)  # as its flow would: before its folder
     shown = hidden_state(prepare_run(start, run_dir)).run_spec
     if not settings.use_deployments:
-        remediate(
+        final = remediate(
             run_spec=shown,
             budgets=settings.budgets,
             policy=settings.policy,
             run_dir=run_dir,
-            settings=settings.remediate,
+            settings=settings.candidate_settings(),
+            return_state=True,  # a candidate that gave up ends Failed: the leaderboard says why
         )
-        return {}
+        return {"flow_run_state": final.type.value, "flow_run_message": final.message or ""}
     flow_run = run_deployment(
         settings.deployment,
         parameters={
@@ -156,7 +169,7 @@ def run_candidate(
             "budgets": settings.budgets.model_dump(mode="json"),
             "policy": settings.policy,
             "run_dir": run_dir,
-            "settings": settings.remediate.model_dump(mode="json"),
+            "settings": settings.candidate_settings().model_dump(mode="json"),
         },
         flow_run_name=spec.base_job_name,
         as_subflow=True,
@@ -212,8 +225,21 @@ def search(
     settings: SearchSettings = SearchSettings(),  # noqa: B008
     search_dir: str | None = None,
 ) -> list[dict[str, Any]]:
+    """Run every candidate of a search space through the remediation flow and rank them.
+
+    Args:
+        space: Values to try for each hyperparameter; the candidates are every combination
+            (up to max_candidates).
+        base_spec: The run_spec every candidate starts from; the space's values replace its
+            own, and each candidate's base_job_name gets -c<number>.
+        settings: Candidates at once, deployments or in process, the budgets and policy of
+            every candidate, their remediation settings and notifications.
+        search_dir: Where the candidates' run folders and the leaderboard go (default:
+            runs/search-<time>-<flow run name>).
+    """
     logger = get_run_logger()
     hide_parameters()  # the UI shows parameters: no role ARN or bucket there
+    quiet_task_runs()  # no "Finished in state Completed()" line per task run
     search_dir = open_search(search_dir, flow_run.name)
     specs = space.candidates(base_spec)
     if settings.use_deployments and (warning := check_deployment(settings.deployment)):

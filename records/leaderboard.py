@@ -24,7 +24,8 @@ def leaderboard_row(
 ) -> dict[str, Any]:
     """One candidate from its run directory; flow_run: what run_candidate reported."""
     flow_run = flow_run or {}
-    ran = f"flow run {flow_run.get('flow_run')} ended {flow_run.get('flow_run_state')}"
+    name = flow_run.get("flow_run", "of the candidate")
+    ran = f"flow run {name} ended {flow_run.get('flow_run_state')}"
     if flow_run.get("flow_run_message"):
         ran += f": {flow_run['flow_run_message']}"
     if not has_begun(run_dir):  # its folder may be written: no flow took it up

@@ -7,15 +7,20 @@ Everything that leaves the process as a message (notifications, logs) goes throu
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remedy.records.metric_columns import metric_names
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import Attempt, AttemptKind, Payload, State
 from remedy.state_schema.private import PRIVATE_FIELDS, hide_private
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 _PATTERNS = [
     (re.compile(r"arn:aws[a-z-]*:[a-z0-9-]*:[a-z0-9-]*:\d{12}:[^\s\"',]+"), "arn:***"),
@@ -115,15 +120,24 @@ def attempt_rows(state: State) -> list[list[str]]:
     ]
 
 
+def attempt_rich_table(state: State) -> Table:
+    """Every attempt as a rich table without borders, for a terminal."""
+    from rich.table import Table
+
+    header, *body = attempt_rows(state)
+    table = Table(*header, box=None, pad_edge=False, header_style="bold")
+    for row in body:
+        table.add_row(*row)
+    return table
+
+
 def attempt_table(state: State) -> str:
-    """A plain-text table of every attempt, aligned for a terminal or a phone."""
-    rows = attempt_rows(state)
-    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        for row in rows
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+    """The attempt table as plain text, aligned (rich lays it out), never wrapped."""
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=10_000, color_system=None, record=True)
+    console.print(attempt_rich_table(state))
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines())
 
 
 def public_state_json(state: State) -> str:

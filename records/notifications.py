@@ -5,16 +5,23 @@ Secret block named by REMEDY_NOTIFY_SECRET (same format), and/or an apprise conf
 file. They are secrets: never logged, never put in parameters that
 show in the UI (a target is named by its position). A failing target is logged and never
 fails the flow. Each target gets the body format it shows (apprise's notify_format): plain
-text, or markdown, which apprise turns into HTML for targets that take HTML (mail).
+text, or markdown, which apprise turns into HTML for targets that take HTML (mail). A mail's
+plain-text part is the message's own text (a line per attempt, link URLs written out), not
+apprise's conversion of the HTML (a line per table cell, links without their URL).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 import apprise
+from apprise.plugins.email import NotifyEmail
 from remedy.records.messages import Message
 
 NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
@@ -87,5 +94,33 @@ def deliver(
         body, body_format = message.text(), apprise.NotifyFormat.TEXT
     else:  # markdown, or HTML converted from it by apprise
         body, body_format = message.markdown(), apprise.NotifyFormat.MARKDOWN
-    if not one.notify(title=message.title, body=body, body_format=body_format):
+    is_mail = isinstance(server, NotifyEmail) and body_format != apprise.NotifyFormat.TEXT
+    with plain_part(message.text()) if is_mail else nullcontext():
+        accepted = one.notify(title=message.title, body=body, body_format=body_format)
+    if not accepted:
         raise NotDelivered(f"notification target {target + 1} did not accept {message.title!r}")
+
+
+# apprise's mail plugin writes a mail's text/plain part by converting its HTML part at send
+# time, through the module's convert_between; one send at a time swaps in our own text.
+_plain_part_lock = threading.Lock()
+
+
+@contextmanager
+def plain_part(text: str) -> Iterator[None]:
+    """While a mail is sent, its plain-text alternative is `text`."""
+    from apprise.plugins.email import base
+
+    original: Callable[..., Any] = base.convert_between
+
+    def convert(from_format: str, to_format: str, content: str) -> str:
+        if (from_format, to_format) == (apprise.NotifyFormat.HTML, apprise.NotifyFormat.TEXT):
+            return text
+        return original(from_format, to_format, content)
+
+    with _plain_part_lock:
+        base.convert_between = convert
+        try:
+            yield
+        finally:
+            base.convert_between = original

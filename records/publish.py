@@ -111,7 +111,7 @@ def attempts_markdown(state: State) -> str:
     for finding in state.findings:
         where = f" at step {finding.step} on `{finding.tensor}`" if finding.step is not None else ""
         lines.append(f"**Latest finding:** {finding.rule}{where}: {finding.message}")
-    if state.planned_change:
+    if state.planned_change and not state.end_reason:  # ended: nothing comes next
         lines.append(f"**Next:** {state.planned_change.reason}")
     if state.end_reason:
         lines.append(f"**Ended:** {state.end_reason}")

@@ -19,6 +19,7 @@ import base64
 import html
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from remedy.records.messages import (  # noqa: E402
 from remedy.records.metric_columns import metric_names  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, REPORT_MARKDOWN, state_path  # noqa: E402
 from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
-from remedy.state_schema import Attempt, State, load_state  # noqa: E402
+from remedy.state_schema import Attempt, Finding, State, load_state  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -222,6 +223,10 @@ def plot_grad_norms(attempt_label: str, norms: dict[str, dict[int, float]]) -> s
 
 
 def plot_timeline(state: State) -> str:
+    return png(timeline_figure(state))
+
+
+def timeline_figure(state: State) -> plt.Figure:
     """Attempts as bars over the steps consumed in the run, with what ended each."""
     attempts, loss_at_start = state.history.attempts, start_loss(state)
     figure, ax = plt.subplots(figsize=(12, 0.6 * len(attempts) + 1.2))
@@ -241,9 +246,10 @@ def plot_timeline(state: State) -> str:
         xlabel="training steps consumed in the run",
         ylabel="attempt",
     )
+    ax.set_yticks(range(1, len(attempts) + 1))  # attempts are whole numbers
     ax.invert_yaxis()
     ax.set_xlim(0, max(start, 1) * 1.6)
-    return png(figure)
+    return figure
 
 
 # ----------------------------------------------------------------------------------------
@@ -253,10 +259,7 @@ def plot_timeline(state: State) -> str:
 def attempt_rows(attempts: list[Attempt], names: list[str]) -> list[list[str]]:
     rows = []
     for number, a in enumerate(attempts, start=1):
-        found = "; ".join(
-            f"{f.rule} @ step {f.step} on {f.tensor}" if f.step is not None else f.rule
-            for f in a.findings
-        )
+        found = "; ".join(finding_text(f) for f in a.findings)
         changes = ", ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in a.changes.items())
         rows.append(
             [
@@ -273,6 +276,16 @@ def attempt_rows(attempts: list[Attempt], names: list[str]) -> list[list[str]]:
             ]
         )
     return [[redact(cell) for cell in row] for row in rows]
+
+
+def finding_text(finding: Finding) -> str:
+    """`ExplodingTensor @ step 5 on gradient/fc.weight`: only what the finding knows."""
+    text = finding.rule
+    if finding.step is not None:
+        text += f" @ step {finding.step}"
+    if finding.tensor:
+        text += f" on {finding.tensor}"
+    return text
 
 
 def header(names: list[str]) -> list[str]:
@@ -315,14 +328,20 @@ def queue_lines(figures: RunFigures) -> list[str]:
 
 
 def markdown(state: State, figures: RunFigures) -> str:
+    """The summary and the attempt table; each strategy's why (a sentence) is listed under
+    the table, not in it, so the table fits a page (the UI's artifact view cuts it off)."""
     escape = lambda cell: cell.replace("|", "\\|")  # noqa: E731
     columns = header(figures.metric_names)
+    why = columns.index("why")
+    rows = attempt_rows(state.history.attempts, figures.metric_names)
+    narrow = [[c for i, c in enumerate(row) if i != why] for row in [columns, *rows]]
     lines = [f"# remedy run {Path(figures.run_dir).name}", "", *summary_lines(figures), ""]
-    lines += ["| " + " | ".join(escape(c) for c in columns) + " |", "|" + "---|" * len(columns)]
-    lines += [
-        "| " + " | ".join(escape(c) for c in row) + " |"
-        for row in attempt_rows(state.history.attempts, figures.metric_names)
-    ]
+    lines += ["| " + " | ".join(escape(c) for c in narrow[0]) + " |"]
+    lines += ["|" + "---|" * len(narrow[0])]
+    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in narrow[1:]]
+    reasons = [f"- {row[0]}. {row[1]}: {row[why]}" for row in rows if row[why]]
+    if reasons:
+        lines += ["", "Why each strategy:", "", *reasons]
     return "\n".join(lines) + "\n"
 
 
@@ -333,7 +352,7 @@ def html_document(state: State, figures: RunFigures, images: list[tuple[str, str
         "<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
         for row in attempt_rows(state.history.attempts, figures.metric_names)
     )
-    summary = "".join(f"<li>{e(line[2:])}</li>" for line in summary_lines(figures))
+    summary = "".join(f"<li>{code_spans(e(line[2:]))}</li>" for line in summary_lines(figures))
     plots = "".join(
         f'<h2>{e(title)}</h2><img alt="{e(title)}" src="data:image/png;base64,{data}">'
         for title, data in images
@@ -349,6 +368,11 @@ def html_document(state: State, figures: RunFigures, images: list[tuple[str, str
     )
 
 
+def code_spans(text: str) -> str:
+    """Markdown's `code` as HTML's <code>: no literal backticks in the HTML report."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", text)
+
+
 def build_report(run_dir: str | Path) -> Path:
     """Write RUN_DIR/report/index.html and summary.md; return the report folder."""
     run_dir = Path(run_dir)
@@ -362,7 +386,7 @@ def build_report(run_dir: str | Path) -> Path:
         images.append(("timeline of findings and strategies", plot_timeline(state)))
         for number, attempt in enumerate(attempts, start=1):
             norms = layer_grad_norms(run_dir, attempt)
-            if norms:
+            if any(len(by_step) >= 2 for by_step in norms.values()):  # a curve, not a dot
                 name = label(number, attempt)
                 images.append((f"gradient norm per layer, {name}", plot_grad_norms(name, norms)))
     out = run_dir / REPORT_DIR

@@ -17,8 +17,9 @@ import os
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from remedy.state_schema import State, load_state, save_state
+from remedy.state_schema import RunSpec, State, load_state, save_state
 from remedy.state_schema.private import reveal_private, same_run
 
 RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
@@ -46,6 +47,22 @@ def runs_root() -> Path:
 def default_run_dir(flow_run_name: str) -> str:
     """<REMEDY_RUNS_DIR or ./runs>/<flow run name>, for runs started from the UI."""
     return str(runs_root() / flow_run_name)
+
+
+def job_run_dir(base_job_name: str, flow_run_name: str) -> str:
+    """A flow run's folder when it is given none: <runs>/<base_job_name>-<flow run name>,
+    named after the job, and the same for every retry of the flow run."""
+    return default_run_dir(f"{base_job_name}-{flow_run_name}")
+
+
+def run_dir_of(parameters: dict[str, Any], flow_run_name: str) -> str:
+    """A remediate flow run's folder from its parameters as the server keeps them (JSON),
+    for its hooks: its run_dir, else job_run_dir of its run_spec's base_job_name."""
+    if parameters.get("run_dir"):
+        return str(parameters["run_dir"])
+    spec = (parameters.get("state") or {}).get("run_spec") or parameters.get("run_spec") or {}
+    name = spec.get("base_job_name") or RunSpec.model_fields["base_job_name"].default
+    return job_run_dir(name, flow_run_name)
 
 
 def state_path(run_dir: str | Path) -> Path:

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -86,10 +89,24 @@ def check_state_out(path: str | None) -> None:
 
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
-    from remedy.flows.remediate import RemediateSettings, remediate
-    from remedy.preflight import preflight
-    from remedy.records.messages import attempt_table, payload_for_people
     from remedy.records.notifications import notifier
+    from remedy.state_schema.private import reveal_private
+    from remedy.tasks.preflight import preflight
+
+    try:
+        state = reveal_private(state)  # role and bucket left empty: from the environment
+        preflight(state.run_spec)  # bad input fails now, before any launch
+        notifier(args.notify_config)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    with prefect_server():
+        return launch_and_report(state, run_dir, args)
+
+
+def launch_and_report(state: State, run_dir: Path, args: argparse.Namespace) -> int:
+    """The flow on a checked state, then its table; the exit status."""
+    from remedy.flows.remediate import RemediateSettings, remediate
+    from remedy.records.messages import attempt_rich_table, attempt_table, payload_for_people
     from remedy.records.run_folder import (
         REPORT_DIR,
         RunBusy,
@@ -100,18 +117,11 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         unlock_run,
     )
     from remedy.records.verdict import run_is_clean
-    from remedy.state_schema.private import hidden_state, reveal_private
+    from remedy.state_schema.private import hidden_state
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
     )
-    try:
-        state = reveal_private(state)  # role and bucket left empty: from the environment
-        preflight(state.run_spec)  # bad input fails now, before any launch
-        notifier(settings.notify_config)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    start_temporary_server()
     try:
         lock_run(run_dir, f"remedy {args.command}")  # the flow takes it again, in this process
     except RunBusy as error:
@@ -127,9 +137,13 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     print(f"remedy: run directory {run_dir}", flush=True)
     previous = signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops the job, as Ctrl-C
     try:
-        remediate(
-            state=hidden_state(state), run_dir=str(run_dir), settings=settings, return_state=True
-        )
+        with live_progress():
+            remediate(
+                state=hidden_state(state),
+                run_dir=str(run_dir),
+                settings=settings,
+                return_state=True,
+            )
     except KeyboardInterrupt:
         stop_after_interrupt(run_dir)
         return EXIT_INTERRUPTED
@@ -140,24 +154,108 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         print(f"remedy: the flow ended before writing {state_path(run_dir)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
     final = load_run(run_dir)
-    print("\n" + attempt_table(final))
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    print()
+    if console.is_terminal:
+        console.print(attempt_rich_table(final))  # fitted to the terminal
+    else:
+        print(attempt_table(final))  # a pipe or a file: never wrapped
     print(f"\nended: {final.end_reason}")
     report = run_dir / REPORT_DIR / "index.html"
     if report.is_file():
         print(f"report: {report}")
-    print("\nfinal state:\n" + payload_for_people(final), flush=True)
+    if args.json:  # the payload on the screen only when asked: it is long
+        print("\n" + payload_for_people(final), flush=True)
     if args.state_out:
         save_state(args.state_out, final)
     return EXIT_OK if run_is_clean(final) else EXIT_NOT_COMPLETED
 
 
-def start_temporary_server() -> None:
-    """Without PREFECT_API_URL, the flow runs on Prefect's temporary server: start it here
-    (Prefect then uses this one) so that a watchdog ends it even if remedy is killed."""
-    from prefect.settings import PREFECT_API_URL
+class LiveLine(logging.Handler):
+    """Shows each INFO record of the flow on one live status line."""
+
+    def __init__(self, update: object) -> None:
+        super().__init__(logging.INFO)
+        self.update = update
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.WARNING and record.name.startswith(
+            ("prefect.flow_runs", "prefect.task_runs")
+        ):
+            self.update(record.getMessage())  # type: ignore[operator]
+
+
+@contextmanager
+def live_progress() -> Iterator[None]:
+    """On a terminal: one live status line (the latest thing the flow reported) in place of
+    Prefect's INFO lines on the console; warnings and errors still print, and the flow
+    run's logs in the UI are complete. Elsewhere (a pipe, a log file) the lines as before."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger()] + [
+        logger for logger in logging.Logger.manager.loggerDict.values()
+        if isinstance(logger, logging.Logger)
+    ]  # fmt: skip
+    consoles = [h for lg in loggers for h in lg.handlers if isinstance(h, PrefectConsoleHandler)]
+    levels = [handler.level for handler in consoles]
+    with console.status("starting ...") as status:
+        live = LiveLine(lambda text: status.update(text.splitlines()[0][: console.width - 4]))
+        logging.getLogger("prefect").addHandler(live)
+        for handler in consoles:
+            handler.setLevel(max(handler.level, logging.WARNING))
+        try:
+            yield
+        finally:
+            logging.getLogger("prefect").removeHandler(live)
+            for handler, level in zip(consoles, levels, strict=True):
+                handler.setLevel(level)
+
+
+# Where `remedy server` listens by default: a run without PREFECT_API_URL looks there first.
+LOCAL_SERVER_API = "http://127.0.0.1:4200/api"
+
+
+@contextmanager
+def prefect_server() -> Iterator[None]:
+    """The Prefect server the run reports to: PREFECT_API_URL's (it must answer); else a
+    `remedy server` running on this machine at its default address, reused (no start-up;
+    it runs until stopped, Ctrl-C or SIGTERM); else Prefect's temporary server, started for
+    this run alone (seconds to a minute on a small machine) and ended with it."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     if PREFECT_API_URL.value():
+        check_server(PREFECT_API_URL.value())
+        yield
         return
+    if server_answers(LOCAL_SERVER_API):
+        print(f"remedy: Prefect server at {LOCAL_SERVER_API} (a running `remedy server`)")
+        with temporary_settings(updates={PREFECT_API_URL: LOCAL_SERVER_API}):
+            yield
+        return
+    start_temporary_server()
+    yield
+
+
+def server_answers(api_url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{api_url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_temporary_server() -> None:
+    """Start Prefect's temporary server here (Prefect then uses this one) so that a
+    watchdog ends it even if remedy is killed."""
     from prefect.server.api.server import SubprocessASGIServer
 
     from remedy.watchdog import start_watchdog
@@ -167,6 +265,24 @@ def start_temporary_server() -> None:
     assert server.server_process is not None  # start() raises when it cannot start one
     start_watchdog(server.server_process.pid)
     print(f"remedy: temporary Prefect server at {server.address} (pid {server.server_process.pid})")
+
+
+def check_server(api_url: str) -> None:
+    """A server named by PREFECT_API_URL that does not answer is refused in one line,
+    before anything is written or launched."""
+    import httpx
+
+    try:
+        httpx.get(f"{api_url.rstrip('/')}/health", timeout=10).raise_for_status()
+    except httpx.HTTPError as error:
+        raise UsageError(unreachable(api_url, error)) from None
+
+
+def unreachable(api_url: str, error: object) -> str:
+    return (
+        f"cannot reach the Prefect server at {api_url} (PREFECT_API_URL): {error}; start it "
+        "(`remedy server`), or unset PREFECT_API_URL for a temporary one"
+    )
 
 
 def interrupt(signum: int, frame: FrameType | None) -> None:
@@ -212,7 +328,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from remedy.records.messages import payload_for_people
+    from remedy.records.messages import attempt_table, payload_for_people
     from remedy.records.run_folder import is_finished, state_path
     from remedy.records.verdict import run_is_clean
 
@@ -224,7 +340,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     check_state_out(args.state_out)
     if state.next_action is NextAction.end and is_finished(run_dir):
         print(f"remedy: {run_dir} has already ended: {state.end_reason}")
-        print(payload_for_people(state))
+        print(attempt_table(state))
+        if args.json:
+            print(payload_for_people(state))
         if args.state_out:
             save_state(args.state_out, state)
         return EXIT_OK if run_is_clean(state) else EXIT_NOT_COMPLETED
@@ -311,6 +429,11 @@ def add_flow_options(parser: argparse.ArgumentParser, new_run: bool = True) -> N
         parser.add_argument("--run-dir", help="where state, jobs and logs go (default runs/...)")
     parser.add_argument("--state-out", help="also write the final payload to this JSON file")
     parser.add_argument(
+        "--json",
+        action="store_true",
+        help="also print the final payload (private fields hidden) after the table",
+    )
+    parser.add_argument(
         "--poll-interval",
         type=float,
         default=2.0,
@@ -319,10 +442,20 @@ def add_flow_options(parser: argparse.ArgumentParser, new_run: bool = True) -> N
     parser.add_argument("--notify-config", help="apprise config file with notification targets")
 
 
+def installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("remedy-train")  # the distribution's name (pyproject.toml)
+    except PackageNotFoundError:
+        return "(not installed: run from a source tree)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="remedy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"remedy {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="reproduce the original scenario on CPU")
@@ -378,3 +511,15 @@ def main(argv: list[str] | None = None) -> int:
     except (PayloadError, UsageError) as error:
         print(f"remedy: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as error:  # a server lost on the way: one line, not Prefect's traceback
+        import httpx
+
+        reason = str(error)
+        if not isinstance(error, httpx.ConnectError) and not reason.startswith(
+            "Failed to reach API"
+        ):
+            raise
+        from prefect.settings import PREFECT_API_URL
+
+        print(f"remedy: {unreachable(str(PREFECT_API_URL.value()), reason)}", file=sys.stderr)
+        return EXIT_NOT_COMPLETED

@@ -4,7 +4,7 @@ An entry point is either
 - a module, run as `python -m MODULE` (the built-in job, remedy.training.train, is one), or
 - a script, a path ending in .py relative to source_dir (or absolute), run as
   `python SCRIPT` with source_dir as the working directory.
-Whether it exists is preflight's question (remedy.preflight): a payload stays valid on a
+Whether it exists is preflight's question (remedy.tasks.preflight): a payload stays valid on a
 machine that does not have the code.
 """
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from remedy.state_schema.hyperparameters import Hyperparameters
 from remedy.state_schema.models import Payload, RunSpec, State
 
@@ -20,11 +22,65 @@ class PayloadError(ValueError):
 
 
 def describe_validation_error(error: ValidationError, where: str) -> str:
+    """One line per invalid field; an unknown field gets a did-you-mean when a known one
+    at its place is close (`leaning_rate`: did you mean learning_rate?)."""
     lines = [f"{where}: {error.error_count()} invalid field(s)"]
+    root = ROOT_MODELS.get(error.title)
     for item in error.errors():
         field = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        lines.append(f"  {field}: {item['msg']}")
+        hint = ""
+        if item["type"] == "extra_forbidden" and root is not None:
+            close = closest_field(root, tuple(item["loc"]))
+            hint = f"; did you mean {close}?" if close else ""
+        lines.append(f"  {field}: {item['msg']}{hint}")
     return "\n".join(lines)
+
+
+ROOT_MODELS: dict[str, type[BaseModel]] = {
+    model.__name__: model for model in (Payload, State, RunSpec, Hyperparameters)
+}
+
+
+def closest_field(root: type[BaseModel], loc: tuple[Any, ...]) -> str | None:
+    """The known field name closest to an unknown one at `loc` (below the model `root`)."""
+    *parents, name = loc
+    place: Any = root
+    for part in parents:
+        place = inner_type(place, part)
+    place = model_in(place)
+    if place is None:
+        return None
+    known = [info.alias or key for key, info in place.model_fields.items()]
+    matches = difflib.get_close_matches(str(name), known, n=1, cutoff=0.7)
+    return matches[0] if matches else None
+
+
+def model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model an annotation holds (X, X | None), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (Union, UnionType):
+        models = [model_in(arg) for arg in get_args(annotation)]
+        return next((model for model in models if model is not None), None)
+    return None
+
+
+def inner_type(annotation: Any, part: Any) -> Any:
+    """What is at `part` (a field, an index, a key) inside a value of `annotation`."""
+    model = model_in(annotation)
+    if model is not None:
+        fields = {info.alias or key: info for key, info in model.model_fields.items()}
+        found = fields.get(part)
+        return found.annotation if found else None
+    for arg in get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ():
+        if arg is not type(None):
+            annotation = arg
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (list, tuple, set, frozenset) and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return None
 
 
 def state_from_document(document: Any, where: str = "input") -> State:

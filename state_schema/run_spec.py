@@ -236,6 +236,11 @@ class RunSpec(Hyperparameters):
     debugger_save_interval: int = Field(
         100, gt=0, le=10**9, description="Gradients are saved every this many steps."
     )
+    tensorboard: bool = Field(
+        False,
+        description="Local backend: also write what the debugger saves as TensorBoard event "
+        "files in each job's folder (`tensorboard --logdir RUN_DIR/jobs`).",
+    )
     sm_role: str | None = Field(
         None,
         description="Cloud backend: execution role ARN. Leave empty: REMEDY_SM_ROLE of the "

@@ -73,11 +73,12 @@ def announce(
     event: str,
     notify_config: str | None = None,
     notify_block: str | None = None,
+    tell_people: bool = True,
 ) -> None:
     """An event of the run (issues_found, retraining) for automations; people hear of
-    retraining."""
+    retraining (unless tell_people is off: a search's candidate)."""
     publish_event(event, state, run_dir)
-    if event == "retraining":
+    if event == "retraining" and tell_people:
         tell(retraining_message(state), notify_config, notify_block)
 
 
@@ -88,8 +89,10 @@ def announce_end(
     report_dir: str | None,
     notify_config: str | None = None,
     notify_block: str | None = None,
+    tell_people: bool = True,
 ) -> None:
-    """The run ended: completed (clean) or gave_up, its attempts and report, the message."""
+    """The run ended: completed (clean) or gave_up, its attempts and report, the message
+    (unless tell_people is off: a search's candidate)."""
     publish_event("completed" if run_is_clean(state) else "gave_up", state, run_dir)
     report = None if report_dir is None else report_location(report_dir, run_dir)
     publish_attempts(state, run_dir, report_dir, report)
@@ -97,7 +100,9 @@ def announce_end(
         publish_report(report_dir, run_dir, report)
     if report and not report.startswith(("http://", "https://")):
         report = None  # a file:// URL opens on no phone
-    tell(final_message(state).with_links(("Report", report)), notify_config, notify_block)
+    if tell_people:
+        message = final_message(state).with_links(("Report", report))
+        tell(message, notify_config, notify_block)
 
 
 def report_location(report_dir: str, run_dir: str) -> str:

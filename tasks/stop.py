@@ -9,7 +9,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.observe import record_end, record_progress
-from remedy.records.run_folder import default_run_dir, load_run, state_path
+from remedy.records.run_folder import load_run, run_dir_of, state_path
 from remedy.state_schema import State
 from remedy.tasks.retry import BACKEND_RETRIES
 
@@ -33,7 +33,7 @@ def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:
     """on_cancellation hook of the remediate flow (Prefect calls it with these keyword
     names): a cancelled flow must not leave its detached job running. For deployment runs
     it runs in the runner."""
-    run_dir = (flow_run.parameters or {}).get("run_dir") or default_run_dir(flow_run.name)
+    run_dir = run_dir_of(flow_run.parameters or {}, flow_run.name)
     if not state_path(run_dir).exists():
         return
     payload = load_run(run_dir)

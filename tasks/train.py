@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from remedy.jobs import backend_class, backend_for
+from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
-from remedy.records.run_folder import default_run_dir, persist, state_path
+from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.state_schema import NextAction, RunSpec, State
 from remedy.state_schema.private import reveal_private
 from remedy.state_schema.transitions import (
@@ -15,22 +15,22 @@ from remedy.state_schema.transitions import (
     new_job_name,
     retraining_budget_spent,
 )
+from remedy.tasks.preflight import preflight
 from remedy.tasks.retry import BACKEND_RETRIES
 
 
 @task(cache_policy=NO_CACHE)
 def check_spec(state: State, run_dir: str | None, flow_run_name: str) -> None:
-    """The backend's checks of the run_spec a new run will use (e.g. a cloud job's role,
-    bucket, region and instance type), before anything is created: a run started from a
-    deployment is refused as `remedy run`'s preflight refuses it, naming the field. The
+    """The preflight (tasks/preflight.py) of the run_spec a new run will use, before
+    anything is created: a run started from the UI, the API or a deployment is refused as
+    `remedy run` refuses it, naming the field (the flow run ends Failed). The
     spec is the one open_run will keep: hidden or empty private fields taken from this
     machine's environment. A run folder that holds a state already is a resume or a retry,
     or a start written before the flow (remedy run's, after its preflight; a search's
     candidate, checked before its folder): its spec was checked then."""
-    if state_path(run_dir or default_run_dir(flow_run_name)).exists():
+    if state_path(run_dir or job_run_dir(state.run_spec.base_job_name, flow_run_name)).exists():
         return
-    run_spec = reveal_private(state).run_spec
-    backend_class(run_spec.backend).check(run_spec)
+    preflight(reveal_private(state).run_spec)
 
 
 @task(cache_policy=NO_CACHE, **BACKEND_RETRIES)

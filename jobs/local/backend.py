@@ -81,6 +81,9 @@ def rule_configs(spec: RunSpec) -> list[dict[str, Any]]:
     return rules
 
 
+TENSORBOARD_DIR = "tensorboard"
+
+
 def debugger_config(spec: RunSpec, tensors: Path) -> dict[str, object]:
     """What the job saves, derived from its rules (debugger/capture.py): as the original,
     losses every step and gradients every debugger_save_interval steps, plus what each rule
@@ -90,7 +93,10 @@ def debugger_config(spec: RunSpec, tensors: Path) -> dict[str, object]:
     for config in rule_configs(spec):
         with contextlib.suppress(ValueError):
             rules.append(check_rule(RuleConfig.from_dict(config)))
-    return capture_config(rules, str(tensors), spec.debugger_save_interval)
+    config = capture_config(rules, str(tensors), spec.debugger_save_interval)
+    if spec.tensorboard:  # beside the store: jobs/JOB/tensorboard
+        config["tensorboard_dir"] = str(tensors.parent / TENSORBOARD_DIR)
+    return config
 
 
 def pid_alive(pid: int) -> bool:

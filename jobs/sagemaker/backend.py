@@ -67,6 +67,8 @@ class SageMakerBackend(JobBackend):
     def check(cls, spec: RunSpec) -> None:
         from remedy.jobs.sagemaker.checks import check_cloud_spec
 
+        if spec.tensorboard:  # never ignored: the cloud job's tensors stay in its bucket
+            raise ValueError("run_spec.tensorboard: the local backend's option (cloud: false)")
         check_cloud_spec(spec)
 
     def paths(self, job_name: str) -> LocalPaths:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -161,7 +162,11 @@ def test_run_writes_state_out_and_exits_zero_when_completed(
     assert final.history.attempts[0].outcome is JobStatus.Completed
     assert final.policy == "config"
     assert final.policy_config["ExplodingTensor"][0].max_times == 2
-    assert "initial" in out.stdout and '"next_action": "end"' in out.stdout
+    assert "initial" in out.stdout and f"report: {tmp_path / 'run'}" in out.stdout
+    assert '"next_action"' not in out.stdout  # the payload went to --state-out only
+    shown = remedy("resume", str(tmp_path / "run"), "--json", api_url=prefect_api_url)
+    assert shown.returncode == 0 and "already ended" in shown.stdout
+    assert '"next_action": "end"' in shown.stdout and "initial" in shown.stdout
 
 
 def test_run_exits_nonzero_when_the_last_attempt_did_not_complete(
@@ -279,3 +284,28 @@ def test_a_script_that_is_not_in_source_dir_is_refused_before_launch(tmp_path: P
     assert out.returncode == 2
     assert "run_spec.entry_point: no script 'main.py' in run_spec.source_dir" in out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    done = remedy("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"remedy {version('remedy-train')}"
+
+
+def test_an_unreachable_server_is_one_line_and_nothing_is_written(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/api"
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"entry_point": "tests.jobs.entry_points.quick", "rules": []}')
+    run_dir = tmp_path / "run"
+    for args in (("run", str(spec), "--run-dir", str(run_dir)), ("deploy", "--pool", "p")):
+        done = remedy(*args, api_url=url)
+        assert done.returncode in (1, 2), done.stderr
+        assert done.stderr.strip().splitlines() == [
+            f"remedy: cannot reach the Prefect server at {url} (PREFECT_API_URL): [Errno 111] "
+            "Connection refused; start it (`remedy server`), or unset PREFECT_API_URL for a "
+            "temporary one"
+        ], done.stderr
+    assert not run_dir.exists()

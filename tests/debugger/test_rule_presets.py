@@ -12,9 +12,8 @@ from remedy.debugger.rule_config import RuleConfig, RuleConfigError, parse_rule_
 from remedy.debugger.rule_presets import expand_presets, preset
 from remedy.jobs.local.backend import rule_configs
 from remedy.state_schema import RunSpec
+from remedy.tasks.preflight import PreflightError, check_rules
 from remedy.training.demo import DEMO_RUN_SPEC
-
-from remedy.preflight import PreflightError, check_rules
 
 
 def test_a_run_that_names_no_rules_runs_the_recommended_preset() -> None:

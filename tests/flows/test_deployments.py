@@ -52,6 +52,49 @@ def test_a_whole_payload_started_through_the_api_completes(served: Served, tmp_p
 
 
 @pytest.mark.slow
+def test_a_deployment_run_that_gives_up_ends_failed_with_its_reason(
+    served: Served, tmp_path: Path
+) -> None:
+    """run_deployment callers, the Failed filter and state automations see the truth: a
+    job that dies (AlgorithmError) ends the run Failed, its end reason the state's message."""
+    run_dir = tmp_path / "crashes"
+    flow_run = run_deployment(
+        "remediate/remediate",
+        parameters={
+            "run_spec": spec("crashes"),
+            "run_dir": str(run_dir),
+            "settings": {"poll_interval_s": 0.3, "report": False},
+        },
+        timeout=180,
+    )
+    assert flow_run.state.type is StateType.FAILED, flow_run.state
+    final = load_state(run_dir / "state.json")  # the attempt history stays in the folder
+    assert final.history.attempts[0].outcome is JobStatus.Failed
+    assert "AlgorithmError" in (final.end_reason or "")
+    assert flow_run.state.message == final.end_reason
+
+
+@pytest.mark.slow
+def test_a_deployment_run_refuses_a_missing_script_before_launching(
+    served: Served, tmp_path: Path
+) -> None:
+    """The preflight `remedy run` uses is every flow run's first step: a run from the UI or
+    the API whose script is not there fails naming the field, before a run folder or a job
+    exists."""
+    run_dir = tmp_path / "no-script"
+    flow_run = run_deployment(
+        "remediate/remediate",
+        parameters={"run_spec": {"entry_point": "no_such_train.py", "rules": []}}
+        | {"run_dir": str(run_dir)},
+        timeout=180,
+    )
+    assert flow_run.state.type is StateType.FAILED, flow_run.state
+    message = flow_run.state.message or ""
+    assert "run_spec.entry_point: no script 'no_such_train.py'" in message, message
+    assert not run_dir.exists()
+
+
+@pytest.mark.slow
 def test_cancelling_a_deployment_run_stops_its_job(served: Served, tmp_path: Path) -> None:
     run_dir = tmp_path / "cancel-me"
     flow_run = run_deployment(
@@ -87,9 +130,10 @@ def test_a_served_run_links_its_report_on_the_report_server(served: Served) -> N
         timeout=180,
     )
     assert flow_run.state.type is StateType.COMPLETED, flow_run.state
+    folder = f"complex-resnet-model-{flow_run.name}"  # named after the job (its default name)
     response = httpx.post(
         f"{PREFECT_API_URL.value()}/artifacts/filter",
-        json={"artifacts": {"key": {"any_": [f"remedy-{flow_run.name}-report"]}}}
+        json={"artifacts": {"key": {"any_": [f"remedy-{folder}-report"]}}}
         | {"sort": "CREATED_DESC", "limit": 1, "offset": 0},
     )
     response.raise_for_status()
@@ -98,10 +142,10 @@ def test_a_served_run_links_its_report_on_the_report_server(served: Served) -> N
     assert artifact["type"] == "markdown" and "![plot](data:image/png;base64," in artifact["data"]
     url = re.search(r"\*\*Report:\*\* \[report/index.html\]\((.+)\)", artifact["data"]).group(1)
     assert url.startswith("http://127.0.0.1:")
-    assert url.endswith(f"/{flow_run.name}/report/index.html")
+    assert url.endswith(f"/{folder}/report/index.html")
     page = httpx.get(url, timeout=30)
     assert page.status_code == 200 and "<html" in page.text.lower()
-    assert (served.runs_dir / flow_run.name / "report" / "index.html").read_text() == page.text
+    assert (served.runs_dir / folder / "report" / "index.html").read_text() == page.text
     # only reports: the run's state, tensors and checkpoints are not served
     for private in ("state.json", "transitions.jsonl", "report/../state.json"):
         assert httpx.get(url.replace("report/index.html", private)).status_code == 404
@@ -176,3 +220,22 @@ def test_a_deployment_run_refuses_a_cloud_spec_it_cannot_launch_naming_the_field
         assert expected in message, message
         assert "remedy-form-test" not in message and "role/remedy-training" not in message
         assert not (tmp_path / name).exists()
+
+
+def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
+    """The form (the remediate deployment's schema): the cloud fields after the backend
+    choice, nothing a strategy sets, descriptions without raw tags; a payload through the
+    API may still carry the fields left out (the flow validates run_spec itself)."""
+    from prefect.utilities.schema_tools import validate
+    from remedy.flows.deployments import CLOUD_FIELDS, FORM_LEFT_OUT, remediate_deployment
+
+    schema = remediate_deployment()._parameter_openapi_schema.model_dump(exclude_unset=True)
+    fields = list(schema["definitions"]["RunSpec"]["properties"])
+    backend = fields.index("backend")
+    assert fields[backend + 1 :] == list(CLOUD_FIELDS)
+    assert fields.index("entry_point") < backend and fields[0] == "base_job_name"
+    assert not set(FORM_LEFT_OUT) & set(fields)
+    text = str(schema)
+    assert "<hidden>" not in text and "&lt;hidden&gt;" in text
+    warm = {"run_spec": {"init_checkpoint": "/ckpt", "start_epoch": 2}}
+    assert validate(warm, schema) == []

@@ -67,11 +67,13 @@ def test_given_through_the_api_they_are_hidden_and_a_retry_finds_them(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    remediate(state=ended_state(), run_dir=str(run_dir), settings=QUIET)
+    remediate(state=ended_state(), run_dir=str(run_dir), settings=QUIET, return_state=True)
     shown = parameters_of(run_dir)  # as a deployment run given them would show them
     assert_hidden(shown)
     # A retry of that flow run starts from the parameters as the server now holds them.
-    retried = remediate(state=State.model_validate(shown["state"]), run_dir=str(run_dir))
+    retried = remediate(
+        state=State.model_validate(shown["state"]), run_dir=str(run_dir), return_state=True
+    ).result(raise_on_failure=False)  # the seed's payload did not end clean: Failed
     assert retried.run_spec.sm_role == ROLE
     assert load_state(run_dir / "state.json").run_spec.bucket == BUCKET
 
@@ -83,7 +85,9 @@ def test_a_new_run_takes_hidden_ones_from_the_machine(
     monkeypatch.setenv("REMEDY_SM_ROLE", ROLE)
     monkeypatch.setenv("REMEDY_BUCKET", BUCKET)
     run_dir = tmp_path / "run"
-    remediate(state=hidden_state(ended_state()), run_dir=str(run_dir), settings=QUIET)
+    remediate(
+        state=hidden_state(ended_state()), run_dir=str(run_dir), settings=QUIET, return_state=True
+    )
     saved = load_state(run_dir / "state.json")
     assert saved.run_spec.sm_role == ROLE and saved.history.attempts[0].spec.bucket == BUCKET
     assert_hidden(parameters_of(run_dir))

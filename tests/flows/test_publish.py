@@ -79,6 +79,23 @@ def test_artifacts_and_events_of_a_run(prefect_api_url: str, tmp_path: Path) -> 
     assert where in shown.data and where in markdown.data
     assert "file://" not in shown.data + markdown.data and ROLE not in shown.data
     assert 0.0 <= float(by_type["progress"].data) <= 100.0
+    # Quiet: the attempts artifact once per launch and once at the end (2 attempts), not per
+    # poll or transition
+    assert [a.key for a in artifacts].count("remedy-publish-run-attempts") == 3
+
+    # A handful of task runs per attempt, whatever the polls
+    response = httpx.post(
+        f"{prefect_api_url}/task_runs/filter",
+        json={"flow_runs": {"id": {"any_": [str(flow_run_id)]}}, "limit": 200, "offset": 0},
+    )
+    response.raise_for_status()
+    names = [run["name"].rsplit("-", 1)[0] for run in response.json()]
+    once = ["check_spec", "open_run", "ensure_launched", "report", "announce_end", "finish"]
+    assert sorted(set(once) & set(names)) == sorted(once) and all(names.count(n) == 1 for n in once)
+    per_attempt = [name for name in names if name not in once]
+    # train, its launch_job and a monitor call per transition (2 or 3 here): no record per
+    # transition, nothing per poll
+    assert per_attempt.count("train") == 2 and len(per_attempt) <= 2 * 5, sorted(names)
 
     resource = f"remedy.run.{run_name(str(tmp_path / 'publish-run'))}"
     completed = events_of(resource, "remedy.completed")

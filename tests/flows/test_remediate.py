@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prefect.states import StateType
 from remedy.debugger import create_trial
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.jobs.local import LocalBackend
@@ -25,8 +26,14 @@ from tests.flows.specs import tiny_spec
 FAST = RemediateSettings(poll_interval_s=0.5)
 
 
-def run(state: State, run_dir: Path) -> State:
-    final = remediate(state=state, run_dir=str(run_dir), settings=FAST)
+def run(state: State, run_dir: Path, ends: StateType = StateType.COMPLETED) -> State:
+    """The final payload of a run that ends in Prefect's state `ends`: a run that did not
+    end clean is Failed, with its end reason as the message and its payload as the data."""
+    flow_state = remediate(state=state, run_dir=str(run_dir), settings=FAST, return_state=True)
+    final = flow_state.result(raise_on_failure=False)
+    assert flow_state.type is ends, flow_state
+    if ends is StateType.FAILED:
+        assert flow_state.message == final.end_reason
     assert load_state(run_dir / "state.json") == final  # persisted as returned
     return final
 
@@ -77,7 +84,7 @@ def test_infrastructure_failure_relaunches_unchanged(prefect_api_url: str, tmp_p
 
 def test_algorithm_error_ends_the_flow(prefect_api_url: str, tmp_path: Path) -> None:
     spec = RunSpec(entry_point="tests.jobs.entry_points.crashes", rules=[])
-    final = run(State(run_spec=spec), tmp_path)
+    final = run(State(run_spec=spec), tmp_path, ends=StateType.FAILED)
     assert len(final.history.attempts) == 1
     assert final.next_action is NextAction.end
     assert "AlgorithmError" in (final.end_reason or "")
@@ -86,7 +93,7 @@ def test_algorithm_error_ends_the_flow(prefect_api_url: str, tmp_path: Path) -> 
 def test_retraining_budget_ends_the_flow(prefect_api_url: str, tmp_path: Path) -> None:
     spec = RunSpec(entry_point="tests.jobs.entry_points.flaky", rules=[])
     state = State(run_spec=spec, budgets=Budgets(max_num_retraining=1))
-    final = run(state, tmp_path)
+    final = run(state, tmp_path, ends=StateType.FAILED)
     assert len(final.history.attempts) == 1
     assert final.end_reason == "max_num_retraining (1) reached"
 
@@ -94,11 +101,14 @@ def test_retraining_budget_ends_the_flow(prefect_api_url: str, tmp_path: Path) -
 def test_monitor_transition_budget_stops_the_job(prefect_api_url: str, tmp_path: Path) -> None:
     spec = RunSpec(entry_point="tests.jobs.entry_points.obedient", rules=[])
     state = State(run_spec=spec, budgets=Budgets(max_monitor_transitions=1))
-    final = remediate(
+    flow_state = remediate(
         state=state,
         run_dir=str(tmp_path),
         settings=RemediateSettings(poll_interval_s=0.2, max_wait_s=1.0),
+        return_state=True,
     )
+    final = flow_state.result(raise_on_failure=False)
+    assert flow_state.is_failed() and flow_state.message == final.end_reason
     assert "max_monitor_transitions (1) exceeded" in (final.end_reason or "")
     job = final.history.latest_job_name
     assert LocalBackend(tmp_path).describe(job).status == "Stopped"

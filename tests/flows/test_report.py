@@ -30,6 +30,7 @@ def real_run(prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
         state=State(run_spec=spec, policy="seed"),  # the seed ladder: batch norm next
         run_dir=str(run_dir),
         settings=RemediateSettings(poll_interval_s=0.5),
+        return_state=True,  # the report is about the run folder, clean or not
     )
     return run_dir
 
@@ -108,3 +109,27 @@ def test_report_of_a_run_without_jobs_still_writes(tmp_path: Path) -> None:
     out = build_report(tmp_path)
     assert (out / "summary.md").read_text().startswith(f"# remedy run {tmp_path.name}")
     shutil.rmtree(out)
+
+
+def test_report_text_says_only_what_a_finding_knows_and_renders_code(tmp_path: Path) -> None:
+    """A finding without a tensor has no "on None"; the HTML has no literal backticks; the
+    timeline's attempts are whole numbers. (A state written here: no job ran.)"""
+    from remedy.records.report import timeline_figure
+    from remedy.state_schema import Finding, JobStatus
+    from remedy.state_schema.transitions import begin_attempt, update_current_attempt
+
+    state = State()
+    for number in (1, 2, 3):
+        state = begin_attempt(state, f"job-{number}")
+        finding = Finding(rule="NonFiniteGradient", step=3, tensor=None)
+        state = update_current_attempt(
+            state, findings=[finding], outcome=JobStatus.Stopped, steps_run=4
+        )
+    save_state(tmp_path / "state.json", state)
+    out = build_report(tmp_path)
+    html = (out / "index.html").read_text()
+    assert "NonFiniteGradient @ step 3<" in html and "on None" not in html
+    assert "`" not in html and "<code>" in html
+
+    (axes,) = timeline_figure(state).axes
+    assert list(axes.get_yticks()) == [1, 2, 3]

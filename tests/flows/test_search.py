@@ -8,16 +8,24 @@ from pathlib import Path
 import pytest
 from remedy.flows.remediate import RemediateSettings
 from remedy.flows.search import SearchSettings, SearchSpace, search
+from remedy.records.notifications import NOTIFY_URLS_ENV
 from remedy.state_schema import Budgets, load_state
 
 from tests.flows.specs import tiny_spec
+from tests.tasks.test_notify import Receiver, receiver  # noqa: F401 (the fixture)
 
 ROLE = "arn:aws:iam::111111111111:role/search"
 BUCKET = "search-bucket-of-the-account"
 
 
 @pytest.mark.slow
-def test_search_runs_every_candidate_and_ranks_them(prefect_api_url: str, tmp_path: Path) -> None:
+def test_search_runs_every_candidate_and_ranks_them(
+    prefect_api_url: str,
+    receiver: str,  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(NOTIFY_URLS_ENV, receiver)
     # Without batch norm the tiny ELU ResNet explodes, and one launch is all it may use.
     space = SearchSpace(
         depth=[20],
@@ -41,6 +49,8 @@ def test_search_runs_every_candidate_and_ranks_them(prefect_api_url: str, tmp_pa
     assert "max_num_retraining (1) reached" in failed["why"]
     assert json.loads((tmp_path / "leaderboard.json").read_text()) == rows
     assert "| candidate |" in (tmp_path / "leaderboard.md").read_text()
+    # One message for the whole search; the candidates' own are off by default.
+    assert [message["title"] for message in Receiver.received] == ["remedy: search finished"]
     # The search's and its candidates' flow runs show no role or bucket (issue 13); the
     # candidates' run folders keep them.
     from prefect.client.orchestration import get_client
@@ -53,6 +63,13 @@ def test_search_runs_every_candidate_and_ranks_them(prefect_api_url: str, tmp_pa
         if str(tmp_path) in json.dumps(run.parameters)  # search_dir, or a candidate's run_dir
     ]
     assert len(ours) == 3 and all(ROLE not in json.dumps(p) for p in ours)
+    # The candidate that gave up is a Failed flow run, the clean one Completed.
+    states = {
+        run.parameters.get("run_dir"): run.state.type.value
+        for run in runs
+        if "run_dir" in run.parameters and str(tmp_path) in str(run.parameters["run_dir"])
+    }
+    assert sorted(states.values()) == ["COMPLETED", "FAILED"], states
     assert all(BUCKET not in json.dumps(p) for p in ours)
     saved = load_state(tmp_path / "candidate-001" / "state.json")
     assert (saved.run_spec.sm_role, saved.run_spec.bucket) == (ROLE, BUCKET)
@@ -66,3 +83,12 @@ def test_space_validates_every_candidate_before_running() -> None:
     ).candidates(tiny_spec())
     assert len(specs) == 4
     assert len({s.base_job_name for s in specs}) == 4
+
+
+def test_candidates_send_their_own_messages_only_when_switched_on() -> None:
+    assert SearchSettings().candidate_settings().notify is False
+    switched_on = SearchSettings(notify_candidates=True).candidate_settings()
+    assert switched_on.notify is True
+    # what else the candidates get is the search's remediate settings, unchanged
+    settings = SearchSettings(remediate=RemediateSettings(poll_interval_s=0.25))
+    assert settings.candidate_settings().poll_interval_s == 0.25

@@ -28,7 +28,8 @@ def test_relaunch_loads_the_last_clean_checkpoint_and_completes(
         state=State(run_spec=spec, policy="adaptive"),
         run_dir=str(tmp_path),
         settings=RemediateSettings(poll_interval_s=0.5),
-    )
+        return_state=True,
+    ).result(raise_on_failure=False)  # the payload, whatever Prefect state the run ended in
     first, second = final.history.attempts
     assert first.findings and first.findings[0].step >= 18  # fired in epoch 2
     clean = tmp_path / "jobs" / first.job_name / "checkpoints" / "epoch-0002"

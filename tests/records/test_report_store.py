@@ -14,8 +14,8 @@ from remedy.records.notifications import NOTIFY_URLS_ENV
 from remedy.records.report_store import REPORTS_S3_ENV, reports_store
 from remedy.state_schema import RunSpec, State
 from remedy.tasks.notify import report_location
+from remedy.tasks.preflight import PreflightError, preflight
 
-from remedy.preflight import PreflightError, preflight
 from tests.tasks.test_notify import Receiver, receiver  # noqa: F401 (the fixture)
 
 BUCKET = "remedy-reports"

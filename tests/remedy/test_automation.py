@@ -106,11 +106,14 @@ def test_a_run_that_gives_up_notifies_through_the_automation(
     # a real run that gives up: the retraining budget ends a job that fails once
     run_dir = tmp_path / "gives-up"
     spec = RunSpec(entry_point="tests.jobs.entry_points.flaky", rules=[])
-    final = remediate(
+    flow_state = remediate(
         state=State(run_spec=spec, budgets=Budgets(max_num_retraining=1)),
         run_dir=str(run_dir),
         settings=RemediateSettings(poll_interval_s=0.3),
+        return_state=True,
     )
+    assert flow_state.is_failed(), flow_state  # the Failed filter and state automations see it
+    final = flow_state.result(raise_on_failure=False)
     assert final.end_reason == "max_num_retraining (1) reached"
 
     notification = received.get(timeout=120)  # sent by the server's automation

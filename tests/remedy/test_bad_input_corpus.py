@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from remedy.state_schema import PayloadError, load_state
+from remedy.tasks.preflight import PreflightError, preflight
 
 from remedy.cli import check_policy
 from remedy.errors import UsageError
-from remedy.preflight import PreflightError, preflight
 from tests import adversarial
 
 SCRIPT = '"source_dir": ".", "entry_point": "x.py"'

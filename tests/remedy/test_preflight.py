@@ -2,9 +2,8 @@ from pathlib import Path
 
 import pytest
 from remedy.state_schema import RunSpec
+from remedy.tasks.preflight import PreflightError, preflight
 from remedy.training.data import write_tiny_cifar10
-
-from remedy.preflight import PreflightError, preflight
 
 
 def test_real_entry_point_and_cifar_folder_pass(tmp_path: Path) -> None:

@@ -314,3 +314,24 @@ def test_a_script_runs_payload_shows_its_flags_not_the_built_in_fields(tmp_path)
     builtin = RunSpec().model_dump(mode="json")
     assert builtin["learning_rate"] == 0.1 and "hyperparameter_style" not in builtin
     assert "hyperparameters" in builtin  # as before: an empty object
+
+
+def test_a_misspelled_field_gets_a_did_you_mean_at_its_place() -> None:
+    from remedy.state_schema.io import state_from_document
+
+    cases = {
+        "learning_rat": ({"learning_rat": 0.1}, "learning_rat: Extra inputs are not permitted; "
+                         "did you mean learning_rate?"),
+        "nested": ({"state": {"run_spec": {"rules": [{"rule": "Loss", "parameter": {}}]}}},
+                   "state.run_spec.rules.0.parameter: Extra inputs are not permitted; "
+                   "did you mean parameters?"),
+        "budgets": ({"state": {"budgets": {"max_num_retrainings": 3}}},
+                    "did you mean max_num_retraining?"),
+    }  # fmt: skip
+    for name, (document, expected) in cases.items():
+        with pytest.raises(PayloadError) as raised:
+            state_from_document(document)
+        assert expected in str(raised.value), name
+    with pytest.raises(PayloadError) as raised:  # nothing close: no guess
+        state_from_document({"zzz": 1})
+    assert str(raised.value).endswith("zzz: Extra inputs are not permitted")

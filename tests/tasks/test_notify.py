@@ -13,20 +13,24 @@ from pathlib import Path
 import pytest
 from prefect import flow
 from prefect.runtime import flow_run
+from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier
 from remedy.state_schema import (
+    Budgets,
     Finding,
     JobStatus,
     Payload,
     PlannedChange,
     RunSpec,
     State,
+    exploding_tensor_rule,
     save_state,
 )
 from remedy.state_schema.transitions import begin_attempt, end, update_current_attempt
 from remedy.tasks.leaderboard import publish_leaderboard
 from remedy.tasks.notify import announce, notify
 
+from tests.flows.specs import tiny_spec
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 
 
@@ -217,12 +221,17 @@ def test_messages_read_well_on_a_phone_and_link_the_flow_run(
     assert f"[Flow run]({link})" in markdown
 
     (mail_text,) = mails
-    parts = email.message_from_string(mail_text).walk()
+    parts = list(email.message_from_string(mail_text).walk())
     (html,) = [
         p.get_payload(decode=True).decode() for p in parts if p.get_content_type() == "text/html"
     ]
     assert "<table>" in html and "<td>NonFiniteGradient @ step 3</td>" in html
     assert f'<a href="{link}">Flow run</a>' in html
+    # the mail's plain-text part reads as the plain-text target: a line per attempt, the URL
+    (plain,) = [
+        p.get_payload(decode=True).decode() for p in parts if p.get_content_type() == "text/plain"
+    ]
+    assert plain.replace("\r\n", "\n") == text  # mail lines end in CRLF
 
 
 def candidate(run_dir: Path, name: str, loss: float, accuracy: float, reason: str) -> str:
@@ -286,3 +295,26 @@ def test_the_search_tells_its_leaderboard_as_the_runs_tell_theirs(
     ]
     assert "<table>" in html and "<td>0.875</td>" in html
     assert f'<a href="{link}">Flow run</a>' in html
+
+
+@pytest.mark.slow
+def test_a_spent_budget_sends_no_retraining_message(
+    prefect_api_url: str, receiver: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A real explosion with one launch allowed: the policy plans a relaunch, but nothing
+    will be retrained, so people hear only that the run gave up."""
+    monkeypatch.setenv(NOTIFY_URLS_ENV, receiver)
+    spec = tiny_spec(
+        warmup_learning_rate=0.003125, nan_guard="off", rules=[exploding_tensor_rule()]
+    )
+    flow_state = remediate(
+        state=State(run_spec=spec, policy="seed", budgets=Budgets(max_num_retraining=1)),
+        run_dir=str(tmp_path),
+        settings=RemediateSettings(poll_interval_s=0.5, report=False),
+        return_state=True,
+    )
+    final = flow_state.result(raise_on_failure=False)
+    assert final.history.attempts[0].findings  # the rule fired: a relaunch was planned
+    assert final.planned_change is not None
+    assert final.end_reason == "max_num_retraining (1) reached"
+    assert [message["title"] for message in Receiver.received] == ["remedy: tiny gave up"]

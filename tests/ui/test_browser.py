@@ -108,7 +108,8 @@ def test_start_a_run_from_the_ui_form(served: Served, tmp_path: Path) -> None:
     assert flow_run.parameters["run_spec"]["num_epochs"] == 2
     assert "state" not in flow_run.parameters  # the run's own state lives in its run folder
     assert flow_run.state is not None and flow_run.state.type is StateType.COMPLETED, flow_run.state
-    final = load_state(served.runs_dir / flow_run.name / "state.json")
+    job = flow_run.parameters["run_spec"]["base_job_name"]  # the folder is named after it
+    final = load_state(served.runs_dir / f"{job}-{flow_run.name}" / "state.json")
     assert final.run_spec.num_epochs == 2
     assert final.history.attempts[-1].outcome is JobStatus.Completed
 
@@ -161,6 +162,16 @@ def test_the_run_form_holds_only_what_a_person_chooses(
                 title = name.replace("_", " ").title()
                 assert f"{name} (Optional)" not in text, name
                 assert f"{title} (Optional)" not in text, title
+            # the job, then the backend, then the cloud fields; nothing a strategy sets;
+            # a description's <hidden> shows as written
+            for title in ("Start Epoch", "Init Checkpoint", "Skip Steps", "Exclude Samples"):
+                assert f"{title} (Optional)" not in text, title
+            order = [text.index(f"{t} (Optional)") for t in ("Entry Point", "Backend", "Sm Role")]
+            assert order == sorted(order), order
+            assert "shows as <hidden> once the run starts" in text
+            # what a person sees, kept with the test's files (pytest's tmp_path)
+            page.screenshot(path=tmp_path / "form.png", full_page=True)
+            assert (tmp_path / "form.png").stat().st_size > 0
 
             # the defaults are in place, 0 included
             batch_norm = field(page, "Add Batch Norm (Optional)").get_by_role("spinbutton")

@@ -58,6 +58,11 @@ def test_the_report_shows_in_the_ui_without_a_report_server(
                 assert size[0] > 100 and size[1] > 100, size
             table = page.locator("table").first
             assert "relaunch_unchanged" in table.inner_text()
+            # the table fits the artifact's column: nothing is cut off
+            fits = "t => t.scrollWidth <= t.parentElement.clientWidth + 1"
+            assert table.evaluate(fits), table.evaluate(
+                "t => [t.scrollWidth, t.parentElement.clientWidth]"
+            )
             assert f"{run_dir.resolve()}/report/index.html" in page.inner_text("body")
         except Exception:
             page.screenshot(path=tmp_path / "artifact.png", full_page=True)

@@ -1,10 +1,13 @@
-"""Checks of a run_spec against this machine, before the flow launches anything.
+"""Checks of a run_spec against this machine, before anything is launched: the one
+pre-launch check of every way a run starts. The flow's first step runs it (tasks/train.py's
+check_spec: a run from the CLI, the UI, the API, a deployment or a search candidate), and
+`remedy run` runs it before it starts a server or writes the run folder.
 
 What the payload's validation already refused (unknown or unmapped roles, a flag the
-built-in job does not take, a script path leaving source_dir) never gets here: the CLI
-validates the file first. Here the code is looked for the way the job will look for it:
-a script in source_dir, a module with source_dir (or, without one, the current directory)
-first on the import path, then the installed packages.
+built-in job does not take, a script path leaving source_dir) never gets here: the CLI and
+the flow's parameters validate it first. Here the code is looked for the way the job will
+look for it: a script in source_dir, a module with source_dir (or, without one, the current
+directory) first on the import path, then the installed packages.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
+from remedy.jobs import backend_class
 from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
 from remedy.records.report_store import reports_store
 from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
@@ -32,6 +36,10 @@ def preflight(spec: RunSpec) -> None:
     except ValueError as error:
         raise PreflightError(str(error)) from None
     check_rules(spec)
+    try:
+        backend_class(spec.backend).check(spec)  # the backend's own (a cloud job's fields)
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
     if spec.backend == "sagemaker":
         check_cloud(spec)
         return
@@ -66,14 +74,9 @@ def preflight(spec: RunSpec) -> None:
 
 
 def check_cloud(spec: RunSpec) -> None:
-    """A cloud job's spec (jobs/sagemaker/checks.py: fields, instance type, region, image,
-    the request against the service's model), and its script in source_dir."""
-    from remedy.jobs.sagemaker.checks import CloudSpecError, check_cloud_spec
-
-    try:
-        check_cloud_spec(spec)
-    except CloudSpecError as error:
-        raise PreflightError(str(error)) from None
+    """A cloud job's script in source_dir (its spec: the backend's check, jobs/sagemaker/
+    checks.py: fields, instance type, region, image, the request against the service's
+    model)."""
     if spec.source_dir is not None and spec.is_script:
         check_script(spec.entry_point, Path(spec.source_dir).resolve(), True)
 
