@@ -213,7 +213,8 @@ def run(spec: dict[str, Any], run_dir: Path, launches: int) -> Figures:
         state=state,
         run_dir=str(run_dir),
         settings=RemediateSettings(poll_interval_s=1.0, report=False),
-    )
+        return_state=True,
+    ).result(raise_on_failure=False)  # a run that gave up is Failed, its payload the data
     attempts = final.history.attempts
     runs = final.history.runs
     last = final.current_attempt
