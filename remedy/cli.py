@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from remedy.errors import UsageError
 from remedy.state_schema import (
     Attempt,
+    Budgets,
     Finding,
     NextAction,
     PayloadError,
@@ -320,6 +321,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     state = load_state(args.file)
     if args.policy:
         state = state.model_copy(update={"policy": args.policy})
+    if args.probe_steps is not None:
+        budgets = state.budgets.model_copy(update={"probe_steps": args.probe_steps})
+        state = state.model_copy(update={"budgets": Budgets.model_validate(budgets.model_dump())})
     if args.policy_config:
         state = with_policy_config(state, args.policy_config)
     check_policy(state.policy)
@@ -470,6 +474,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="JSON file: finding -> ordered strategies with limits (policy 'config', or "
         "'adaptive' for the findings it names); replaces the file's policy_config",
+    )
+    run.add_argument(
+        "--probe-steps",
+        type=int,
+        metavar="N",
+        help="updates each probe of candidate learning rates runs before the full relaunch "
+        "(default: the file's budgets, else 50; 0: no probes)",
     )
     add_flow_options(run)
     run.set_defaults(handler=cmd_run)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.state_schema import JobStatus, State, exploding_tensor_rule
+from remedy.state_schema import Budgets, JobStatus, State, exploding_tensor_rule
 
 from tests.flows.specs import tiny_spec
 
@@ -24,8 +24,8 @@ def test_relaunch_loads_the_last_clean_checkpoint_and_completes(
         add_batch_norm=1, warmup_epochs=2, warmup_learning_rate=0.01, learning_rate=20.0,
         num_epochs=4, rules=[exploding_tensor_rule()],
     )  # fmt: skip
-    final = remediate(
-        state=State(run_spec=spec, policy="adaptive"),
+    final = remediate(  # no probes: this is about the relaunch's warm start
+        state=State(run_spec=spec, policy="adaptive", budgets=Budgets(probe_steps=0)),
         run_dir=str(tmp_path),
         settings=RemediateSettings(poll_interval_s=0.5),
         return_state=True,
