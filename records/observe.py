@@ -17,6 +17,7 @@ from remedy.state_schema import (
     RuleStatus,
     State,
 )
+from remedy.state_schema.loss_windows import windowed_losses
 from remedy.state_schema.transitions import end, update_current_attempt
 
 FINAL_RULE_STATUSES = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
@@ -124,6 +125,12 @@ def record_progress(state: State, snapshot: JobSnapshot) -> State:
     }
     if progress and progress.first_loss is not None:
         fields["initial_loss"] = progress.first_loss
+    windows = progress and windowed_losses(
+        progress.steps_run, progress.first_losses, progress.last_losses
+    )
+    if windows:
+        initial, final, size = windows
+        fields |= {"initial_window_loss": initial, "final_window_loss": final, "loss_window": size}
     return update_current_attempt(state, **fields)
 
 
