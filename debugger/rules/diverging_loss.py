@@ -163,8 +163,8 @@ class DivergingLoss(LossWindowRule):
         message = (
             f"mean {loss} over the last {self.num_steps} {mode.value} steps is {mean:.4g}, "
             f"{mean / best:.3g}x its best window mean {best:.4g} (> {self.rebound_factor:g}x) "
-            f"and {share:.0%} of the way back up to the first window's {first:.4g} "
-            f"(> {self.rebound_share:.0%}) for {self._rebound[mode]} windows in a row, "
+            f"and {100 * share:.3g}% of the way back up to the first window's {first:.4g} "
+            f"(> {100 * self.rebound_share:g}%) for {self._rebound[mode]} windows in a row, "
             f"at step {step}"
         )
         return self.fire(step, mode, loss, message)
