@@ -51,7 +51,7 @@ def remedy_run(spec: dict, folder: Path, api_url: str) -> tuple[int, str, Path]:
 def test_a_run_at_chance_is_not_clean(
     tmp_path: Path, prefect_api_url: str, learning_rate: float, flaw: str
 ) -> None:
-    spec = tiny_spec(**AT_CHANCE, learning_rate=learning_rate, rules=[])
+    spec = tiny_spec(**AT_CHANCE, learning_rate=learning_rate, rules=[], success_criteria=[])
     code, output, run_dir = remedy_run(spec.model_dump(mode="json"), tmp_path, prefect_api_url)
     assert code != 0, output
     state = load_state(run_dir / "state.json")
@@ -72,7 +72,7 @@ def test_the_same_tiny_job_trained_is_clean_by_both_measures(
     """The measure is not a bar no tiny run passes: the tiny job with batch norm trains in
     its 8 epochs (test accuracy 0.58 against chance 0.1), and its run ends clean. (In 1-4
     epochs it is still at chance: such a run is not clean.)"""
-    spec = tiny_spec(add_batch_norm=1, rules=[])
+    spec = tiny_spec(add_batch_norm=1, rules=[], success_criteria=[])
     code, output, run_dir = remedy_run(spec.model_dump(mode="json"), tmp_path, prefect_api_url)
     state = load_state(run_dir / "state.json")
     assert code == 0, state.end_reason
