@@ -80,6 +80,7 @@ class Member:
     epochs: int = 8
     seed: int = 0
     clip: float | None = None
+    head_scale: float = 1.0  # the output layer's initial weights x this: a high first loss
     pathology: str = ""
     onset: str = "start"  # start | main_lr | above_initial
 
@@ -114,6 +115,19 @@ ZOO: tuple[Member, ...] = (
         warmup_lr=100.0,
         lr=100.0,
         clip=0.25,
+    ),
+    # a long run (1,000 steps) whose noisy loss sits on a plateau for 600 steps and then
+    # falls (5.38, 5.26, 5.26, 5.25, 5.25, 5.25, 5.24, 5.20, ... per 100 steps): healthy,
+    # and LossNotDecreasing's fixed 0.1 % called it stalled at step 259
+    Member(
+        "lstm_lm_sgd_long_slow",
+        model="lstm",
+        optimizer="sgd",
+        warmup_lr=1.0,
+        lr=1.0,
+        clip=0.25,
+        width=32,
+        epochs=20,
     ),
     # pathologies
     Member(
@@ -178,6 +192,18 @@ ZOO: tuple[Member, ...] = (
         lr=0.01,
         pathology="vanishing gradients",
     ),
+    # a first loss well above ln 10 (the output layer initialised 30x too large); the loss
+    # falls to 1.6 in the warmup epoch, then Adam at 0.1 drives it back up to 2.28 (chance)
+    # and keeps it there: finite, below its first loss, far below 10x its best
+    Member(
+        "rebound_from_high_start",
+        head_scale=30.0,
+        optimizer="adam",
+        warmup_lr=1e-3,
+        lr=0.1,
+        pathology="climbs back above its running minimum from a high first loss",
+        onset="main_lr",
+    ),
     # Adam at 100x its usual rate: the first updates push most hidden ReLUs below zero
     # for every input (90 % of layers 2-4 dead after 5 steps); test accuracy 0.28
     Member("dead_relu", optimizer="adam", warmup_lr=0.1, lr=0.1, depth=4, pathology="dead ReLUs"),
@@ -224,7 +250,10 @@ def mlp(member: Member) -> nn.Module:
             layers.append(nn.BatchNorm1d(member.width))
         layers.append(ACTIVATIONS[member.activation]())
         width_in = member.width
-    layers.append(nn.Linear(width_in, CLASSES))
+    head = nn.Linear(width_in, CLASSES)
+    with torch.no_grad():
+        head.weight.mul_(member.head_scale)
+    layers.append(head)
     return nn.Sequential(*layers)
 
 

@@ -64,6 +64,12 @@ class Progress(Snapshot):
     epoch: int | None = None
     loss: float | None = Field(None, description="Latest training loss; None: non-finite.")
     first_loss: float | None = Field(None, description="Training loss at the first step.")
+    first_losses: list[float] = Field(
+        default_factory=list, description="The launch's first finite training losses (up to 20)."
+    )
+    last_losses: list[float] = Field(
+        default_factory=list, description="Its latest finite training losses (up to 20)."
+    )
 
     @property
     def steps_run(self) -> int:

@@ -18,6 +18,7 @@ from remedy.state_schema import (
     RuleStatus,
     State,
 )
+from remedy.state_schema.loss_windows import windowed_losses
 from remedy.state_schema.transitions import end, update_current_attempt
 
 FINAL_RULE_STATUSES = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
@@ -135,6 +136,12 @@ def record_progress(state: State, snapshot: JobSnapshot) -> State:
     if snapshot.backend_job_id is not None:  # a scheduler's job (Slurm): its id and queue wait
         fields["backend_job_id"] = snapshot.backend_job_id
         fields["queue_wait_s"] = snapshot.queue_wait_s
+    windows = progress and windowed_losses(
+        progress.steps_run, progress.first_losses, progress.last_losses
+    )
+    if windows:
+        initial, final, size = windows
+        fields |= {"initial_window_loss": initial, "final_window_loss": final, "loss_window": size}
     return update_current_attempt(state, **fields)
 
 

@@ -3,8 +3,14 @@
 An attempt is clean when its job completed, no rule reported an issue on it or could not
 judge it (status Error: a rule that read nothing or broke), it ran at least
 one update, and its model trained: it meets run_spec.success_criteria (a metric the job did
-not report, or whose last value was not finite, is not met), or, when none are given, its
-final training loss is finite and clearly below the loss at the start of the run.
+not report, or whose last value was not finite, is not met), or, when none are given,
+- its final training loss (the median of a window of its last steps) is finite and clearly
+  below the untrained model's loss: the median of a window of the first steps of the run's
+  first cold start, or the loss the run states (run_spec.untrained_loss; the built-in job:
+  ln 10, a uniform guess), whichever is lower: a first loss inflated by an unstable start
+  is no baseline; and
+- where the job's classes are known (run_spec.num_classes; the built-in job's 10), its test
+  accuracy is clearly above chance.
 A run is clean when its last attempt is.
 """
 
@@ -12,19 +18,32 @@ from __future__ import annotations
 
 import math
 
-from remedy.state_schema import Attempt, JobStatus, State
+from remedy.state_schema import Attempt, JobStatus, RunSpec, State
 
-# "Clearly below": the final loss at least this share of the start loss's size lower.
+# "Clearly below": the final loss at least this share of the untrained loss's size lower.
 LOSS_DROP = 0.1
+# "Clearly above chance": more than chance by CHANCE_STANDARD_ERRORS standard errors of a
+# chance-level score on the test set (when its size is known), and by at least
+# CHANCE_MARGIN of the way from chance to a perfect score (a large test set's standard
+# error is tiny: 0.112 on 10,000 images is 4 of them above 0.1, and still no model).
+CHANCE_STANDARD_ERRORS = 3.0
+CHANCE_MARGIN = 0.05
 
 
 def start_loss(state: State) -> float | None:
-    """The loss before any training: the first step of the first attempt that started cold
-    (a warm-started attempt begins from an already trained model)."""
+    """The untrained model's loss as measured: over the first steps of the first attempt
+    that started cold (a warm-started attempt begins from an already trained model)."""
     for attempt in state.history.attempts:
-        if attempt.start_step == 0 and attempt.initial_loss is not None:
-            return attempt.initial_loss
+        if attempt.start_step == 0 and (measured := measured_start(attempt)) is not None:
+            return measured
     return None
+
+
+def measured_start(attempt: Attempt) -> float | None:
+    """The attempt's first window's loss (its first step's, from a job that sent no window)."""
+    if attempt.initial_window_loss is not None:
+        return attempt.initial_window_loss
+    return attempt.initial_loss
 
 
 def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | None:
@@ -44,7 +63,8 @@ def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | N
         return "the job completed without running a single update"
     if attempt.spec.success_criteria:
         return unmet_criterion(attempt)
-    return untrained(attempt, attempt.initial_loss if start is None else start)
+    measured = measured_start(attempt) if start is None else start
+    return untrained(attempt, measured) or at_chance(attempt)
 
 
 def unmet_criterion(attempt: Attempt) -> str | None:
@@ -65,18 +85,67 @@ def unmet_criterion(attempt: Attempt) -> str | None:
     return None
 
 
+def stated_untrained_loss(spec: RunSpec) -> tuple[float, str] | None:
+    """The untrained loss the run states or the job is known to have, and where it comes from."""
+    if spec.untrained_loss is not None:
+        return spec.untrained_loss, "run_spec.untrained_loss"
+    if spec.is_builtin and spec.classes is not None:  # cross-entropy over its classes
+        return math.log(spec.classes), f"ln {spec.classes}, a uniform guess"
+    return None
+
+
 def untrained(attempt: Attempt, start: float | None) -> str | None:
     # Training loss against training loss: a test loss (eval mode, other data) is not
-    # comparable with the first step's loss.
-    final = attempt.metrics.get("train:loss", attempt.final_loss)
-    if start is None or not math.isfinite(start):
+    # comparable with the first steps' loss.
+    final = attempt.final_window_loss
+    if final is None:
+        final = attempt.metrics.get("train:loss", attempt.final_loss)
+    window = f" {attempt.loss_window} steps" if attempt.loss_window else " step"
+    baselines = [(start, f"measured over its first{window}")] if start is not None else []
+    if (stated := stated_untrained_loss(attempt.spec)) is not None:
+        baselines.append(stated)
+    baselines = [(loss, why) for loss, why in baselines if math.isfinite(loss)]
+    if not baselines:
         return "no finite loss was reported at the start: cannot tell whether the model trained"
     if final is None or not math.isfinite(final):
         return "no finite final loss was reported: cannot tell whether the model trained"
-    if final > start - LOSS_DROP * abs(start):
+    baseline, why = min(baselines)
+    if final > baseline - LOSS_DROP * abs(baseline):
+        last = f" (median of the last{window})" if attempt.final_window_loss is not None else ""
         return (
-            f"the model did not train: final training loss {final:.4g} is not clearly below "
-            f"{start:.4g} at the start"
+            f"the model did not train: final training loss {final:.4g}{last} is not "
+            f"{LOSS_DROP:.0%} below the untrained model's {baseline:.4g} ({why})"
+        )
+    return None
+
+
+def chance_bar(spec: RunSpec) -> tuple[float, float] | None:
+    """(chance accuracy, the accuracy a trained model must exceed); None: classes unknown."""
+    if spec.classes is None:
+        return None
+    chance = 1 / spec.classes
+    margin = CHANCE_MARGIN * (1 - chance)
+    samples = spec.num_test_samples if spec.is_builtin else None
+    if samples:
+        standard_error = math.sqrt(chance * (1 - chance) / samples)
+        margin = max(margin, CHANCE_STANDARD_ERRORS * standard_error)
+    return chance, chance + margin
+
+
+def at_chance(attempt: Attempt) -> str | None:
+    if (bar := chance_bar(attempt.spec)) is None:
+        return None
+    chance, needed = bar
+    accuracy = attempt.metrics.get("test:accuracy", attempt.final_accuracy)
+    if accuracy is None or not math.isfinite(accuracy):
+        return (
+            f"no test:accuracy was reported: cannot tell whether the model beats chance "
+            f"({chance:.3g} for {attempt.spec.classes} classes)"
+        )
+    if accuracy <= needed:
+        return (
+            f"the model did not learn: test accuracy {accuracy:.3g} is not clearly above "
+            f"chance {chance:.3g} for {attempt.spec.classes} classes (needs > {needed:.3g})"
         )
     return None
 

@@ -25,6 +25,7 @@ from remedy.state_schema.base import Strict
 # The synthetic dataset's size when train_samples / test_samples are not given.
 SYNTHETIC_TRAIN_SAMPLES = 5000
 SYNTHETIC_TEST_SAMPLES = 1000
+BUILTIN_NUM_CLASSES = 10  # the built-in job's datasets: CIFAR-10 and the synthetic images
 MAX_SAMPLES = 10_000_000  # 120 GB of 32x32 RGB float images: more is a typo
 
 

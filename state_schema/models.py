@@ -154,6 +154,19 @@ class Attempt(Strict):
     )
     final_loss: float | None = None
     final_accuracy: float | None = None
+    # Windows, not one batch each: what "the model trained" is judged by (records/verdict.py).
+    initial_window_loss: float | None = Field(
+        None,
+        description="Median training loss over the job's first loss_window steps (the "
+        "untrained model's, on a cold start); null: unknown.",
+    )
+    final_window_loss: float | None = Field(
+        None,
+        description="Median training loss over the job's last loss_window steps; null: unknown.",
+    )
+    loss_window: int | None = Field(
+        None, ge=1, description="Steps in each of those windows (at most 20, a quarter of the run)."
+    )
     metrics: dict[str, float] = Field(
         default_factory=dict,
         description="Final metrics the job reported (test:accuracy, test:loss, train:loss, ...).",

@@ -42,7 +42,12 @@ from remedy.state_schema.flags import (
     command_line,
     option,
 )
-from remedy.state_schema.hyperparameters import Hyperparameters, is_number, takes_none
+from remedy.state_schema.hyperparameters import (
+    BUILTIN_NUM_CLASSES,
+    Hyperparameters,
+    is_number,
+    takes_none,
+)
 from remedy.state_schema.metric_definitions import MAX_METRIC_DEFINITIONS, MetricDefinition
 from remedy.state_schema.roles import (
     PATH_ROLES,
@@ -363,6 +368,24 @@ class RunSpec(Hyperparameters):
         '"test ppl\\\\s+([0-9.eE+-]+)"}]: each matching line is a value, the last one the '
         "final value; success_criteria and the reports name them.",
     )
+    # What an untrained model scores, for "the model trained" without success_criteria.
+    untrained_loss: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="The loss of the model before any training, e.g. ln(10) = 2.303 for a "
+        "10-class cross-entropy, ln(vocabulary size) for a language model: a clean run's "
+        "final training loss must be clearly below it (and below the loss measured over "
+        "the run's first steps). null: the measured one alone (the built-in job: ln 10 too).",
+    )
+    num_classes: int | None = Field(
+        None,
+        ge=2,
+        le=10_000_000,
+        description="Classes the model chooses among: a clean run's test:accuracy must be "
+        "clearly above chance (1/num_classes). null: the built-in job's 10; a script's "
+        "accuracy is then not judged.",
+    )
     stop_grace_s: float = Field(
         10.0,
         ge=0,
@@ -573,6 +596,14 @@ class RunSpec(Hyperparameters):
     def is_builtin(self) -> bool:
         """The built-in ResNet job: it receives the contract's fields, not flags."""
         return self.entry_point == BUILTIN_ENTRY_POINT
+
+    @property
+    def classes(self) -> int | None:
+        """Classes the job's model chooses among (num_classes, or the built-in job's);
+        None: not known."""
+        if self.num_classes is not None:
+            return self.num_classes
+        return BUILTIN_NUM_CLASSES if self.is_builtin else None
 
     @property
     def is_script(self) -> bool:

@@ -47,6 +47,7 @@ TROUBLE: dict[str, Trouble] = {
     "GradientNormSpike": Trouble.spike,
     "TinyUpdates": Trouble.stall,
     "UnchangedTensor": Trouble.stall,
+    "LossPlateau": Trouble.plateau,
     "LossNotDecreasing": Trouble.plateau,
     "StalledTraining": Trouble.plateau,
     "SlowConvergence": Trouble.plateau,

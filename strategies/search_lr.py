@@ -212,7 +212,7 @@ class SearchLRPlateau(SearchLR):
     bracket, and stays inside the one the run has."""
 
     name = "search_lr_plateau"
-    addresses = ("LossNotDecreasing", "StalledTraining", "SlowConvergence")
+    addresses = ("LossPlateau", "LossNotDecreasing", "StalledTraining", "SlowConvergence")
     explanation = "Move the learning rate off a plateau"
     downward = True
 

@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from remedy.state_schema.hyperparameters import BUILTIN_NUM_CLASSES
 
 IMAGE_SHAPE = (3, 32, 32)
 PIXELS = 3 * 32 * 32
-NUM_CLASSES = 10
+NUM_CLASSES = BUILTIN_NUM_CLASSES
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
 TEST_FILE = "test_batch"
 

@@ -2,8 +2,10 @@
 
     progress.json   after every step, replaced atomically: the latest step's record plus
                     start_step (steps done before this launch) and first_loss (the loss
-                    of the first step of this launch, which "the model trained" is judged
-                    against); total_steps / epoch / steps_per_epoch when the job knows them.
+                    of the first step of this launch), first_losses / last_losses (up to
+                    20 finite losses of this launch's first and latest steps: "the model
+                    trained" is judged by their windows, state_schema/loss_windows.py);
+                    total_steps / epoch / steps_per_epoch when the job knows them.
                     Rewriting a file costs about 0.4 ms, more than a small model's whole
                     step, so steps closer together than PROGRESS_INTERVAL_S share one write:
                     the file is never more than that behind, and the last step is always
@@ -30,6 +32,8 @@ import os
 import time
 from pathlib import Path
 from typing import Any, TextIO
+
+from remedy.state_schema.loss_windows import LossWindows
 
 PROGRESS_FILE = "progress.json"
 METRICS_FILE = "metrics.jsonl"
@@ -59,6 +63,7 @@ class ProgressFiles:
         self.interval_s = interval_s
         self.first_loss: float | None = None
         self._first_seen = False
+        self.loss_windows = LossWindows()
         self._pending: dict[str, Any] | None = None  # a step not yet in progress.json
         self._written_at = -math.inf
         self._metrics: TextIO | None = None  # opened at the first step
@@ -72,6 +77,7 @@ class ProgressFiles:
         if not self._first_seen and loss is not None:
             self._first_seen = True  # the first step that has a loss: even a NaN one
             self.first_loss = finite_or_none(loss)
+        self.loss_windows.add(loss)
         record = {"step": step, "loss": finite_or_none(loss)}
         record |= {k: _json_number(v) for k, v in fields.items() if v is not None}
         metrics = self._open_metrics()
@@ -79,6 +85,7 @@ class ProgressFiles:
             metrics.write(json.dumps({"type": "step"} | record, allow_nan=False) + "\n")
             metrics.flush()
         self._pending = record | {"start_step": self.start_step, "first_loss": self.first_loss}
+        self._pending |= self.loss_windows.fields()
         if time.monotonic() - self._written_at >= self.interval_s:
             self.flush()
 

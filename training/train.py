@@ -10,7 +10,9 @@ writes into DIR (JSON written to a temporary file, then renamed into place):
   progress.json   after every step: step, epoch, loss, accuracy, grad_norm (total L2 norm of
                   the gradients), learning_rate, wall_time,
                   steps_per_epoch, total_steps, start_step, first_loss (the loss of this
-                  launch's first step; null when it was not finite)
+                  launch's first step; null when it was not finite), first_losses /
+                  last_losses (the first and latest finite losses of this launch, whose
+                  windows "the model trained" is judged by: state_schema/loss_windows.py)
   metrics.jsonl   one line per step ("type": "step") and per epoch ("type": "epoch")
   checkpoints/    every checkpoint_every_epochs epochs (epoch-NNNN) and, with
                   checkpoint_every_steps, mid-epoch too (step-NNNNNNNNN, the
@@ -55,6 +57,7 @@ from typing import Any
 import torch
 from remedy.debugger import Hook, ModeKeys
 from remedy.state_schema import Hyperparameters, PayloadError, load_hyperparameters
+from remedy.state_schema.loss_windows import LossWindows
 from remedy.training.build import build_model_and_optimizer, total_grad_norm
 from remedy.training.checkpoint import (
     prune_step_checkpoints,
@@ -202,7 +205,8 @@ def train(
     checkpoints = checkpoint_dir or output_dir / "checkpoints"
     step, epochs_completed, train_loss, stopped = start_step, start_epoch, math.nan, False
     skipped = 0  # batches passed over by skip_steps
-    first_loss: float | None = None  # this launch's first step: "trained" is judged against it
+    first_loss: float | None = None  # this launch's first step
+    loss_windows = LossWindows()  # its first and latest losses: "trained" is judged by them
     test_loss: float | None = None
     test_accuracy: float | None = None
     started = time.time()
@@ -245,6 +249,7 @@ def train(
             train_loss = loss.item()
             if step == start_step:
                 first_loss = finite_or_none(train_loss)
+            loss_windows.add(train_loss)
             # A non-finite loss or gradient is never applied: the guard keeps the weights
             # clean, writes a repro bundle, and stops the job or skips the batch.
             if guard.passes(step + 1, epoch, train_loss, grad_norm, batch):
@@ -276,6 +281,7 @@ def train(
                 "total_steps": total_steps,
                 "start_step": start_step,
                 "first_loss": first_loss,
+                **loss_windows.fields(),
             }
             write_json_atomic(output_dir / "progress.json", progress)
             if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:

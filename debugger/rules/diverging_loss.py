@@ -36,6 +36,16 @@ class DivergingLoss(LossWindowRule):
     window above it is a transient spike, which recovers at a high but workable learning
     rate; it is not stopped. None (LEGACY_DEFAULTS, and a warm-started job's) turns this off.
 
+    Both miss a loss that climbs back part of the way it fell and stays there, when the
+    first loss was high: a GPT-style LM at 1000x its rate fell from its first loss to 3.2
+    and climbed to 5.7, finite, below its first loss and below 10x its best. So a window
+    mean that is above `rebound_factor` x the lowest window mean and has climbed back
+    more than `rebound_share` of the fall from the first window to it, `rebound_windows`
+    windows in a row, fires too: a share of what was learned, lost and not regained
+    (a healthy loss near 0 may double and still have lost nothing of it). None
+    (LEGACY_DEFAULTS, and a warm-started job's, whose first loss is a trained model's)
+    turns this off.
+
     The same `patience` holds for `factor` x the best: a classifier on SGD + momentum at the
     edge of stability drops to a loss of 0, has one window at 2.8 (above its untrained
     loss) and is back at 0 in the next; a divergence stays up. A non-finite mean fires at
@@ -44,15 +54,23 @@ class DivergingLoss(LossWindowRule):
 
     name = "DivergingLoss"
     num_steps = 5
-    LEGACY_DEFAULTS = {"min_loss_fraction": 0.0, "initial_factor": None, "patience": 1}
+    LEGACY_DEFAULTS = {
+        "min_loss_fraction": 0.0,
+        "initial_factor": None,
+        "patience": 1,
+        "rebound_share": None,
+    }
     # A warm-started job's first saved loss is a trained model's: above 1.1x it is a
     # schedule's transient, not worse than untrained (benchmarks/policy_comparison.py, late:
     # warm-started at the warmup's end, the rate rose 30x and the loss went 2.0 -> 2.3).
-    WARM_START = {"initial_factor": None}
+    WARM_START = {"initial_factor": None, "rebound_share": None}
     factor: float = 10.0
     min_loss_fraction: float = 0.1
     initial_factor: float | None = 1.1
     patience: int = 2
+    rebound_factor: float = 1.2
+    rebound_share: float | None = 0.25
+    rebound_windows: int = 4
 
     def validate(self) -> None:
         super().validate()
@@ -66,6 +84,15 @@ class DivergingLoss(LossWindowRule):
             )
         if self.patience < 1:
             raise ValueError(f"{self.name}: parameter 'patience' must be >= 1")
+        if self.rebound_windows < 1:
+            raise ValueError(f"{self.name}: parameter 'rebound_windows' must be >= 1")
+        if self.rebound_share is not None and not 0 < self.rebound_share < 1:
+            raise ValueError(
+                f"{self.name}: parameter 'rebound_share' must be in (0, 1), "
+                f"got {self.rebound_share}"
+            )
+        if not (math.isfinite(self.rebound_factor) and self.rebound_factor >= 1):
+            raise ValueError(f"{self.name}: parameter 'rebound_factor' must be >= 1")
 
     def setup(self) -> None:
         super().setup()
@@ -73,6 +100,7 @@ class DivergingLoss(LossWindowRule):
         self._initial: dict[ModeKeys, float] = {}  # the mode's first saved loss
         self._above: dict[ModeKeys, int] = {}  # windows in a row above the initial scale
         self._over_best: dict[ModeKeys, int] = {}  # windows in a row above factor x best
+        self._rebound: dict[ModeKeys, int] = {}  # windows in a row climbed back (rebound_*)
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
         if mode not in self._initial and (self.mode is None or mode.value == self.mode):
@@ -103,6 +131,8 @@ class DivergingLoss(LossWindowRule):
             return self.fire(step, mode, loss, message)
         if self._above_initial(step, mode, loss, mean):
             return True
+        if best is not None and self._rebounded(step, mode, loss, mean, best):
+            return True
         self._best[mode] = mean if best is None else min(best, mean)
         return False
 
@@ -118,5 +148,23 @@ class DivergingLoss(LossWindowRule):
             f"mean {loss} over the last {self.num_steps} {mode.value} steps is {mean:.4g}, "
             f"above {self.initial_factor:g}x the first saved loss {initial:.4g} (the untrained "
             f"model's) for {self._above[mode]} windows in a row, at step {step}"
+        )
+        return self.fire(step, mode, loss, message)
+
+    def _rebounded(self, step: int, mode: ModeKeys, loss: str, mean: float, best: float) -> bool:
+        first = self.first_mean(mode)
+        if self.rebound_share is None or first is None or best <= 0 or first <= best:
+            return False
+        share = (mean - best) / (first - best)  # of the fall from the first window, regained
+        climbed = mean > self.rebound_factor * best and share > self.rebound_share
+        self._rebound[mode] = self._rebound.get(mode, 0) + 1 if climbed else 0
+        if self._rebound[mode] < self.rebound_windows:
+            return False
+        message = (
+            f"mean {loss} over the last {self.num_steps} {mode.value} steps is {mean:.4g}, "
+            f"{mean / best:.3g}x its best window mean {best:.4g} (> {self.rebound_factor:g}x) "
+            f"and {100 * share:.3g}% of the way back up to the first window's {first:.4g} "
+            f"(> {100 * self.rebound_share:g}%) for {self._rebound[mode]} windows in a row, "
+            f"at step {step}"
         )
         return self.fire(step, mode, loss, message)

@@ -61,14 +61,18 @@ class LossNotDecreasing(LossWindowRule):
         converged = first is not None and first > 0 and mean < self.converged_fraction * first
         if self._stale[mode] < self.patience or converged:
             return False
-        change = (previous - mean) / abs(previous) * 100.0 if previous else 0.0
-        if -change > self.increase_threshold_percent:
-            what = f"the last rose by {-change:.2f}% (> {self.increase_threshold_percent:g}%)"
-        else:
-            what = f"fell by only {change:.3f}% (< {self.diff_percent:g}%) in the last"
+        # The numbers the message gives are the ones judged: the last window against the
+        # best (diff_percent), and its rise from the window before (increase_threshold).
+        from_best = (mean - best) / abs(best) * 100.0 if best else 0.0
+        rise = (mean - previous) / abs(previous) * 100.0 if previous else 0.0
+        rose = (
+            f"; it rose {rise:.2f}% from the window before (> {self.increase_threshold_percent:g}%)"
+            if rise > self.increase_threshold_percent
+            else ""
+        )
         message = (
             f"mean {loss} over windows of {self.num_steps} {mode.value} steps has not fallen "
-            f"{self.diff_percent:g}% below its best {best:.4g} for {self._stale[mode]} windows; "
-            f"{what} at step {step}"
+            f"{self.diff_percent:g}% below its best {best:.4g} for {self._stale[mode]} windows: "
+            f"the last, {mean:.4g}, is {from_best:+.3g}% from it{rose}, at step {step}"
         )
         return self.fire(step, mode, loss, message)

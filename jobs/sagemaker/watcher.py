@@ -38,6 +38,7 @@ from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths
 from remedy.jobs.sagemaker.reports import mirror
 from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import without_secrets
+from remedy.state_schema.loss_windows import LossWindows
 
 FINAL = ("Completed", "Failed", "Stopped")
 EVALUATOR_STOP_S = 30.0
@@ -64,6 +65,7 @@ class StoreProgress:
         self.trial: Any = None
         self.last = -1
         self.first_loss: float | None = None
+        self.loss_windows = LossWindows()  # of the store's losses, for a job that sends none
 
     def update(self) -> None:
         from remedy.debugger import create_trial
@@ -83,6 +85,7 @@ class StoreProgress:
                 loss = self._loss(name, step)
                 if self.last < 0 and self.first_loss is None and loss is not None:
                     self.first_loss = loss
+                self.loss_windows.add(loss)
                 numbered = start + step + 1
                 records.append(
                     {"type": "step", "step": numbered, "loss": loss, "wall_time": time.time()}
@@ -97,12 +100,14 @@ class StoreProgress:
             "start_step": start,
             "loss": records[-1]["loss"] if records else self._latest_loss(),
             "first_loss": self.first_loss,
-        }
+        } | self.loss_windows.fields()
         progress |= {field: job[field] for field in JOB_FIELDS if job.get(field) is not None}
         if isinstance(job.get("step"), int) and job["step"] >= progress["step"]:
             progress |= {"step": job["step"], "loss": job.get("loss")}
         if job.get("first_loss") is not None:  # the job's first step of this launch
             progress["first_loss"] = job["first_loss"]
+        if job.get("first_losses") and job.get("last_losses"):  # the job's own, every step
+            progress |= {"first_losses": job["first_losses"], "last_losses": job["last_losses"]}
         write_atomic(self.paths.progress, json.dumps(progress))
 
     def _latest_loss(self) -> float | None:

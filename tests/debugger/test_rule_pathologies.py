@@ -181,7 +181,9 @@ CASES: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]], str, str, 
     ("TinyUpdates", {}, "tiny_lr", "healthy", "nothing learns"),
     ("AllZero", {"collection_names": ["gradients"]}, "zero_init", "healthy", "100.0% zeros"),
     ("ClassImbalance", {}, "imbalanced", "healthy", "class 0 has"),
-    ("LossNotDecreasing", {}, "lr_zero", "healthy", "fell by only"),
+    ("LossNotDecreasing", {}, "lr_zero", "healthy", "is +0% from it, at step"),
+    # lr_zero's 130 steps: windows of 40, judged every 10 steps
+    ("LossPlateau", {"window": 40, "check_every": 10}, "lr_zero", "healthy", "a fall of 0 (0%)"),
     (
         "DivergingLoss",
         {"num_steps": 3, "initial_factor": None},

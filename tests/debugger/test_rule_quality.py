@@ -34,3 +34,19 @@ def test_the_recommended_rules_catch_dead_relus_in_time(tmp_path: Path) -> None:
     recommended = found[BENCHMARK.RECOMMENDED]
     assert recommended.status is RuleStatus.ISSUES_FOUND
     assert recommended.train_step is not None and recommended.train_step <= limit
+
+
+@pytest.mark.slow
+def test_the_recommended_rules_catch_a_loss_climbing_back_from_a_high_start(
+    tmp_path: Path,
+) -> None:
+    """A first loss well above ln 10, a fall to 1.6, and Adam at 0.1 driving it back to 2.28
+    (chance), finite, below its first loss and below 10x its best: DivergingLoss's rebound
+    test fires (a GPT-style LM at 1000x its rate did this: 3.2 -> 5.7)."""
+    trained = BENCHMARK.train(MEMBERS["rebound_from_high_start"], tmp_path / "rebound")
+    first, lowest, last = trained.losses[0], min(trained.losses), trained.losses[-1]
+    assert first > 3.0 and lowest < 1.8 and 2.0 < last < first  # finite, back up, below start
+    found = BENCHMARK.evaluate(trained)
+    assert found["DivergingLoss"].status is RuleStatus.ISSUES_FOUND
+    assert "of the way back up to the first window's" in found["DivergingLoss"].details
+    assert found[BENCHMARK.RECOMMENDED].status is RuleStatus.ISSUES_FOUND

@@ -92,7 +92,7 @@ def test_the_recommended_rules_on_a_job_that_saved_no_loss(tmp_path: Path) -> No
     found.start()
     assert found.poll()
     errors = {n for n, r in found.statuses.items() if r.status is RuleStatus.ERROR}
-    assert errors == {"DivergingLoss", "LossSpike", "LossNotDecreasing", "TinyUpdates"}
+    assert errors == {"DivergingLoss", "LossSpike", "LossPlateau", "TinyUpdates"}
     assert "it waits for losses (collection 'losses')" in found.statuses["LossSpike"].details
     # The gradient rules read what they need.
     assert found.statuses["ExplodingTensor"].status is RuleStatus.NO_ISSUES_FOUND

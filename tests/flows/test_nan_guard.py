@@ -12,6 +12,7 @@ from remedy.strategies.drop_bad_samples import DropBadSamples
 from remedy.training.bundle import read_bundle
 from remedy.training.replay import replay
 
+from tests.flows.specs import RAN_TO_THE_END
 from tests.training.test_guard import BAD_SAMPLE, corrupt_cifar
 
 POLICY = "test-drop-bad-samples-first"
@@ -40,6 +41,7 @@ def test_a_corrupt_record_is_caught_traced_dropped_and_the_run_completes(
         base_job_name="guard", depth=8, width=2, batch_size=16, add_batch_norm=1,
         dataset="cifar10", data_path=str(data), train_samples=48, test_samples=20,
         num_epochs=2, warmup_learning_rate=0.01, learning_rate=0.05, rules=[],
+        success_criteria=RAN_TO_THE_END,  # 6 steps on 48 images: it runs, it does not learn
     )  # fmt: skip
     assert spec.nan_guard == "stop"  # the default
     state = State(run_spec=spec, policy=POLICY)

@@ -9,7 +9,7 @@ from remedy.state_schema.transitions import begin_attempt, update_current_attemp
 
 def ended(state: State | None = None, job: str = "j", **fields: object) -> State:
     trained = {"outcome": JobStatus.Completed, "steps_run": 12}
-    trained |= {"initial_loss": 2.3, "final_loss": 0.4}
+    trained |= {"initial_loss": 2.3, "final_loss": 0.4, "final_accuracy": 0.9}
     return update_current_attempt(begin_attempt(state or State(), job), **(trained | fields))
 
 
@@ -33,7 +33,11 @@ def test_a_model_that_did_not_train_is_not_clean() -> None:
     assert "did not train" in run_flaw(ended(initial_loss=9.1, final_loss=11.9))
     assert "did not train" in run_flaw(ended(initial_loss=2.30, final_loss=2.25))
     assert "no finite final loss" in run_flaw(ended(final_loss=None))
-    assert "no finite loss was reported at the start" in run_flaw(ended(initial_loss=None))
+    # the built-in job's bar without a measured start: ln 10, a uniform guess
+    assert run_is_clean(ended(initial_loss=None))
+    script = State(run_spec=RunSpec(source_dir=".", entry_point="train.py"))
+    unknown = ended(script, initial_loss=None)
+    assert "no finite loss was reported at the start" in run_flaw(unknown)
 
 
 def test_a_warm_started_attempt_is_judged_against_the_start_of_the_run() -> None:
@@ -89,3 +93,62 @@ def test_a_rule_that_could_not_judge_the_job_leaves_it_not_clean() -> None:
     state = ended(rule_errors=[error])
     assert not run_is_clean(state)
     assert run_flaw(state) == "rule DeadRelu could not judge the job: read nothing in 40 steps"
+
+
+def test_the_losses_judged_are_windows_not_one_batch() -> None:
+    # an unstable start: the first batch's loss is 3.5, the first 16 steps' median 2.35;
+    # the last 16 steps' median 2.29 is below the first batch and not below the window
+    state = ended(
+        initial_loss=3.5, initial_window_loss=2.35, final_loss=2.28,
+        final_window_loss=2.29, loss_window=16,
+    )  # fmt: skip
+    assert run_flaw(state) == (
+        "the model did not train: final training loss 2.29 (median of the last 16 steps) "
+        "is not 10% below the untrained model's 2.303 (ln 10, a uniform guess)"
+    )
+    # a loss inflated over the whole first window too: ln 10 is the built-in job's bar
+    inflated = ended(initial_window_loss=9.0, final_window_loss=2.2, loss_window=16)
+    assert "below the untrained model's 2.303 (ln 10, a uniform guess)" in run_flaw(inflated)
+    trained = ended(initial_window_loss=2.35, final_window_loss=0.5, loss_window=16)
+    assert run_is_clean(trained)
+
+
+def test_a_classifier_at_chance_is_not_clean() -> None:
+    # the built-in job has 10 classes: 0.112 and 0.109 are chance, whatever the test set size
+    for accuracy, samples in ((0.112, 10_000), (0.109, 1000), (0.2, 64)):
+        state = ended(State(run_spec=RunSpec(test_samples=samples)), final_accuracy=accuracy)
+        flaw = run_flaw(state)
+        assert flaw is not None and flaw.startswith(
+            f"the model did not learn: test accuracy {accuracy:.3g} is not clearly above "
+            "chance 0.1 for 10 classes (needs > "
+        ), flaw
+    # the bar: 3 standard errors of a chance score over 64 images (0.1 + 3 x 0.0375)
+    small = State(run_spec=RunSpec(test_samples=64))
+    assert "(needs > 0.213)" in run_flaw(ended(small, final_accuracy=0.2))
+    assert run_is_clean(ended(State(run_spec=RunSpec(test_samples=64)), final_accuracy=0.25))
+    silent = ended(final_accuracy=None)
+    assert run_flaw(silent) == (
+        "no test:accuracy was reported: cannot tell whether the model beats chance "
+        "(0.1 for 10 classes)"
+    )
+
+
+def test_a_script_states_its_baseline() -> None:
+    script = {"source_dir": ".", "entry_point": "train.py"}
+    plain = State(run_spec=RunSpec.model_validate(script))
+    # no classes known: the accuracy is not judged, the measured start is the bar
+    assert run_is_clean(ended(plain, final_accuracy=None, initial_loss=4.0, final_loss=2.0))
+    stated = State(
+        run_spec=RunSpec.model_validate(script | {"untrained_loss": 2.0, "num_classes": 4})
+    )
+    flaw = run_flaw(ended(stated, initial_loss=4.0, final_loss=1.9, final_accuracy=0.9))
+    assert flaw == (
+        "the model did not train: final training loss 1.9 is not 10% below the untrained "
+        "model's 2 (run_spec.untrained_loss)"
+    )
+    at_chance = ended(stated, initial_loss=4.0, final_loss=1.0, final_accuracy=0.27)
+    assert run_flaw(at_chance) == (
+        "the model did not learn: test accuracy 0.27 is not clearly above chance 0.25 for "
+        "4 classes (needs > 0.287)"
+    )
+    assert run_is_clean(ended(stated, initial_loss=4.0, final_loss=1.0, final_accuracy=0.5))

@@ -19,6 +19,7 @@ def test_steps_results_and_nonfinite_numbers(tmp_path: Path) -> None:
     assert read(tmp_path / "progress.json") == {
         "step": 2, "loss": 0.5, "grad_norm": 2.0, "wall_time": 2.0,
         "start_step": 0, "first_loss": None,  # the first step's loss was not finite
+        "first_losses": [0.5], "last_losses": [0.5],  # the finite ones, for the verdict
     }  # fmt: skip
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines[0] == {
@@ -43,6 +44,16 @@ def test_progress_is_throttled_but_the_last_step_always_lands(tmp_path: Path) ->
     files.close()
     assert read(tmp_path / "progress.json")["step"] == 5
     assert read(tmp_path / "progress.json")["first_loss"] == 1.0
+
+
+def test_progress_keeps_the_first_and_latest_losses_for_the_verdict(tmp_path: Path) -> None:
+    files = ProgressFiles(tmp_path, interval_s=0.0)
+    for step in range(1, 31):
+        files.step(step, float(step))
+    files.close()
+    progress = read(tmp_path / "progress.json")
+    assert progress["first_losses"] == [float(s) for s in range(1, 21)]
+    assert progress["last_losses"] == [float(s) for s in range(11, 31)]
 
 
 def test_files_the_script_writes_itself_are_left_to_it(tmp_path: Path) -> None:

@@ -1,0 +1,58 @@
+"""The losses "did the model train?" is judged by: a window of a launch's first training
+losses (the untrained model's) and a window of its last ones (the trained model's), not
+one batch each: a single mini-batch loss is noisy, and a first step's loss can be inflated
+(an unstable start) far above what the model knows.
+
+A job keeps up to LOSS_WINDOW finite losses of each end (LossWindows) and writes them to
+its progress file as first_losses / last_losses; the verdict (records/verdict.py) takes
+the median of a window of them, sized to the steps the launch ran.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+
+# Losses kept at each end of a launch: the widest window the verdict takes.
+LOSS_WINDOW = 20
+
+
+class LossWindows:
+    """A launch's first and last LOSS_WINDOW finite training losses."""
+
+    def __init__(self, size: int = LOSS_WINDOW) -> None:
+        self.first: list[float] = []
+        self.last: deque[float] = deque(maxlen=size)
+        self.size = size
+
+    def add(self, loss: float | None) -> None:
+        if loss is None or not math.isfinite(loss):
+            return  # a non-finite step says nothing about the loss level
+        if len(self.first) < self.size:
+            self.first.append(loss)
+        self.last.append(loss)
+
+    def fields(self) -> dict[str, list[float]]:
+        """What a progress file carries (empty lists left out)."""
+        found = {"first_losses": self.first, "last_losses": list(self.last)}
+        return {name: list(values) for name, values in found.items() if values}
+
+
+def window_size(steps_run: int, first: list[float], last: list[float]) -> int:
+    """Losses in each window: up to LOSS_WINDOW, and at most a quarter of the steps run, so
+    that the first and the last window of a short launch are different steps."""
+    return max(1, min(LOSS_WINDOW, len(first), len(last), steps_run // 4))
+
+
+def windowed_losses(
+    steps_run: int, first: list[float], last: list[float]
+) -> tuple[float, float, int] | None:
+    """(median of the first window, median of the last window, window size); None without
+    finite losses at both ends."""
+    first = [x for x in first if math.isfinite(x)]
+    last = [x for x in last if math.isfinite(x)]
+    if not first or not last:
+        return None
+    size = window_size(steps_run, first, last)
+    return statistics.median(first[:size]), statistics.median(last[-size:]), size
