@@ -14,9 +14,11 @@ import os
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
+from remedy.jobs.local.environment import check_argv_limits
 from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
 from remedy.records.report_store import reports_store
 from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
+from remedy.tasks.allowed_code import check_allowed
 
 
 class PreflightError(ValueError):
@@ -29,14 +31,23 @@ def preflight(spec: RunSpec) -> None:
     when this machine's REMEDY_REPORTS_S3 is not an s3:// URI."""
     try:
         reports_store()
+        check_allowed(spec)  # before anything of the spec's code is looked into
     except ValueError as error:
         raise PreflightError(str(error)) from None
-    check_rules(spec)
+    check_backend(spec)
+    check_rules(spec)  # last: a rule_file is imported, once every other field passed
+
+
+def check_backend(spec: RunSpec) -> None:
     if spec.backend == "sagemaker":
         check_cloud(spec)
         return
     if spec.backend != "local":
         return
+    try:
+        check_argv_limits(spec)
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
     try:
         gpus_wanted(spec.gpus_per_job, len(visible_devices(os.environ)))
     except GpuSettingError as error:

@@ -60,6 +60,36 @@ def job_command(spec: RunSpec, paths: JobPaths, processes: int | None = None) ->
     return [*torchrun, f"--nproc-per-node={processes}", *launcher]
 
 
+# Linux's limits on what execve takes: one argument at most 32 pages (MAX_ARG_STRLEN), the
+# arguments and environment together ARG_MAX; past them the job fails to start with
+# "Argument list too long", every time.
+MAX_ARG_BYTES = 32 * 4096
+ENV_ROOM_BYTES = 64 * 1024  # the job's environment and paths, besides its flags
+
+
+def check_argv_limits(spec: RunSpec) -> None:
+    """ValueError naming the field when the job's command line is past what the OS takes."""
+    if spec.is_builtin:
+        return  # its hyperparameters travel in a file
+    for name, value in spec.script_hyperparameters.items():
+        size = max((len(os.fsencode(a)) + 1 for a in flag_arguments({name: value})), default=0)
+        if size > MAX_ARG_BYTES:
+            raise ValueError(
+                f"run_spec.script_hyperparameters[{name!r}]: {size} bytes, over the "
+                f"{MAX_ARG_BYTES} bytes one command-line argument may have (the job could "
+                "never start: Argument list too long); pass a file path instead"
+            )
+    arguments = flag_arguments(spec.script_hyperparameters)
+    total = sum(len(os.fsencode(a)) + 1 for a in arguments)
+    limit = os.sysconf("SC_ARG_MAX") - ENV_ROOM_BYTES
+    if total > limit:
+        raise ValueError(
+            f"run_spec.script_hyperparameters: {total} bytes of command line, over the "
+            f"{limit} bytes this machine's execve takes with the job's environment (the job "
+            "could never start: Argument list too long)"
+        )
+
+
 def job_processes(spec: RunSpec, environ: Mapping[str, str]) -> int | None:
     """How many processes torchrun starts, None for a job of one process (no torchrun):
     processes_per_host, else one per GPU the job gets (at least one), as the toolkit does."""
