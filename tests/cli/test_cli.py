@@ -279,3 +279,17 @@ def test_a_script_that_is_not_in_source_dir_is_refused_before_launch(tmp_path: P
     assert out.returncode == 2
     assert "run_spec.entry_point: no script 'main.py' in run_spec.source_dir" in out.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.adversarial("fault injection", fails_as="crashed")
+def test_a_full_disk_at_start_is_a_clear_error(tmp_path: Path) -> None:
+    from tests.tmpfs import fill, full_disk
+
+    spec = write_spec(tmp_path / "spec.json", tiny_spec(num_epochs=1))
+    with full_disk(tmp_path / "disk", "64k") as disk:
+        fill(disk)
+        run_dir = str(disk / "run")
+        done = remedy("run", str(spec), "--run-dir", run_dir, api_url="http://127.0.0.1:9/api")
+    assert done.returncode == 2, done.stderr
+    assert "cannot write the run folder" in done.stderr and "No space left" in done.stderr
+    assert "Traceback" not in done.stderr
