@@ -140,3 +140,17 @@ def test_the_server_listens_beyond_loopback_only_with_authentication() -> None:
     )
     assert refused.returncode == 2, refused.stderr
     assert "--host 0.0.0.0" in refused.stderr and "PREFECT_SERVER_API_AUTH_STRING" in refused.stderr
+
+
+def test_serve_allow_source_extends_what_served_runs_may_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remedy.tasks.allowed_code import ALLOWED_SOURCE_DIRS_ENV, allowed_source_dirs
+
+    from remedy.prefect_commands import allow_sources
+
+    monkeypatch.setenv(ALLOWED_SOURCE_DIRS_ENV, "/opt/team-code")
+    allow_sources([str(tmp_path)])  # the served runs (subprocesses) inherit it
+    assert allowed_source_dirs()[:2] == [Path("/opt/team-code"), tmp_path.resolve()]
+    with pytest.raises(UsageError, match="--allow-source .*: no such folder"):
+        allow_sources([str(tmp_path / "missing")])
