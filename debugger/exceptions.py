@@ -13,6 +13,10 @@ class DebuggerError(Exception):
     """Base class, so callers can catch everything from this package at once."""
 
 
+class StoreWriteError(DebuggerError):
+    """The writer could not write the store (a full disk, a lost folder): the job must end."""
+
+
 class StepNotYetAvailable(DebuggerError):
     """The job is still running and has not written this step yet; it may come later."""
 

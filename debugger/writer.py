@@ -24,6 +24,7 @@ import numpy as np
 from remedy.debugger import store
 from remedy.debugger.collections import split_key
 from remedy.debugger.config import SaveConfig
+from remedy.debugger.exceptions import StoreWriteError
 from remedy.debugger.modes import ModeKeys
 
 log = logging.getLogger(__name__)
@@ -113,19 +114,28 @@ class StoreWriter:
         self._thread.start()
 
     def put(self, record: StepRecord) -> None:
-        """Queue a step; blocks while the queue is full (see module docstring)."""
+        """Queue a step; blocks while the queue is full (see module docstring). Once a
+        write has failed (a full disk), raises StoreWriteError: the job ends now, naming
+        the cause, instead of training on unwatched."""
+        self._raise_if_failed()
         self._queue.put(record)
+
+    def _raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise StoreWriteError(
+                f"the debugger could not write its store {self.root}: {self.error}"
+            ) from self.error
 
     def flush(self) -> None:
         """Block until every queued step is on disk."""
         self._queue.join()
 
     def close(self, last_steps: dict[ModeKeys, int], global_step: int) -> None:
-        """Write the remaining steps, then end.json; re-raise the first write error, if any."""
+        """Write the remaining steps, then end.json; StoreWriteError after a write error.
+        Never blocks for ever: the thread ends after the end marker, written or not."""
         self._queue.put(_End(dict(last_steps), global_step))
         self._thread.join()
-        if self.error is not None:
-            raise self.error
+        self._raise_if_failed()
 
     def _run(self) -> None:
         while True:
@@ -147,6 +157,8 @@ class StoreWriter:
                 if self.error is None:
                     self.error = exc
                     log.exception("debugger writer failed; later steps may be missing")
+                if isinstance(item, _End):
+                    return  # nothing follows the end: close() must not wait on a get()
             finally:
                 self._queue.task_done()
 

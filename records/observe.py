@@ -72,10 +72,23 @@ def rule_error(rule: RuleEvaluation) -> Finding:
     )
 
 
+def ended_rule(rule: RuleEvaluation, job_status: JobStatus) -> RuleEvaluation:
+    """A rule stopped although its job completed (it judged no step, or not the last ones)
+    can never judge now: Error. (A pending one may still judge: the cloud service's rules
+    go on after the job; the local backend ends its pending ones itself.)"""
+    if rule.status == "Stopped" and job_status is JobStatus.Completed:
+        details = f"the job ended before this rule judged its steps ({rule.details or 'none'})"
+        return rule.model_copy(update={"status": "Error", "details": details})
+    return rule
+
+
 def observe(snapshot: JobSnapshot) -> Observation:
-    words = [rule.status for rule in snapshot.rules]
-    findings = [finding(rule) for rule in snapshot.rules if rule.status == "IssuesFound"]
-    errors = [rule_error(rule) for rule in snapshot.rules if rule.status == "Error"]
+    rules = snapshot.rules
+    if snapshot.is_final:  # no rule reads as InProgress once its job has ended
+        rules = [ended_rule(rule, snapshot.status) for rule in rules]
+    words = [rule.status for rule in rules]
+    findings = [finding(rule) for rule in rules if rule.status == "IssuesFound"]
+    errors = [rule_error(rule) for rule in rules if rule.status == "Error"]
     if findings:
         summary = RuleStatus.IssuesFound
     elif not words:
@@ -84,6 +97,8 @@ def observe(snapshot: JobSnapshot) -> Observation:
         summary = RuleStatus.Error
     elif all(word == "NoIssuesFound" for word in words):
         summary = RuleStatus.NoIssuesFound
+    elif snapshot.is_final and "Stopped" in words:
+        summary = RuleStatus.Stopped  # the job was stopped, its rules with it
     elif all(word in RuleStatus.__members__ for word in words):
         summary = RuleStatus.InProgress
     else:

@@ -92,8 +92,12 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
     from remedy.records.notifications import notifier
     from remedy.state_schema.private import reveal_private
+    from remedy.tasks.allowed_code import allow_for_this_shell
     from remedy.tasks.preflight import preflight
 
+    # A person at their own shell runs their spec's own code: said in-process, never
+    # through a flow parameter (tasks/allowed_code.py).
+    allow_for_this_shell(state.run_spec)
     try:
         state = reveal_private(state)  # role and bucket left empty: from the environment
         preflight(state.run_spec)  # bad input fails now, before any launch
@@ -119,14 +123,20 @@ def launch_and_report(state: State, run_dir: Path, args: argparse.Namespace) -> 
     )
     from remedy.records.verdict import run_is_clean
     from remedy.state_schema.private import hidden_state
+    from remedy.tasks.allowed_code import allow_for_this_shell
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
     )
+    # A person at their own shell runs their spec's own code: said in-process, never
+    # through a flow parameter (tasks/allowed_code.py).
+    allow_for_this_shell(state.run_spec)
     try:
         lock_run(run_dir, f"remedy {args.command}")  # the flow takes it again, in this process
     except RunBusy as error:
         raise UsageError(str(error)) from None
+    except OSError as error:  # a full disk at start: said plainly, nothing launched
+        raise UsageError(f"{run_dir}: cannot write the run folder: {error}") from None
     if not state_path(run_dir).exists():
         # The run folder keeps the role and bucket; the flow's parameters, which the UI
         # shows, hide them (the flow takes them from the folder).
@@ -135,6 +145,9 @@ def launch_and_report(state: State, run_dir: Path, args: argparse.Namespace) -> 
         except ValueError as error:
             unlock_run(run_dir)
             raise UsageError(str(error)) from None
+        except OSError as error:  # a full disk at start: said plainly, nothing launched
+            unlock_run(run_dir)
+            raise UsageError(f"{run_dir}: cannot write the run folder: {error}") from None
     print(f"remedy: run directory {run_dir}", flush=True)
     previous = signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops the job, as Ctrl-C
     try:

@@ -40,10 +40,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(f"--search-cron/--search-timezone: {error}") from None
     defaults = remediate_parameters(args.remediate_config)
+    allow_sources(args.allow_source or [])
     if args.reports_port >= 0:
         serve_reports(args.reports_host, args.reports_port)
     serve_deployments(args.limit, args.search_cron, args.search_timezone, parameters, defaults)
     return 0
+
+
+def allow_sources(folders: list[str]) -> None:
+    """--allow-source DIR: runs served here (subprocesses, which inherit the environment)
+    may run code under DIR, besides REMEDY_ALLOWED_SOURCE_DIRS (tasks/allowed_code.py)."""
+    from remedy.tasks.allowed_code import ALLOWED_SOURCE_DIRS_ENV
+
+    for folder in folders:
+        if not Path(folder).is_dir():
+            raise UsageError(f"--allow-source {folder}: no such folder")
+    listed = [os.environ.get(ALLOWED_SOURCE_DIRS_ENV, ""), *map(os.path.abspath, folders)]
+    os.environ[ALLOWED_SOURCE_DIRS_ENV] = os.pathsep.join(filter(None, listed))
 
 
 def serve_reports(host: str, port: int) -> None:
@@ -228,6 +241,16 @@ def search_parameters(path: str | None) -> dict[str, Any]:
 def cmd_server(args: argparse.Namespace) -> int:
     """A local Prefect server with its UI: SQLite by default, PostgreSQL by one URL."""
     env = dict(os.environ)
+    if not is_loopback(args.host) and not (
+        env.get(AUTH_STRING_ENV) or args.behind_auth_proxy
+    ):
+        # Whoever can create a flow run chooses the code a served deployment runs.
+        raise UsageError(
+            f"--host {args.host}: the API would answer anyone who reaches this machine, and "
+            "whoever can create flow runs chooses hyperparameters on the machines that "
+            f"serve them; set {AUTH_STRING_ENV} (Prefect's own authentication) or put an "
+            "authenticating proxy in front and pass --behind-auth-proxy"
+        )
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     env.setdefault("DO_NOT_TRACK", "1")
     if args.database_url:
@@ -249,6 +272,20 @@ def cmd_server(args: argparse.Namespace) -> int:
     # Become the server rather than wait on it, so that a SIGTERM (a service manager, a
     # container stop) stops the server instead of leaving it running without its parent.
     os.execvpe(command[0], command, env)
+
+
+AUTH_STRING_ENV = "PREFECT_SERVER_API_AUTH_STRING"
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def ui_api_url_for(host: str, port: int) -> str:
@@ -287,6 +324,14 @@ def register(commands: Any) -> None:
         "(default 4201; 0: any free port; -1: none, links are file:// URLs)",
     )
     serve.add_argument("--reports-host", default="127.0.0.1", help="address of the report server")
+    serve.add_argument(
+        "--allow-source",
+        action="append",
+        metavar="DIR",
+        help="runs served here may run scripts, modules, rule files and policy modules "
+        "under DIR (repeatable; adds to REMEDY_ALLOWED_SOURCE_DIRS). Without one, only the "
+        "built-in job runs",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     deploy = commands.add_parser(
@@ -324,7 +369,18 @@ def register(commands: Any) -> None:
     automation.set_defaults(handler=cmd_automation)
 
     server = commands.add_parser("server", help="start a local Prefect server with its UI")
-    server.add_argument("--host", default="127.0.0.1")
+    server.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default loopback; another needs "
+        f"{AUTH_STRING_ENV} or --behind-auth-proxy)",
+    )
+    server.add_argument(
+        "--behind-auth-proxy",
+        action="store_true",
+        help="--host other than loopback without Prefect's auth string: an authenticating "
+        "proxy in front answers for who may reach the API",
+    )
     server.add_argument("--port", type=int, default=4200)
     server.add_argument(
         "--database-url",

@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 import re
 
+import regex as timed_re  # re's syntax, with a time limit on a match
 from pydantic import Field, field_validator
 from remedy.state_schema.base import Strict
 
 MAX_METRIC_DEFINITIONS = 40  # the service's MetricDefinitionList limit
+MATCH_TIMEOUT_S = 0.1  # longest one regex may take on one log line (lines are capped, 4 KiB)
 
 
 class MetricDefinition(Strict):
@@ -53,10 +55,12 @@ class MetricDefinition(Strict):
             )
         return regex
 
-    def value_in(self, line: str) -> float | None:
+    def value_in(self, line: str, timeout_s: float = MATCH_TIMEOUT_S) -> float | None:
         """The metric's value on this log line; None when the line does not give one.
-        A non-finite value (nan, inf) is returned as it is: the job reported it."""
-        found = re.search(self.regex, line)  # re caches the compiled pattern
+        A non-finite value (nan, inf) is returned as it is: the job reported it.
+        TimeoutError when matching takes longer than timeout_s: a regex that backtracks
+        catastrophically ((a+)+$) must not hang whoever reads the log."""
+        found = timed_re.search(self.regex, line, timeout=timeout_s)  # the pattern is cached
         if found is None or found.group(1) is None:
             return None
         try:

@@ -400,6 +400,12 @@ class RunSpec(Hyperparameters):
         description="A job whose progress file and log stay unchanged this long is frozen "
         "(a stopped or deadlocked process): it is ended and fails, naming that. null: never.",
     )
+    progress_timeout: Literal["adaptive", "fixed"] = Field(
+        "adaptive",
+        description="adaptive: a local job is also frozen once still for 20 x its slowest "
+        "interval between progress so far (at least 300 s; after 5 intervals), below "
+        "progress_timeout_s; fixed: progress_timeout_s alone.",
+    )
     gpus_per_job: int | None = Field(
         None,
         ge=0,

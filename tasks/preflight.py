@@ -18,9 +18,11 @@ from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from remedy.jobs import backend_class
+from remedy.jobs.local.environment import check_argv_limits
 from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
 from remedy.records.report_store import reports_store
 from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
+from remedy.tasks.allowed_code import check_allowed
 
 
 class PreflightError(ValueError):
@@ -33,20 +35,28 @@ def preflight(spec: RunSpec) -> None:
     when this machine's REMEDY_REPORTS_S3 is not an s3:// URI."""
     try:
         reports_store()
+        check_allowed(spec)  # before anything of the spec's code is looked into
     except ValueError as error:
         raise PreflightError(str(error)) from None
-    check_rules(spec)
     try:
-        backend_class(spec.backend).check(spec)  # the backend's own (a cloud job's fields)
+        backend_class(spec.backend).check(spec)  # the backend's own (fields, allocation)
     except ValueError as error:
         raise PreflightError(str(error)) from None
+    check_code(spec)
+    check_rules(spec)  # last: a rule_file is imported, once every other field passed
+
+
+def check_code(spec: RunSpec) -> None:
+    """The job's code, found the way the job will look for it, and its command line."""
     if spec.backend == "sagemaker":
         check_cloud(spec)
         return
-    if spec.backend == "slurm":  # the allocation; then the code, as a local job's
-        check_backend(spec)
-    elif spec.backend != "local":
+    if spec.backend not in ("local", "slurm"):  # a Slurm job runs the local launcher
         return
+    try:
+        check_argv_limits(spec)
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
     try:
         gpus_wanted(spec.gpus_per_job, len(visible_devices(os.environ)))
     except GpuSettingError as error:
@@ -79,16 +89,6 @@ def check_cloud(spec: RunSpec) -> None:
     model)."""
     if spec.source_dir is not None and spec.is_script:
         check_script(spec.entry_point, Path(spec.source_dir).resolve(), True)
-
-
-def check_backend(spec: RunSpec) -> None:
-    """The backend's own check of its fields (jobs/<backend>/), as every flow run does."""
-    from remedy.jobs import backend_class
-
-    try:
-        backend_class(spec.backend).check(spec)
-    except ValueError as error:
-        raise PreflightError(str(error)) from None
 
 
 def check_checkpoint(folder: Path) -> None:

@@ -7,7 +7,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
-from remedy.state_schema import NextAction, RunSpec, State
+from remedy.state_schema import NextAction, RunSpec, State, load_state
 from remedy.state_schema.private import reveal_private
 from remedy.state_schema.transitions import (
     begin_attempt,
@@ -15,6 +15,7 @@ from remedy.state_schema.transitions import (
     new_job_name,
     retraining_budget_spent,
 )
+from remedy.tasks.allowed_code import check_allowed, check_run_dir
 from remedy.tasks.preflight import preflight
 from remedy.tasks.retry import BACKEND_RETRIES
 
@@ -27,8 +28,15 @@ def check_spec(state: State, run_dir: str | None, flow_run_name: str) -> None:
     spec is the one open_run will keep: hidden or empty private fields taken from this
     machine's environment. A run folder that holds a state already is a resume or a retry,
     or a start written before the flow (remedy run's, after its preflight; a search's
-    candidate, checked before its folder): its spec was checked then."""
-    if state_path(run_dir or job_run_dir(state.run_spec.base_job_name, flow_run_name)).exists():
+    candidate, checked before its folder): its spec was checked then. Whatever the way in,
+    the run's code and run_dir must be ones this machine allows (allowed_code.py): the given
+    state's, and a saved one's it would resume."""
+    check_run_dir(run_dir)
+    check_allowed(state.run_spec, state.policy)
+    saved = state_path(run_dir or job_run_dir(state.run_spec.base_job_name, flow_run_name))
+    if saved.exists():
+        resumed = load_state(saved)
+        check_allowed(resumed.run_spec, resumed.policy)
         return
     preflight(reveal_private(state).run_spec)
 

@@ -71,6 +71,18 @@ def start_remedy_server(home: Path, *options: str) -> tuple[subprocess.Popen[byt
     return server, url
 
 
+@pytest.fixture(scope="session", autouse=True)
+def this_machine_allows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the test machine allows a run (tasks/allowed_code.py): code in this checkout
+    and in the session's temporary folders, run folders under those folders (the runs
+    root); flows in this process, the CLI, `remedy serve` and workers inherit it. Returns
+    the runs root."""
+    base = tmp_path_factory.getbasetemp().resolve()
+    os.environ["REMEDY_ALLOWED_SOURCE_DIRS"] = os.pathsep.join([str(REPO), str(base)])
+    os.environ["REMEDY_RUNS_DIR"] = str(base)
+    return base
+
+
 @pytest.fixture(scope="session")
 def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PREFECT_HOME of the session's server (its log is here)."""
@@ -120,7 +132,9 @@ class Served:
 
 
 @pytest.fixture(scope="session")
-def served(prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(
+    prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory, this_machine_allows: Path
+) -> Iterator[Served]:
     """`remedy serve` in its own process against the session's server.
 
     The remediate form's defaults are a tiny real spec (ResNet-20 width 4 with batch norm,
@@ -137,7 +151,6 @@ def served(prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
         **os.environ,
         "PREFECT_API_URL": prefect_api_url,
         "PREFECT_RUNNER_POLL_FREQUENCY": "1",
-        "REMEDY_RUNS_DIR": str(folder / "runs"),
     }
     log = (folder / "serve.log").open("w")
     process = subprocess.Popen(
@@ -164,7 +177,8 @@ def served(prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
             process.kill()
             raise RuntimeError(f"remedy serve did not start: {(folder / 'serve.log').read_text()}")
         time.sleep(0.5)
-    yield Served(ui_url=prefect_api_url.removesuffix("/api"), runs_dir=folder / "runs")
+    # REMEDY_RUNS_DIR: this_machine_allows's, so the tests' own run folders are allowed.
+    yield Served(ui_url=prefect_api_url.removesuffix("/api"), runs_dir=Path(env["REMEDY_RUNS_DIR"]))
     process.send_signal(signal.SIGINT)
     try:
         process.wait(timeout=30)

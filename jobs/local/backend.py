@@ -34,10 +34,11 @@ from remedy.jobs.base import (
     RuleEvaluation,
     read_checkpoint,
 )
-from remedy.jobs.local.environment import job_launch, path_flags
+from remedy.jobs.local.environment import check_argv_limits, job_launch, path_flags
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_written_by_job
 from remedy.jobs.local.log_metrics import final_values, read_records
+from remedy.jobs.local.process_tree import descendants, signal_process
 from remedy.jobs.registry import register_backend
 from remedy.state_schema import Checkpoint, JobStatus, RunSpec, write_atomic
 from remedy.state_schema.job_env import without_secrets
@@ -133,6 +134,10 @@ def place_warm_start(checkpoint: Path, checkpoints: Path) -> None:
 class LocalBackend(JobBackend):
     name = "local"
 
+    @classmethod
+    def check(cls, spec: RunSpec) -> None:
+        check_argv_limits(spec)  # past the OS's limits a job could never start
+
     def paths(self, job_name: str) -> JobPaths:
         return JobPaths(self.run_dir / "jobs" / job_name)
 
@@ -185,6 +190,7 @@ class LocalBackend(JobBackend):
             "kill_after_s": spec.kill_after_s,
             "gpus_per_job": spec.gpus_per_job,
             "progress_timeout_s": spec.progress_timeout_s,
+            "progress_timeout": spec.progress_timeout,
         }
 
     def _supervisor_pid(self, paths: JobPaths) -> int | None:
@@ -305,7 +311,12 @@ class LocalBackend(JobBackend):
             return
         if not paths.stop_request.exists():
             request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
-            write_atomic(paths.stop_request, json.dumps(request))
+            try:
+                write_atomic(paths.stop_request, json.dumps(request))
+            except OSError:
+                # A full disk takes no stop file: SIGTERM tells the supervisor instead
+                # (it stops the training process at once, without the grace).
+                self._signal_supervisor(paths, signal.SIGTERM)
         record = read_json(paths.job) or {}
         escalation = Escalation(record.get("stop_grace_s", 10.0), record.get("kill_after_s", 20.0))
         if self._wait_final(job_name, escalation.longest_s + SUPERVISOR_END_S):
@@ -322,12 +333,21 @@ class LocalBackend(JobBackend):
         )
         write_atomic(paths.status, json.dumps(status, indent=2))
 
+    def _signal_supervisor(self, paths: JobPaths, sig: signal.Signals) -> None:
+        pid = self._supervisor_pid(paths)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
     def _signal_group(self, paths: JobPaths, sig: signal.Signals) -> None:
         pid = self._supervisor_pid(paths)
         if pid is None:
             return
         # The supervisor leads its own group: training + evaluator too, and they stay in it
-        # when the supervisor itself is gone.
+        # when the supervisor itself is gone. What left the group (setsid) is found in the
+        # supervisor's process tree (it is a subreaper: process_tree.py) while it lives.
+        for process in descendants(pid):
+            signal_process(process, sig)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, sig)
 

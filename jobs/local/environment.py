@@ -24,7 +24,7 @@ from remedy.jobs.local.gpus import gpus_wanted, visible_devices
 from remedy.jobs.local.layout import JobPaths
 from remedy.state_schema import RunSpec
 from remedy.state_schema import job_env as names
-from remedy.state_schema.flags import environment_value
+from remedy.state_schema.flags import environment_value, flag_arguments
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,36 @@ def path_flags(spec: RunSpec, paths: JobPaths) -> dict[str, str | None]:
     warm = spec.init_checkpoint
     resume = None if warm is None else str(paths.checkpoints / Path(warm).name)
     return {"output_dir": str(paths.model), "resume": resume}
+
+
+# Linux's limits on what execve takes: one argument at most 32 pages (MAX_ARG_STRLEN), the
+# arguments and environment together ARG_MAX; past them the job fails to start with
+# "Argument list too long", every time.
+MAX_ARG_BYTES = 32 * 4096
+ENV_ROOM_BYTES = 64 * 1024  # the job's environment and paths, besides its flags
+
+
+def check_argv_limits(spec: RunSpec) -> None:
+    """ValueError naming the field when the job's command line is past what the OS takes."""
+    if spec.is_builtin:
+        return  # its hyperparameters travel in a file
+    for name, value in spec.script_hyperparameters.items():
+        size = max((len(os.fsencode(a)) + 1 for a in flag_arguments({name: value})), default=0)
+        if size > MAX_ARG_BYTES:
+            raise ValueError(
+                f"run_spec.script_hyperparameters[{name!r}]: {size} bytes, over the "
+                f"{MAX_ARG_BYTES} bytes one command-line argument may have (the job could "
+                "never start: Argument list too long); pass a file path instead"
+            )
+    arguments = spec.job_arguments()  # its style, fixed arguments and flags
+    total = sum(len(os.fsencode(a)) + 1 for a in arguments)
+    limit = os.sysconf("SC_ARG_MAX") - ENV_ROOM_BYTES
+    if total > limit:
+        raise ValueError(
+            f"run_spec.script_hyperparameters: {total} bytes of command line, over the "
+            f"{limit} bytes this machine's execve takes with the job's environment (the job "
+            "could never start: Argument list too long)"
+        )
 
 
 def job_processes(spec: RunSpec, environ: Mapping[str, str]) -> int | None:

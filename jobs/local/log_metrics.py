@@ -10,7 +10,11 @@ file's only writer):
      "wall_time": 1767225600.0}
 
 `step` is the latest step the job had reported in progress.json when the line was read (None
-before its first), `value` null when the printed number is not finite. The same records, written
+before its first), `value` null when the printed number is not finite. A regex gets
+MATCH_TIMEOUT_S per line (lines are matched on their first MAX_LINE_BYTES): one that takes
+longer backtracks catastrophically, is given up on for the rest of the job, and a
+{"type": "metric_error", "name", "error"} record says so, so the supervisor stays responsive
+whatever a line holds. The same records, written
 by a script into its own metrics.jsonl, count as well. The last value of each metric is its
 final value (final_values).
 """
@@ -19,16 +23,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from remedy.jobs.local.capped_log import rotated
 from remedy.jobs.local.layout import read_json_written_by_job
-from remedy.state_schema.metric_definitions import MetricDefinition, is_finite
+from remedy.state_schema.metric_definitions import (
+    MATCH_TIMEOUT_S,
+    MetricDefinition,
+    is_finite,
+)
 
 METRIC_RECORD = "metric"  # the "type" of a metric record
+METRIC_ERROR_RECORD = "metric_error"  # a definition given up on (its regex timed out)
 SCAN_INTERVAL_S = 0.5  # how often the supervisor looks for new log lines
 MAX_LINE_BYTES = 4096  # a longer line is matched on its first 4096 bytes
 CHUNK_BYTES = 1 << 20  # read the log this much at a time
@@ -42,9 +53,10 @@ class LogMetrics:
     def __init__(
         self, definitions: list[MetricDefinition], log: Path, out: Path, progress: Path
     ) -> None:
-        self.definitions = definitions
+        self.definitions = list(definitions)  # a definition given up on is removed
         self.log, self.out, self.progress = log, out, progress
         self.offset = 0  # bytes of the log read so far
+        self.inode: int | None = None  # of the file read so far (a rotation changes it)
         self.partial = b""  # the unfinished line at the end of what was read
         self.scanned_at = -math.inf
 
@@ -71,24 +83,47 @@ class LogMetrics:
         except FileNotFoundError:
             return  # the job has not started yet
         with handle:
-            handle.seek(self.offset)
-            while chunk := handle.read(CHUNK_BYTES):
-                self.offset += len(chunk)
-                *lines, self.partial = LINE_BREAK.split(self.partial + chunk)
-                self.partial = self.partial[:MAX_LINE_BYTES]  # a line is matched on its start
-                self._write(self._records(lines))
+            inode = os.fstat(handle.fileno()).st_ino
+            if self.inode is not None and inode != self.inode:
+                self._rotated()  # capped_log.py rotated it: the rest of the old one first
+            self.inode = inode
+            self._follow(handle)
+
+    def _rotated(self) -> None:
+        try:
+            old = rotated(self.log).open("rb")
+        except FileNotFoundError:
+            old = None
+        if old is not None:
+            with old:
+                if os.fstat(old.fileno()).st_ino == self.inode:
+                    self._follow(old)
+        self.offset = 0
+
+    def _follow(self, handle: BinaryIO) -> None:
+        handle.seek(self.offset)
+        while chunk := handle.read(CHUNK_BYTES):
+            self.offset += len(chunk)
+            *lines, self.partial = LINE_BREAK.split(self.partial + chunk)
+            self.partial = self.partial[:MAX_LINE_BYTES]  # a line is matched on its start
+            self._write(self._records(lines))
 
     def _records(self, lines: Iterable[bytes]) -> list[dict[str, Any]]:
         records = []
         step: int | None = None
+        step_read = False
         for raw in lines:
             line = raw[:MAX_LINE_BYTES].decode("utf-8", errors="replace")
-            for definition in self.definitions:
-                value = definition.value_in(line)
+            for definition in list(self.definitions):
+                try:
+                    value = definition.value_in(line)
+                except TimeoutError:
+                    records.append(self._give_up(definition, line))
+                    continue
                 if value is None:
                     continue
-                if not records:  # the step is read once per batch of lines, when needed
-                    step = self._step()
+                if not step_read:  # the step is read once per batch of lines, when needed
+                    step, step_read = self._step(), True
                 records.append(
                     {
                         "type": METRIC_RECORD,
@@ -99,6 +134,19 @@ class LogMetrics:
                     }
                 )
         return records
+
+    def _give_up(self, definition: MetricDefinition, line: str) -> dict[str, Any]:
+        """A regex that took longer than MATCH_TIMEOUT_S on a line (it backtracks
+        catastrophically) is matched no more in this job: its error record says why."""
+        self.definitions.remove(definition)
+        return {
+            "type": METRIC_ERROR_RECORD,
+            "name": definition.name,
+            "error": f"run_spec.metric_definitions {definition.name!r}: its regex "
+            f"{definition.regex!r} took over {MATCH_TIMEOUT_S:g} s on one log line "
+            f"({line[:80]!r}...): it backtracks catastrophically; no longer matched",
+            "wall_time": time.time(),
+        }
 
     def _step(self) -> int | None:
         progress = read_json_written_by_job(self.progress)

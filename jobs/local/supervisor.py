@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from typing import Any
 from remedy.debugger.evaluator import evaluator_command, write_errors
 from remedy.debugger.status import read_statuses
 from remedy.debugger.store import has_ended
+from remedy.jobs.local.capped_log import CappedLog
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.gpus import (
     CUDA_VISIBLE_DEVICES,
@@ -42,12 +44,15 @@ from remedy.jobs.local.gpus import (
 )
 from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_written_by_job
 from remedy.jobs.local.log_metrics import LogMetrics
+from remedy.jobs.local.process_tree import become_subreaper, end_descendants
+from remedy.jobs.local.progress_watch import ProgressWatch, floor_s
 from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, without_secrets
 from remedy.state_schema.metric_definitions import MetricDefinition
 
 EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
 EVALUATOR_KILL_S = 30.0
+LOG_DRAIN_S = 30.0  # once its processes are gone, time to copy the job's last output
 POLL_S = 0.1  # how often the training process and the stop file are looked at
 GPU_POLL_S = 1.0  # how often a job waiting for a GPU tries again
 HEALTH_EVERY_S = 1.0  # how often a training job's evaluator and progress are checked
@@ -71,9 +76,11 @@ class Supervisor:
         self.stop_signalled = False
         self.trainer: subprocess.Popen[bytes] | None = None
         self.evaluator: subprocess.Popen[bytes] | None = None
+        self.training_log: CappedLog | None = None
         self.gpus: GpuLease | None = None
         self.failure: str | None = None  # why the supervisor ended the job itself
         self.trainer_started = time.time()
+        self.progress = ProgressWatch(self.trainer_started, None, adaptive=False, floor=0.0)
         self.next_health_check = 0.0
         self.job_devices: str | None = None  # CUDA_VISIBLE_DEVICES for the training process
         self.escalation = Escalation(
@@ -89,7 +96,10 @@ class Supervisor:
 
     def write_status(self, **fields: Any) -> None:
         self.status.update(fields)
-        write_atomic(self.paths.status, json.dumps(self.status, indent=2) + "\n")
+        try:
+            write_atomic(self.paths.status, json.dumps(self.status, indent=2) + "\n")
+        except OSError as error:  # a full disk: the job must still be ended, not orphaned
+            print(f"supervisor: cannot write {self.paths.status}: {error}", file=sys.stderr)
 
     def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         # Someone stops the whole job: the training process gets SIGTERM without a grace.
@@ -103,15 +113,23 @@ class Supervisor:
         env = without_secrets(os.environ) | self.record["env"]
         if self.job_devices is not None:
             env[CUDA_VISIBLE_DEVICES] = self.job_devices
-        log = self.paths.training_log.open("ab")
-        return subprocess.Popen(
-            self.record["command"],
-            cwd=self.record["cwd"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
+        read_end, write_end = os.pipe()  # capped_log.py copies it into training.log
+        try:
+            trainer = subprocess.Popen(
+                self.record["command"],
+                cwd=self.record["cwd"],
+                stdout=write_end,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        except OSError:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        self.training_log = CappedLog(read_end, self.paths.training_log)
+        return trainer
 
     def wait_trainer(self, trainer: subprocess.Popen[bytes]) -> int:
         """Its exit code; once a stop is requested: SIGTERM after the grace, then SIGKILL."""
@@ -161,18 +179,22 @@ class Supervisor:
         return f"{how}; unjudged: {', '.join(pending)}"
 
     def stalled(self, trainer: subprocess.Popen[bytes]) -> str | None:
-        """Why the training process looks frozen: neither progress.json nor the training
-        log changed for run_spec.progress_timeout_s. None while it moves."""
-        timeout = self.record.get("progress_timeout_s")
-        if not timeout:
-            return None
+        """Why the training process looks frozen: neither progress.json, the training log
+        nor metrics.jsonl changed for longer than its limit (progress_watch.py: learned
+        from its pace, under run_spec.progress_timeout_s). None while it moves."""
         watched = (self.paths.progress, self.paths.training_log, self.paths.metrics)
         times = [path.stat().st_mtime for path in watched if path.exists()]
-        idle = time.time() - max([self.trainer_started, *times])
-        if idle < timeout:
+        if times:
+            self.progress.moved(max(times))
+        limit = self.progress.limit_s()
+        shown = limit if math.isfinite(limit) else None
+        if self.status.get("progress_limit_s", "unset") != shown:
+            self.write_status(progress_limit_s=shown)  # what "frozen" means for it now
+        idle = time.time() - self.progress.last_move
+        if idle < limit:
             return None
         return (
-            f"no progress for {idle:.0f} s (run_spec.progress_timeout_s {timeout:g}): "
+            f"no progress for {idle:.0f} s ({self.progress.why()}): "
             f"progress.json and the training log unchanged; the training process is "
             f"{process_state(trainer.pid)}"
         )
@@ -265,12 +287,27 @@ class Supervisor:
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_sigterm)
+        become_subreaper()  # what the job forks and abandons stays ours to end
         self.paths.logs.mkdir(parents=True, exist_ok=True)
         self.write_status()
         if not self.lease_gpus():
             return 0
-        self.trainer = self.start_trainer()
+        try:
+            self.trainer = self.start_trainer()
+        except OSError as error:  # e.g. Argument list too long: the same at every launch
+            if self.gpus is not None:
+                self.gpus.release()
+            self.end_before_training(
+                "Failed", f"ClientError: the training process could not start: {error}"
+            )
+            return 0
         self.trainer_started = time.time()
+        self.progress = ProgressWatch(
+            self.trainer_started,
+            self.record.get("progress_timeout_s"),
+            adaptive=self.record.get("progress_timeout", "adaptive") == "adaptive",
+            floor=floor_s(),
+        )
         self.evaluator = self.start_evaluator()
         self.write_status(
             SecondaryStatus="Training",
@@ -279,6 +316,11 @@ class Supervisor:
             evaluator_pid=self.evaluator.pid if self.evaluator else None,
         )
         code = self.wait_trainer(self.trainer)
+        # Whatever the training process left running (forked, setsid'd) ends with it.
+        spare = frozenset([self.evaluator.pid]) if self.evaluator else frozenset()
+        end_descendants(os.getpid(), spare)
+        if self.training_log is not None:  # all of its output, before its end is judged
+            self.training_log.join(LOG_DRAIN_S)
         if self.gpus is not None:  # the evaluator needs none: a waiting job may start
             self.gpus.release()
         job_status, reason = self.outcome(code)  # judged now: a later stop file is the rules'
@@ -287,6 +329,7 @@ class Supervisor:
         )
         self.log_metrics.finish()  # every metric the job logged, before its end is reported
         self.finish_evaluator()
+        end_descendants(os.getpid())  # the evaluator's too
         if self.evaluator is not None and (pending := self.pending_rules()):
             code = self.evaluator.returncode
             write_errors(

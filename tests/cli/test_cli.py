@@ -309,3 +309,17 @@ def test_an_unreachable_server_is_one_line_and_nothing_is_written(tmp_path: Path
             "temporary one"
         ], done.stderr
     assert not run_dir.exists()
+
+
+@pytest.mark.adversarial("fault injection", fails_as="crashed")
+def test_a_full_disk_at_start_is_a_clear_error(tmp_path: Path) -> None:
+    from tests.tmpfs import fill, full_disk
+
+    spec = write_spec(tmp_path / "spec.json", tiny_spec(num_epochs=1))
+    with full_disk(tmp_path / "disk", "64k") as disk:
+        fill(disk)
+        run_dir = str(disk / "run")
+        done = remedy("run", str(spec), "--run-dir", run_dir, api_url="http://127.0.0.1:9/api")
+    assert done.returncode == 2, done.stderr
+    assert "cannot write the run folder" in done.stderr and "No space left" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -77,7 +77,7 @@ def env(prefect_api_url: str, tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
         "PREFECT_API_URL": prefect_api_url,
-        "REMEDY_RUNS_DIR": str(tmp_path / "runs"),
+        "REMEDY_RUNS_DIR": str(tmp_path),  # the runs root: the searches' folders are in it
         "REMEDY_TORCH_THREADS": "1",
         "PREFECT_WORKER_QUERY_SECONDS": "1",  # poll often: the test waits on the workers
     }

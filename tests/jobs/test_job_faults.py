@@ -113,3 +113,39 @@ def test_a_lost_pid_file_or_a_killed_supervisor_does_not_redo_the_work(
     ended = wait_final(backend, "job", timeout=30)
     assert ended.status is JobStatus.Completed  # its result says so: never relaunched
     assert len((backend.paths("job").root / "launches.txt").read_text().split()) == 1
+
+
+@pytest.mark.adversarial("fault injection", fails_as="lost")
+def test_a_job_that_cannot_start_fails_naming_why(backend: LocalBackend) -> None:
+    """Past the OS's argument limit (the preflight refuses it; launched here anyway) the
+    training process can never start: Failed with the reason, not an infrastructure
+    failure the flow would relaunch unchanged."""
+    from remedy.jobs import is_infrastructure_failure
+
+    huge = spec("quick", hyperparameters={"blob": "x" * (200 * 1024)})
+    backend.launch("job", huge)
+    ended = wait_final(backend, "job", timeout=120)
+    assert ended.status is JobStatus.Failed
+    assert "Argument list too long" in str(ended.failure_reason), ended.failure_reason
+    assert not is_infrastructure_failure(ended.failure_reason)
+
+
+@pytest.mark.adversarial("fault injection", fails_as="hung")
+def test_a_frozen_fast_job_is_caught_by_its_learned_limit(
+    backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixed limit stays at its default (30 minutes); the job moves every 0.05 s, and
+    the supervisor looks every second, so its learned limit is 20 x about a second, the
+    floor set low here for the test."""
+    monkeypatch.setenv("REMEDY_PROGRESS_FLOOR_S", "5")
+    backend.launch("job", spec("gated"))
+    training = wait_training(backend, "job")["training_pid"]
+    deadline = time.monotonic() + 120
+    while (status_of(backend, "job").get("progress_limit_s") or 1800) >= 1800:  # learned
+        assert time.monotonic() < deadline, status_of(backend, "job")
+        time.sleep(0.2)
+    os.kill(training, signal.SIGSTOP)
+    ended = wait_final(backend, "job", timeout=300)
+    assert ended.status is JobStatus.Failed
+    assert "learned from its pace" in str(ended.failure_reason), ended.failure_reason
+    assert str(ended.failure_reason).endswith("the training process is stopped (T)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from remedy.jobs.local import LocalBackend
 from remedy.jobs.local.log_metrics import LogMetrics, final_values, read_records
 from remedy.state_schema import JobStatus, MetricDefinition, RunSpec
@@ -109,3 +110,24 @@ def test_a_job_without_definitions_has_no_log_metrics(tmp_path: Path) -> None:
     snapshot = wait_final(backend, "lm")
     assert "test:perplexity" not in snapshot.final_metrics
     assert not backend.paths("lm").log_metrics.exists()
+
+
+@pytest.mark.adversarial("fault injection", fails_as="hung")
+def test_a_catastrophic_metric_regex_is_given_up_on_and_the_job_ends(tmp_path: Path) -> None:
+    """Against 34 a's and '!', (a+)+$ (the issue's) and (a|aa)+$ would take hours in re.
+    Matched under a time limit, the first is no trouble and the second is given up on for
+    the job, saying so; the other definitions still count."""
+    backend = LocalBackend(tmp_path / "run")
+    nested = MetricDefinition(name="nested", regex=r"(a+)+$")
+    alternation = MetricDefinition(name="alternation", regex=r"(a|aa)+$")
+    spec = RunSpec(
+        entry_point="tests.jobs.entry_points.prints_evil_line",
+        rules=[],
+        metric_definitions=[nested, alternation, DEFINITIONS[0]],
+    )
+    backend.launch("evil", spec)
+    snapshot = wait_final(backend, "evil", timeout=300)  # a hang guard: it ends in seconds
+    assert snapshot.status is JobStatus.Completed
+    assert snapshot.final_metrics["valid:perplexity"] == 12.5
+    [error] = [r for r in backend.metrics("evil") if r.get("type") == "metric_error"]
+    assert error["name"] == "alternation" and "backtracks catastrophically" in error["error"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
 from remedy.jobs import JobSnapshot
 from remedy.records.observe import decide, observe, progress_line
 from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
@@ -131,3 +133,22 @@ def test_the_progress_line_shows_what_the_job_knows() -> None:
     builtin = describe("InProgress", started=started, progress=known)
     line = progress_line(running_state(), builtin, now)
     assert "| step 120/500, epoch 2, 2.5 steps/s, 40 s, loss non-finite |" in line
+
+
+@pytest.mark.adversarial("fault injection", fails_as="silently wrong")
+def test_no_rule_is_in_progress_once_a_job_that_ran_no_update_ended(tmp_path: Path) -> None:
+    """A real job that completes without one training step: its evaluator stops having
+    judged nothing; the rule ends in Error, saying so, never InProgress."""
+    from remedy.jobs.local import LocalBackend
+    from remedy.state_schema import RuleSpec, RunSpec
+
+    from tests.jobs.test_local_backend import wait_final
+
+    backend = LocalBackend(tmp_path / "run")
+    rules = [RuleSpec(name="Loss", rule="LossNotDecreasing")]
+    backend.launch("job", RunSpec(entry_point="tests.jobs.entry_points.quick", rules=rules))
+    seen = observe(wait_final(backend, "job", timeout=120))
+    assert seen.job_status is JobStatus.Completed
+    assert seen.rule_status is RuleStatus.Error
+    [error] = seen.rule_errors
+    assert error.rule == "Loss" and "the job ended before this rule judged" in error.message

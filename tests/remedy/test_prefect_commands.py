@@ -123,3 +123,34 @@ def test_serve_refuses_a_report_port_that_is_taken(prefect_api_url: str) -> None
         )
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"--reports-port {port}: cannot listen on 127.0.0.1:{port}" in out.stderr
+
+
+@pytest.mark.adversarial("secrets and access", fails_as="leaked")
+def test_the_server_listens_beyond_loopback_only_with_authentication() -> None:
+    """Whoever reaches the API can create flow runs, which choose hyperparameters on the
+    machines that serve them: `remedy server --host 0.0.0.0` needs Prefect's auth string
+    (or an authenticating proxy, said with --behind-auth-proxy)."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_SERVER_API_AUTH_STRING"}
+    refused = subprocess.run(
+        [sys.executable, "-m", "remedy", "server", "--host", "0.0.0.0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "--host 0.0.0.0" in refused.stderr and "PREFECT_SERVER_API_AUTH_STRING" in refused.stderr
+
+
+def test_serve_allow_source_extends_what_served_runs_may_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remedy.tasks.allowed_code import ALLOWED_SOURCE_DIRS_ENV, allowed_source_dirs
+
+    from remedy.prefect_commands import allow_sources
+
+    monkeypatch.setenv(ALLOWED_SOURCE_DIRS_ENV, "/opt/team-code")
+    allow_sources([str(tmp_path)])  # the served runs (subprocesses) inherit it
+    assert allowed_source_dirs()[:2] == [Path("/opt/team-code"), tmp_path.resolve()]
+    with pytest.raises(UsageError, match="--allow-source .*: no such folder"):
+        allow_sources([str(tmp_path / "missing")])

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from remedy.state_schema import RunSpec
+from remedy.state_schema import RuleSpec, RunSpec
 from remedy.tasks.preflight import PreflightError, preflight
 from remedy.training.data import write_tiny_cifar10
 
@@ -162,3 +162,53 @@ def test_a_custom_rule_file_is_found_from_source_dir_and_checked(tmp_path: Path)
     (tmp_path / "rules" / "broken.py").write_text("import no_such_module_here\n")
     with pytest.raises(PreflightError, match="failed to import.*no_such_module_here"):
         preflight(rules_spec(rule | {"rule_file": "rules/broken.py"}, **script))
+
+
+def test_code_outside_the_allowed_source_dirs_is_refused_unless_a_person_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine allows nothing but the built-in job here; a person at their own shell
+    (remedy run/resume: allow_for_this_shell) allows their spec's own source dir, and
+    nothing else: a rule file outside it stays refused, before it is imported."""
+    from remedy.tasks import allowed_code
+
+    monkeypatch.setenv(allowed_code.ALLOWED_SOURCE_DIRS_ENV, "")
+    monkeypatch.setattr(allowed_code, "SHELL", allowed_code.ShellAllowance())
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "rule.py").write_text("raise SystemExit(3)\n")  # must never be imported
+    spec = RunSpec(source_dir=str(code), entry_point="train.py", rules=[])
+    with pytest.raises(PreflightError, match="run_spec.source_dir: .* is not under an allowed"):
+        preflight(spec)
+    preflight(RunSpec(rules=[]))  # the built-in job always may run
+    allowed_code.allow_for_this_shell(spec)
+    preflight(spec)
+    with_rule = spec.model_copy(
+        update={"rules": [RuleSpec(name="R", rule="R", rule_file=str(elsewhere / "rule.py"))]}
+    )
+    with pytest.raises(PreflightError, match=r"run_spec.rules\[0\].rule_file: .* not under"):
+        preflight(with_rule)
+
+
+def test_a_symlinked_script_may_not_leave_source_dir(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (tmp_path / "outside.py").write_text("")
+    (code / "train.py").symlink_to(tmp_path / "outside.py")
+    with pytest.raises(PreflightError, match="run_spec.entry_point: 'train.py' resolves to"):
+        preflight(RunSpec(source_dir=str(code), entry_point="train.py", rules=[]))
+
+
+def test_a_value_past_the_os_argument_limit_is_refused_before_launch(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    spec = RunSpec(
+        source_dir=str(tmp_path),
+        entry_point="train.py",
+        rules=[],
+        hyperparameters={"blob": "x" * (200 * 1024)},
+    )
+    with pytest.raises(PreflightError, match=r"run_spec.script_hyperparameters\['blob'\]"):
+        preflight(spec)
