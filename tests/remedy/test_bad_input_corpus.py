@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from remedy.state_schema import PayloadError, load_state
+from remedy.tasks.allowed_code import SHELL, allow_for_this_shell
 from remedy.tasks.preflight import PreflightError, preflight
 
 from remedy.cli import check_policy
@@ -96,6 +97,7 @@ def checked(path: Path) -> None:
     """What `remedy run FILE` checks before it launches anything."""
     state = load_state(path)
     check_policy(state.policy)
+    allow_for_this_shell(state.run_spec)  # a person at their shell runs their own code
     preflight(state.run_spec)
 
 
@@ -115,6 +117,8 @@ def test_bad_input_is_refused_naming_what_is_wrong(
     name: str, tmp_path: Path, counts: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # source_dir "." holds no x.py
+    monkeypatch.setattr(SHELL, "source_dirs", [])  # what this case's shell allows, only
+    monkeypatch.setattr(SHELL, "any_run_dir", False)
     content, says = CORPUS[name]
     path = tmp_path / "spec.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
