@@ -40,6 +40,7 @@ Scenarios (real dynamics, nothing injected):
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -194,6 +195,9 @@ def main() -> None:
     parser.add_argument("--run-dir", help="keep the runs here (default: a temporary folder)")
     args = parser.parse_args()
     folder = Path(args.run_dir or tempfile.mkdtemp(prefix="remedy-policies-"))
+    # This machine's settings for the runs the benchmark starts in-process: they write
+    # under its folder (tasks/allowed_code.py).
+    os.environ["REMEDY_RUNS_DIR"] = str(folder)
     started = time.monotonic()
     table: dict[tuple[str, str], dict[str, Any]] = {}
     for scenario in args.scenarios:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,9 @@ def main() -> None:
     parser.add_argument("--save-intervals", type=int, nargs="+", default=[5, 1])
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="remedy-bench-"))
+    # This machine's settings for the runs the benchmark starts in-process: they write
+    # under its folder (tasks/allowed_code.py).
+    os.environ["REMEDY_RUNS_DIR"] = str(workdir)
     rows: dict[int, dict[str, float]] = {}
     for interval in args.save_intervals:
         spec = RunSpec(**(DEMO_RUN_SPEC.model_dump() | {"debugger_save_interval": interval}))

@@ -23,6 +23,7 @@ asserted; the README records the figures and what is not reached yet.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -250,6 +251,10 @@ def main() -> None:
     parser.add_argument("--max-launches", type=int, default=LAUNCHES)
     args = parser.parse_args()
     folder = Path(args.run_dir or tempfile.mkdtemp(prefix="remedy-repair-"))
+    # This machine's settings for the runs the benchmark starts in-process: they write
+    # under its folder and run the example scripts (tasks/allowed_code.py).
+    os.environ["REMEDY_RUNS_DIR"] = str(folder)
+    os.environ["REMEDY_ALLOWED_SOURCE_DIRS"] = str(EXAMPLES)
     data = folder / "corpus"
     subprocess.run(
         [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)],
