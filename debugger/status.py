@@ -7,6 +7,7 @@ DescribeTrainingJob's DebugRuleEvaluationStatuses plus where the rule fired:
      "StatusDetails": "...", "LastModifiedTime": "2026-01-01T00:00:00.000Z",
      "step": 12, "mode": "TRAIN", "tensor": "gradient/fc.weight", "steps_evaluated": 13}
 
+"rule" is the rule's class (the name is the user's choice): what a repair is chosen by.
 step/mode are set where the rule fired (IssuesFound) or raised (Error); tensor only when
 a finding names one; "worker" (e.g. "worker_1") only in a job of several processes, for the
 process whose tensors it fired on.

@@ -312,14 +312,14 @@ def test_an_unreachable_server_is_one_line_and_nothing_is_written(tmp_path: Path
 
 
 @pytest.mark.adversarial("fault injection", fails_as="crashed")
-def test_a_full_disk_at_start_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_full_disk_at_start_is_a_clear_error(tmp_path: Path, prefect_api_url: str) -> None:
     from tests.tmpfs import fill, full_disk
 
     spec = write_spec(tmp_path / "spec.json", tiny_spec(num_epochs=1))
     with full_disk(tmp_path / "disk", "64k") as disk:
         fill(disk)
         run_dir = str(disk / "run")
-        done = remedy("run", str(spec), "--run-dir", run_dir, api_url="http://127.0.0.1:9/api")
+        done = remedy("run", str(spec), "--run-dir", run_dir, api_url=prefect_api_url)
     assert done.returncode == 2, done.stderr
     assert "cannot write the run folder" in done.stderr and "No space left" in done.stderr
     assert "Traceback" not in done.stderr

@@ -30,6 +30,7 @@ STATUS_KEYS = {
     "mode",
     "tensor",
     "steps_evaluated",
+    "rule",  # the rule's class: what the policy repairs by (the name is the user's)
 }
 
 GRADIENTS_EXPLODE = {

@@ -57,7 +57,9 @@ def test_an_exploding_script_is_repaired_through_its_own_flag(
         # default set's DivergingLoss may see the loss climb before anything is non-finite.
         "rules": [exploding_tensor_rule().model_dump(mode="json")],
     }
-    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url, "--policy", "adaptive")
+    code, output, run_dir = remedy_run(
+        spec, tmp_path, prefect_api_url, "--policy", "adaptive", "--probe-steps", "0"
+    )  # no probes: this is about the script's own repair path
     assert code == 0, output
     state = load_state(run_dir / "state.json")
     first, second = state.history.attempts
@@ -179,7 +181,9 @@ def test_a_two_process_ddp_script_is_repaired_under_remedy_run(
         # 10 steps, 40x the untrained model's, before it falls back on these easy blobs.)
         "rules": [exploding_tensor_rule().model_dump(mode="json")],
     }
-    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url, "--policy", "adaptive")
+    code, output, run_dir = remedy_run(
+        spec, tmp_path, prefect_api_url, "--policy", "adaptive", "--probe-steps", "0"
+    )  # no probes: this is about the script's own repair path
     assert code == 0, output
     state = load_state(run_dir / "state.json")
     first, *_, last = state.history.attempts

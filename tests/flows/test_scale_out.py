@@ -246,7 +246,20 @@ def test_prefect_yaml_describes_what_remedy_deploy_registers(
     assert {f: registered[f] for f in fields} == {f: described[f] for f in fields}
     assert registered["entrypoint"] == REMEDIATE_ENTRYPOINT  # a module: no checkout needed
     assert not registered["pull_steps"]
-    assert registered["parameter_openapi_schema"] == described["parameter_openapi_schema"]
+    # prefect.yaml registers Prefect's own schema of the flow's parameters; remedy deploy
+    # the run form made of it (flows/deployments.py: form_schema): the same parameters
+    from prefect.utilities.callables import ParameterSchema
+    from remedy.flows.deployments import form_schema
+
+    yaml_form = form_schema(ParameterSchema.model_validate(described["parameter_openapi_schema"]))
+    mine_schema, yaml_schema = registered["parameter_openapi_schema"], yaml_form.model_dump()
+    assert set(mine_schema["properties"]) == set(yaml_schema["properties"])
+
+    for model in ("RunSpec", "Budgets", "RemediateSettings"):  # the same fields shown
+        # (their order: the server stores keys re-sorted; remedy deploy's form keeps its
+        # own in "position", which a prefect.yaml deployment's form does not have)
+        fields = mine_schema["definitions"][model]["properties"]
+        assert set(fields) == set(yaml_schema["definitions"][model]["properties"]), model
     yaml_file = (REPO / "infra" / "prefect.yaml").read_text()
     assert f"name: {POOL_DEPLOYMENT}" in yaml_file and REMEDIATE_ENTRYPOINT in yaml_file
 
