@@ -24,13 +24,13 @@ from tests.jobs.sagemaker.fake_service import FakeTrainingService
 def test_a_cloud_run_diverges_is_stopped_repaired_and_completes(
     service: FakeTrainingService, prefect_api_url: str, tmp_path: Path
 ) -> None:
-    # test_remediate's run on the cloud backend (8 epochs: room for the stop to arrive under
+    # test_remediate's run on the cloud backend (16 epochs: room for the stop to arrive under
     # load before the job ends): without batch norm the ELU ResNet's gradients turn
     # non-finite in epoch 1; the seed ladder adds batch norm.
     # The NaN guard is off: the rule evaluator beside the flow reads the s3:// store, and
     # the job is stopped from outside (StopTrainingJob, SIGTERM, a clean stop).
     spec = tiny_spec(
-        warmup_learning_rate=0.003125, nan_guard="off", num_epochs=8, backend="sagemaker",
+        warmup_learning_rate=0.003125, nan_guard="off", num_epochs=16, backend="sagemaker",
         sm_role=ROLE, bucket=BUCKET, region=REGION, instance_type="ml.m5.large",
         rules=[exploding_tensor_rule()],  # the seed's one rule: the stop is timed against it
     )  # fmt: skip
@@ -48,12 +48,12 @@ def test_a_cloud_run_diverges_is_stopped_repaired_and_completes(
     first, second = final.history.attempts
     finding = first.findings[0]
     assert finding.rule == "ExplodingTensor" and finding.tensor.startswith("gradient/")
-    assert first.outcome is JobStatus.Stopped and first.steps_run < 64  # not run to the end
+    assert first.outcome is JobStatus.Stopped and first.steps_run < 128  # not run to the end
     job = service.jobs[training_job(run_dir, first.job_name)]
     assert job.stop_asked and (job.status, job.secondary) == ("Stopped", "Stopped")
     assert second.strategy == "add_batch_norm" and second.changes == {"add_batch_norm": [0, 1]}
     assert second.outcome is JobStatus.Completed and second.findings == []
-    assert second.final_accuracy is not None and second.steps_run == 64
+    assert second.final_accuracy is not None and second.steps_run == 128
     assert final.history.num_batch_layer_adjustments == 1
     # The calls a real service would have had, each valid by botocore's model.
     assert service.calls.count("CreateTrainingJob") == 2 and "StopTrainingJob" in service.calls
