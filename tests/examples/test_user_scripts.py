@@ -92,24 +92,26 @@ def columns(table: str) -> dict[str, list[str]]:
     return {name: [row[i] for row in rows] for i, name in enumerate(header)}
 
 
-def test_a_classic_language_model_script_trains_cleanly(
-    tmp_path: Path, prefect_api_url: str
-) -> None:
+def word_lm_spec(tmp_path: Path, name: str, **flags: float) -> dict:
+    """The classic LM script on a corpus generated in tmp_path, for one epoch, saving its
+    model there (not into the example's folder): its run_spec, its flags over these."""
     data = tmp_path / "data"
     corpus = [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)]
     subprocess.run(corpus, check=True)
-    spec = {
-        "base_job_name": "word-lm",
+    return {
+        "base_job_name": name,
         "source_dir": str(EXAMPLES / "word_lm"),
         "entry_point": "main.py",
-        "hyperparameters": {
-            "data": str(data),
-            "lr": 20,
-            "clip": 0.25,
-            "epochs": 1,
-            "save": str(tmp_path / "model.pt"),
-        },
+        "hyperparameters": {"data": str(data), "epochs": 1, "save": str(tmp_path / "model.pt")}
+        | flags,
         "hyperparameter_roles": {"learning_rate": "lr", "grad_clip_norm": "clip"},
+    }
+
+
+def test_a_classic_language_model_script_trains_cleanly(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    spec = word_lm_spec(tmp_path, "word-lm", lr=20, clip=0.25) | {
         # what the script prints: "... valid ppl 58.2", "End of training | ... | test ppl 56.1"
         "metric_definitions": [
             {"name": "valid:perplexity", "regex": r"valid ppl ([0-9.eE+-]+)"},
@@ -205,21 +207,7 @@ def test_a_language_model_far_too_hot_is_repaired_by_the_rate_search(
     """The classic LM script at 100x its rate without clipping (its loss climbs from 5.7 to
     15-20, finite): the default rules and policy cut the rate inside a bracket until it
     trains, never back up to a rate that diverged (issue 21)."""
-    data = tmp_path / "data"
-    corpus = [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)]
-    subprocess.run(corpus, check=True)
-    spec = {
-        "base_job_name": "word-lm-hot",
-        "source_dir": str(EXAMPLES / "word_lm"),
-        "entry_point": "main.py",
-        "hyperparameters": {
-            "data": str(data),
-            "lr": 2000,
-            "clip": 1e9,
-            "epochs": 1,
-            "save": str(tmp_path / "model.pt"),
-        },
-        "hyperparameter_roles": {"learning_rate": "lr", "grad_clip_norm": "clip"},
+    spec = word_lm_spec(tmp_path, "word-lm-hot", lr=2000, clip=1e9) | {
         "metric_definitions": [{"name": "test:perplexity", "regex": r"test ppl ([0-9.eE+-]+)"}],
         "success_criteria": [{"metric": "test:perplexity", "op": "<", "value": 100}],
     }
@@ -234,9 +222,7 @@ def test_a_language_model_far_too_hot_is_repaired_by_the_rate_search(
     assert all(p.steps_run <= state.budgets.probe_steps + 2 for p in probes)
     first, last = runs
     assert first.result.kind.value == "diverged"
-    best = min(
-        (p for p in probes if p.result.kind.value == "trained"), key=lambda p: p.result.loss
-    )
+    best = min((p for p in probes if p.result.kind.value == "trained"), key=lambda p: p.result.loss)
     assert last.spec.script_hyperparameters["lr"] == best.spec.script_hyperparameters["lr"]
     assert "probed" in last.strategy_reason and "(best)" in last.strategy_reason
     assert last.outcome is JobStatus.Completed and last.metrics["test:perplexity"] < 100
