@@ -41,11 +41,12 @@ def window_loss(trace: Sequence[float | None], last: int = LAST_LOSSES) -> float
 
 def judge(probe: Attempt) -> AttemptResult:
     """A probe's outcome: a finding classifies it as a full attempt's would; one stopped
-    at its bound (or done) without a finding trained to the mean of its last losses."""
+    at its bound (or done) without a finding trained to its final_loss, the mean of its
+    last losses (not of loss_trace, which keeps only the first ones)."""
     if probe.findings:
         return classify(probe)
     bounded = probe.outcome in (JobStatus.Stopped, JobStatus.Completed)
-    loss = window_loss(probe.loss_trace)
+    loss = probe.final_loss  # the mean of its last losses (tasks/probe.py: window_loss)
     if bounded and loss is not None and math.isfinite(loss):
         return AttemptResult(
             kind=ResultKind.trained,

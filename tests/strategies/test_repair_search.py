@@ -237,10 +237,15 @@ def test_the_best_probe_becomes_the_next_launch_and_every_probe_is_kept() -> Non
     hot, warm, cold = (probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes))
     hot = hot.model_copy(update={"findings": [diverged(9)], "outcome": "Stopped"})
     warm = warm.model_copy(
-        update={"outcome": "Stopped", "steps_run": 50, "loss_trace": [5.7, 5.0, 4.6, 4.4, 4.3, 4.2]}
+        update={  # its first losses (all loss_trace keeps) higher: the end decides
+            "outcome": "Stopped",
+            "steps_run": 90,
+            "final_loss": 4.3,
+            "loss_trace": [5.7] * 64,
+        }
     )
     cold = cold.model_copy(
-        update={"outcome": "Stopped", "steps_run": 50, "loss_trace": [5.7, 5.6, 5.5, 5.5, 5.4, 5.4]}
+        update={"outcome": "Stopped", "steps_run": 90, "final_loss": 5.5, "loss_trace": [5.6] * 64}
     )
     kept = keep_probes(state, [hot, warm, cold])
     assert [a.kind.value for a in kept.history.attempts] == ["run", "probe", "probe", "probe"]
