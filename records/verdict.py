@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from remedy.state_schema import Attempt, JobStatus, RunSpec, State
+from remedy.state_schema import NOT_TRAINED, Attempt, JobStatus, RunSpec, State
 
 # "Clearly below": the final loss at least this share of the untrained loss's size lower.
 LOSS_DROP = 0.1
@@ -54,7 +54,8 @@ def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | N
     if attempt.outcome is not JobStatus.Completed:
         return f"the job ended {attempt.outcome.value if attempt.outcome else 'running'}"
     if attempt.findings:
-        return f"{attempt.findings[0].rule} reported an issue"
+        found = attempt.findings[0]
+        return found.message if found.rule == NOT_TRAINED else f"{found.rule} reported an issue"
     if attempt.rule_errors:
         # A rule that could not judge (read nothing, broken) leaves the job unwatched.
         error = attempt.rule_errors[0]
@@ -64,6 +65,21 @@ def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | N
     if attempt.spec.success_criteria:
         return unmet_criterion(attempt)
     measured = measured_start(attempt) if start is None else start
+    return unjudged(attempt, measured) or untrained(attempt, measured) or at_chance(attempt)
+
+
+def not_learned(attempt: Attempt | None, start: float | None = None) -> str | None:
+    """Why a completed attempt whose job ran and reported its losses (and accuracy) is not
+    clean because its model learned nothing, in a few words; None otherwise. Not a flaw of
+    the job's reporting but of its training: the monitor turns it into a finding that the
+    policy repairs (NOT_TRAINED), as a rule's would be."""
+    if attempt is None or attempt.outcome is not JobStatus.Completed or attempt.findings:
+        return None
+    if attempt.rule_errors or attempt.steps_run <= 0 or attempt.spec.success_criteria:
+        return None
+    measured = measured_start(attempt) if start is None else start
+    if unjudged(attempt, measured):
+        return None
     return untrained(attempt, measured) or at_chance(attempt)
 
 
@@ -94,23 +110,50 @@ def stated_untrained_loss(spec: RunSpec) -> tuple[float, str] | None:
     return None
 
 
-def untrained(attempt: Attempt, start: float | None) -> str | None:
+def final_training_loss(attempt: Attempt) -> float | None:
     # Training loss against training loss: a test loss (eval mode, other data) is not
     # comparable with the first steps' loss.
-    final = attempt.final_window_loss
-    if final is None:
-        final = attempt.metrics.get("train:loss", attempt.final_loss)
+    if attempt.final_window_loss is not None:
+        return attempt.final_window_loss
+    return attempt.metrics.get("train:loss", attempt.final_loss)
+
+
+def baselines(attempt: Attempt, start: float | None) -> list[tuple[float, str]]:
+    """The untrained model's loss, measured and stated, finite ones only, with where each
+    comes from."""
     window = f" {attempt.loss_window} steps" if attempt.loss_window else " step"
-    baselines = [(start, f"measured over its first{window}")] if start is not None else []
+    found = [(start, f"measured over its first{window}")] if start is not None else []
     if (stated := stated_untrained_loss(attempt.spec)) is not None:
-        baselines.append(stated)
-    baselines = [(loss, why) for loss, why in baselines if math.isfinite(loss)]
-    if not baselines:
+        found.append(stated)
+    return [(loss, why) for loss, why in found if math.isfinite(loss)]
+
+
+def unjudged(attempt: Attempt, start: float | None) -> str | None:
+    """Why the job's figures cannot tell whether its model trained; None when they can."""
+    if not baselines(attempt, start):
         return "no finite loss was reported at the start: cannot tell whether the model trained"
+    final = final_training_loss(attempt)
     if final is None or not math.isfinite(final):
         return "no finite final loss was reported: cannot tell whether the model trained"
-    baseline, why = min(baselines)
+    if (bar := chance_bar(attempt.spec)) is not None:
+        accuracy = attempt.metrics.get("test:accuracy", attempt.final_accuracy)
+        if accuracy is None or not math.isfinite(accuracy):
+            return (
+                f"no test:accuracy was reported: cannot tell whether the model beats chance "
+                f"({bar[0]:.3g} for {attempt.spec.classes} classes)"
+            )
+    return None
+
+
+def untrained(attempt: Attempt, start: float | None) -> str | None:
+    """Judged figures only (unjudged() is None)."""
+    final = final_training_loss(attempt)
+    found = baselines(attempt, start)
+    if final is None or not found:
+        return None
+    baseline, why = min(found)
     if final > baseline - LOSS_DROP * abs(baseline):
+        window = f" {attempt.loss_window} steps" if attempt.loss_window else " step"
         last = f" (median of the last{window})" if attempt.final_window_loss is not None else ""
         return (
             f"the model did not train: final training loss {final:.4g}{last} is not "
@@ -138,10 +181,7 @@ def at_chance(attempt: Attempt) -> str | None:
     chance, needed = bar
     accuracy = attempt.metrics.get("test:accuracy", attempt.final_accuracy)
     if accuracy is None or not math.isfinite(accuracy):
-        return (
-            f"no test:accuracy was reported: cannot tell whether the model beats chance "
-            f"({chance:.3g} for {attempt.spec.classes} classes)"
-        )
+        return None  # unjudged() says so
     if accuracy <= needed:
         return (
             f"the model did not learn: test accuracy {accuracy:.3g} is not clearly above "
@@ -156,6 +196,10 @@ def attempt_is_clean(attempt: Attempt, start: float | None = None) -> bool:
 
 def run_flaw(state: State) -> str | None:
     return attempt_flaw(state.current_attempt, start_loss(state))
+
+
+def run_not_learned(state: State) -> str | None:
+    return not_learned(state.current_attempt, start_loss(state))
 
 
 def run_is_clean(state: State) -> bool:

@@ -24,6 +24,7 @@ from remedy.state_schema.io import (
 from remedy.state_schema.metric_definitions import MetricDefinition
 from remedy.state_schema.models import (
     DEFAULT_POLICY,
+    NOT_TRAINED,
     Attempt,
     AttemptKind,
     AttemptResult,
@@ -63,6 +64,7 @@ __all__ = [
     "Budgets",
     "Checkpoint",
     "DataProblem",
+    "NOT_TRAINED",
     "Finding",
     "History",
     "Hyperparameters",

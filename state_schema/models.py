@@ -62,6 +62,12 @@ class DataProblem(Strict):
     failures: int = Field(2, ge=2, description="Failures (bad batches or attempts) seen on them.")
 
 
+# The finding the monitor makes of a completed run whose model learned nothing while no rule
+# fired (records/verdict.py, not_learned, says when): its rule and rule class. The policy
+# repairs it as a rule's finding (a plateau: the rate is wrong, which way unknown).
+NOT_TRAINED = "NotTrained"
+
+
 class Finding(Strict):
     """A rule that reported IssuesFound (or Error), with where it fired."""
 

@@ -16,7 +16,15 @@ from enum import StrEnum
 from statistics import median
 from typing import Any
 
-from remedy.state_schema import Attempt, AttemptResult, Finding, JobStatus, ResultKind, RunSpec
+from remedy.state_schema import (
+    NOT_TRAINED,
+    Attempt,
+    AttemptResult,
+    Finding,
+    JobStatus,
+    ResultKind,
+    RunSpec,
+)
 from remedy.strategies.warm_start import update_of
 
 
@@ -51,6 +59,9 @@ TROUBLE: dict[str, Trouble] = {
     "LossNotDecreasing": Trouble.plateau,
     "StalledTraining": Trouble.plateau,
     "SlowConvergence": Trouble.plateau,
+    # The verdict's own finding: the run completed, no rule fired, its model learned
+    # nothing. A rate far too small crawls, one far too high sits on a noise floor.
+    NOT_TRAINED: Trouble.plateau,
     "VanishingGradient": Trouble.vanishing,
     "SaturatedActivation": Trouble.vanishing,
     "DeadRelu": Trouble.dead_units,

@@ -11,7 +11,7 @@ from remedy.jobs import backend_for
 from remedy.jobs.base import read_checkpoint
 from remedy.records.logs import task_logger
 from remedy.state_schema import Checkpoint, NextAction, State
-from remedy.state_schema.transitions import update_current_attempt
+from remedy.state_schema.transitions import retraining_budget_spent, update_current_attempt
 from remedy.strategies import POLICIES, plan_next
 from remedy.strategies.outcomes import digest
 from remedy.strategies.plan import with_result
@@ -53,6 +53,7 @@ def plan(state: State, run_dir: str | None = None, probing: bool = True) -> Stat
     if run_dir:
         state = learned(state, run_dir)
     checkpoints = available_checkpoints(state, run_dir) if run_dir else []
+    probing = probing and not retraining_budget_spent(state)  # nothing will be relaunched
     planned = plan_next(state, checkpoints=checkpoints, probing=probing)
     logger = task_logger()
     if planned.next_action is NextAction.end:

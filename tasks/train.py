@@ -7,6 +7,7 @@ from prefect.cache_policies import NO_CACHE
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
+from remedy.records.verdict import run_flaw
 from remedy.state_schema import NextAction, RunSpec, State, load_state
 from remedy.state_schema.private import reveal_private
 from remedy.state_schema.transitions import (
@@ -52,7 +53,9 @@ def launch_job(run_dir: str, job_name: str, run_spec: RunSpec) -> None:
 def train(state: State, run_dir: str) -> State:
     logger = task_logger()
     if retraining_budget_spent(state):
-        return end(state, f"max_num_retraining ({state.budgets.max_num_retraining}) reached")
+        spent = f"max_num_retraining ({state.budgets.max_num_retraining}) reached"
+        flaw = run_flaw(state) if state.current_attempt else None  # what it left unrepaired
+        return end(state, f"{spent}; the last attempt: {flaw}" if flaw else spent)
     job_name = new_job_name(state)
     state = begin_attempt(state, job_name)
     # Persist the reservation before launching: a resumed flow then adopts this job

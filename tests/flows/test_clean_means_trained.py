@@ -1,5 +1,6 @@
-"""Clean means trained (issue 21): a built-in run that completes without a finding but whose
-model learned nothing ends not clean, Failed, with a non-zero exit. Real training: a ReLU
+"""Clean means trained (issue 21): a built-in run that completes without a rule's finding but
+whose model learned nothing is the verdict's own finding (NotTrained): repaired where the
+budget allows, else the run ends not clean, Failed, with a non-zero exit. Real training: a ReLU
 ResNet without batch norm at lr 0.1, its gradients clipped at 1.0 (where the repair
 policy left it), starts at a loss of 5.6 (an unstable start, well above ln 10) and ends
 near 2.3, at chance. The old verdict ("final loss 10 % below the first") called it clean.
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from remedy.state_schema import JobStatus, load_state
+from remedy.state_schema import NOT_TRAINED, JobStatus, load_state
 
 from tests.flows.specs import tiny_spec
 
@@ -24,11 +25,11 @@ AT_CHANCE = {
 }  # fmt: skip
 
 
-def remedy_run(spec: dict, folder: Path, api_url: str) -> tuple[int, str, Path]:
+def remedy_run(spec: dict, folder: Path, api_url: str, *options: str) -> tuple[int, str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "spec.json").write_text(json.dumps(spec))
     done = subprocess.run(
-        [sys.executable, "-m", "remedy", "run", "spec.json", "--run-dir", "run"],
+        [sys.executable, "-m", "remedy", "run", "spec.json", "--run-dir", "run", *options],
         cwd=folder,
         env={**os.environ, "PREFECT_API_URL": api_url, "OMP_NUM_THREADS": "1"},
         capture_output=True,
@@ -52,16 +53,22 @@ def test_a_run_at_chance_is_not_clean(
     tmp_path: Path, prefect_api_url: str, learning_rate: float, flaw: str
 ) -> None:
     spec = tiny_spec(**AT_CHANCE, learning_rate=learning_rate, rules=[], success_criteria=[])
-    code, output, run_dir = remedy_run(spec.model_dump(mode="json"), tmp_path, prefect_api_url)
+    # one launch allowed: the finding cannot be repaired, and the run says why it ended
+    one_launch = {"run_spec": spec.model_dump(mode="json"), "budgets": {"max_num_retraining": 1}}
+    code, output, run_dir = remedy_run(one_launch, tmp_path, prefect_api_url)
     assert code != 0, output
     state = load_state(run_dir / "state.json")
     (attempt,) = state.history.attempts
-    assert attempt.outcome is JobStatus.Completed and not attempt.findings
+    assert attempt.outcome is JobStatus.Completed
+    assert [(f.rule, f.rule_class) for f in attempt.findings] == [(NOT_TRAINED, NOT_TRAINED)]
+    assert flaw in attempt.findings[0].message
     # the first batch's loss is inflated: against it alone, the run would have "trained"
     assert attempt.initial_loss > 4.0 and attempt.final_window_loss < 0.9 * attempt.initial_loss
     assert attempt.loss_window == 8  # a quarter of its 32 steps
     assert attempt.final_accuracy is not None and attempt.final_accuracy < 0.2
-    assert state.end_reason.startswith("completed, but the run is not clean: "), state.end_reason
+    assert state.end_reason.startswith(
+        "max_num_retraining (1) reached; the last attempt: the model did not train"
+    ), state.end_reason
     assert flaw in state.end_reason
     assert "(ln 10, a uniform guess)" in state.end_reason
 
@@ -79,3 +86,27 @@ def test_the_same_tiny_job_trained_is_clean_by_both_measures(
     (attempt,) = state.history.attempts
     assert attempt.final_window_loss < 0.9 * min(attempt.initial_window_loss, 2.303)
     assert attempt.final_accuracy > 0.2
+
+
+@pytest.mark.slow
+def test_a_rate_too_small_to_learn_anything_is_repaired(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """No rule fires on a run whose rate is 100x too small: it just learns nothing. The
+    verdict's finding sends the policy off the plateau both ways; the probes find the rate
+    that learns, and the relaunch trains clean."""
+    spec = tiny_spec(
+        add_batch_norm=1, learning_rate=0.001, warmup_learning_rate=0.001, rules=[],
+        success_criteria=[],
+    )  # fmt: skip
+    code, output, run_dir = remedy_run(
+        spec.model_dump(mode="json"), tmp_path, prefect_api_url, "--probe-steps", "24"
+    )
+    state = load_state(run_dir / "state.json")
+    first, *probes, last = state.history.attempts
+    assert [f.rule for f in first.findings] == [NOT_TRAINED], first.findings
+    assert first.result is not None and first.result.kind.value == "plateaued"
+    assert probes and all(p.kind.value == "probe" for p in probes)
+    assert code == 0, (state.end_reason, output[-3000:])
+    assert last.spec.role("learning_rate") > 0.001
+    assert last.final_accuracy is not None and last.final_accuracy > 0.2

@@ -95,7 +95,7 @@ def test_retraining_budget_ends_the_flow(prefect_api_url: str, tmp_path: Path) -
     state = State(run_spec=spec, budgets=Budgets(max_num_retraining=1))
     final = run(state, tmp_path, ends=StateType.FAILED)
     assert len(final.history.attempts) == 1
-    assert final.end_reason == "max_num_retraining (1) reached"
+    assert final.end_reason.startswith("max_num_retraining (1) reached; the last attempt: ")
 
 
 def test_monitor_transition_budget_stops_the_job(prefect_api_url: str, tmp_path: Path) -> None:

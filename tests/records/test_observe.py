@@ -152,3 +152,29 @@ def test_no_rule_is_in_progress_once_a_job_that_ran_no_update_ended(tmp_path: Pa
     assert seen.rule_status is RuleStatus.Error
     [error] = seen.rule_errors
     assert error.rule == "Loss" and "the job ended before this rule judged" in error.message
+
+
+def test_a_completed_job_whose_model_learned_nothing_is_a_finding() -> None:
+    """No rule fired, the job completed, and the loss did not fall: the verdict's own
+    finding (NOT_TRAINED), so the policy repairs it instead of the run ending."""
+    from remedy.state_schema import NOT_TRAINED
+
+    flat = describe(
+        "Completed",
+        ("Guard", "NoIssuesFound"),
+        progress={"step": 120, "loss": 2.29, "first_loss": 2.31},
+        final_metrics={"train:loss": 2.29, "test:accuracy": 0.5},
+    )
+    state = decided(running_state(), flat)
+    assert state.next_action is NextAction.launch_new
+    assert state.rule_status is RuleStatus.IssuesFound
+    (found,) = state.current_attempt.findings
+    assert (found.rule, found.rule_class, found.step) == (NOT_TRAINED, NOT_TRAINED, 119)
+    assert found.message.startswith("the model did not train: final training loss 2.29")
+    # a job that did not say enough to judge ends not clean: nothing to repair
+    silent = describe(
+        "Completed", ("Guard", "NoIssuesFound"), progress={"step": 119, "steps_run": 120}
+    )
+    ended = decided(running_state(), silent)
+    assert ended.next_action is NextAction.end and not ended.current_attempt.findings
+    assert "cannot tell whether the model trained" in ended.end_reason

@@ -152,3 +152,22 @@ def test_a_script_states_its_baseline() -> None:
         "4 classes (needs > 0.287)"
     )
     assert run_is_clean(ended(stated, initial_loss=4.0, final_loss=1.0, final_accuracy=0.5))
+
+
+def test_a_model_that_learned_nothing_is_a_finding_the_policy_can_repair() -> None:
+    """not_learned: only where the figures were there to judge, and the model learned
+    nothing; a job that did not report enough is a flaw of its reporting, not repaired."""
+    from remedy.records.verdict import run_not_learned
+
+    flat = ended(initial_loss=2.30, final_loss=2.25)
+    assert run_not_learned(flat) == run_flaw(flat)
+    assert "did not train" in run_not_learned(flat)
+    at_chance = ended(initial_loss=2.30, final_loss=1.2, final_accuracy=0.11)
+    assert "did not learn: test accuracy 0.11" in run_not_learned(at_chance)
+    assert run_not_learned(ended()) is None  # it trained
+    assert run_not_learned(ended(final_loss=None)) is None  # unjudged: no final loss
+    assert run_not_learned(ended(final_accuracy=None)) is None  # unjudged: no accuracy
+    assert "no test:accuracy was reported" in run_flaw(ended(final_accuracy=None))
+    assert run_not_learned(ended(outcome=JobStatus.Failed, final_loss=2.3)) is None
+    found = ended(final_loss=2.3, findings=[Finding(rule="Overfit")])
+    assert run_not_learned(found) is None  # the rule's finding is repaired

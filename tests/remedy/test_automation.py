@@ -114,7 +114,7 @@ def test_a_run_that_gives_up_notifies_through_the_automation(
     )
     assert flow_state.is_failed(), flow_state  # the Failed filter and state automations see it
     final = flow_state.result(raise_on_failure=False)
-    assert final.end_reason == "max_num_retraining (1) reached"
+    assert final.end_reason.startswith("max_num_retraining (1) reached; the last attempt: ")
 
     notification = received.get(timeout=120)  # sent by the server's automation
     name = run_name(str(run_dir))

@@ -114,6 +114,18 @@ def test_a_plateau_closes_no_end_of_the_bracket_and_probes_both_ways() -> None:
     assert (found.low, found.high) == (None, None)
 
 
+def test_a_model_that_learned_nothing_is_repaired_as_a_plateau() -> None:
+    """The verdict's own finding (no rule fired, the loss did not fall): a rate far too
+    small crawls, one far too high sits on a noise floor; probes look both ways."""
+    from remedy.state_schema import NOT_TRAINED
+
+    learned_nothing = Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=89)
+    probed = plan_next(launched(script(0.02)), [learned_nothing], probing=True)
+    rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
+    assert rates == pytest.approx([0.0002, 0.002, 0.2])
+    assert probed.history.attempts[0].result.kind is ResultKind.plateaued
+
+
 def test_stalls_raise_the_rate_tenfold_until_a_rate_diverges_then_bisect() -> None:
     state = plan_next(launched(script(1e-6)), [stalled()])
     assert state.planned_change.strategy == "search_lr_up" and lr_of(state) == pytest.approx(1e-5)

@@ -316,5 +316,5 @@ def test_a_spent_budget_sends_no_retraining_message(
     final = flow_state.result(raise_on_failure=False)
     assert final.history.attempts[0].findings  # the rule fired: a relaunch was planned
     assert final.planned_change is not None
-    assert final.end_reason == "max_num_retraining (1) reached"
+    assert final.end_reason.startswith("max_num_retraining (1) reached; the last attempt: ")
     assert [message["title"] for message in Receiver.received] == ["remedy: tiny gave up"]
