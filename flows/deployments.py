@@ -42,7 +42,7 @@ REMEDIATE_DESCRIPTION = (
 # (a warm start, a dropped record or step), or they are deprecated. A payload through the
 # API may still give them: the flow validates run_spec itself.
 FORM_LEFT_OUT = ("start_epoch", "init_checkpoint", "skip_steps", "exclude_samples",
-                 "hyperparameters_understood")  # fmt: skip
+                 "max_updates", "hyperparameters_understood")  # fmt: skip
 # The cloud backend's fields, shown after the backend choice.
 CLOUD_FIELDS = ("sm_role", "bucket", "region", "instance_type", "image_uri", "instance_count",
                 "volume_size_gb", "max_run_s", "spot", "max_wait_s")  # fmt: skip

@@ -291,6 +291,14 @@ class RunSpec(Hyperparameters):
         "service; sm_role, bucket, region and instance_type needed), slurm (sbatch on a "
         "Slurm cluster; its fields in slurm).",
     )
+    max_updates: int | None = Field(
+        None,
+        ge=1,
+        exclude_if=lambda value: value is None,  # set on probes only
+        description="The job stops itself after this many updates of its launch (a probe's "
+        "bound: kept by the job even when the flow that watches it is gone). null: the "
+        "job's own length.",
+    )
     slurm: SlurmSpec | None = Field(
         None,
         exclude_if=lambda value: value is None,  # absent from every other backend's spec

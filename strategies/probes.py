@@ -109,4 +109,5 @@ def keep_probes(state: State, probes: Sequence[Attempt]) -> State:
     )
     if chosen.strategy:
         state = get_strategy(chosen.strategy).bump_counter(state)
-    return state.model_copy(update={"run_spec": chosen.spec, "planned_change": planned})
+    full = chosen.spec.model_copy(update={"max_updates": None})  # the job's own length again
+    return state.model_copy(update={"run_spec": full, "planned_change": planned})

@@ -40,11 +40,16 @@ def steps_run(snapshot: JobSnapshot) -> int:
 def probe(
     candidate: ProbeCandidate, job_name: str, run_dir: str, steps: int, poll_interval_s: float
 ) -> Attempt:
-    """Launch one candidate, watch it until a rule fires, it ends, or it has run `steps`
-    updates; stop it; its attempt record, judged by strategies/probes.py."""
-    backend = backend_for(candidate.run_spec.backend, run_dir)
-    attempt = probe_attempt(candidate, job_name).model_copy(update={"started_at": now()})
-    backend.launch(job_name, candidate.run_spec)
+    """Launch one candidate, bounded to `steps` updates (run_spec.max_updates: the job stops
+    itself there, even if this flow is gone); watch it until a rule fires or it ends (or,
+    from a job that keeps no bound, has run `steps` updates: then stop it); its attempt
+    record, judged by strategies/probes.py."""
+    bounded = candidate.run_spec.model_copy(update={"max_updates": steps})
+    backend = backend_for(bounded.backend, run_dir)
+    attempt = probe_attempt(candidate, job_name).model_copy(
+        update={"started_at": now(), "spec": bounded}
+    )
+    backend.launch(job_name, bounded)
     while True:
         snapshot = backend.describe(job_name)
         seen = observe(snapshot)

@@ -14,6 +14,7 @@ from typing import Literal
 
 from remedy.state_schema.job_env import (
     DEBUGGER_CONFIG_ENV,
+    MAX_UPDATES_ENV,
     NAN_GUARD_ENV,
     OUTPUT_DIR_ENV,
     RULE_STATUS_DIR_ENV,
@@ -40,6 +41,7 @@ class JobEnvironment:
     rank: int = 0  # torchrun's RANK: this process among the job's (0 without torchrun)
     world_size: int = 1  # torchrun's WORLD_SIZE
     under_torchrun: bool = False  # started by torchrun (LOCAL_RANK set)
+    max_updates: int | None = None  # run_spec.max_updates: stop after this many updates
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnvironment:
@@ -55,17 +57,7 @@ class JobEnvironment:
                 f"{NAN_GUARD_ENV}={env.get(NAN_GUARD_ENV)!r}: expected one of "
                 f"{', '.join(NAN_GUARD_MODES)}"
             )
-        threads_text = env.get(TORCH_THREADS_ENV)
-        threads = None
-        if threads_text:
-            try:
-                threads = int(threads_text)
-            except ValueError:
-                threads = 0
-            if threads < 1:
-                raise JobEnvironmentError(
-                    f"{TORCH_THREADS_ENV}={threads_text!r}: expected a positive integer"
-                )
+        threads = positive_int(env, TORCH_THREADS_ENV)
         try:
             rank, world_size = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
         except ValueError:
@@ -86,4 +78,19 @@ class JobEnvironment:
             rank=rank,
             world_size=world_size,
             under_torchrun="LOCAL_RANK" in env,
+            max_updates=positive_int(env, MAX_UPDATES_ENV),
         )
+
+
+def positive_int(env: Mapping[str, str], name: str) -> int | None:
+    """The variable's positive integer; None when it is unset or empty."""
+    text = env.get(name)
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise JobEnvironmentError(f"{name}={text!r}: expected a positive integer")
+    return value

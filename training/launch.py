@@ -18,7 +18,8 @@ printed and status 1. Before it starts, the launcher
   - runs the NaN guard (REMEDY_NAN_GUARD: stop | skip | off; training/script_guard.py),
     which writes its rule status into REMEDY_RULE_STATUS_DIR;
   - turns REMEDY_STOP_FILE appearing, or SIGTERM, into a clean stop between two updates
-    (training/stopping.py): store closed, result.json "Stopped", exit status 0.
+    (training/stopping.py): store closed, result.json "Stopped", exit status 0; so does
+    REMEDY_MAX_UPDATES (a probe's bound), after that many updates.
 Under torchrun it runs once per rank: each rank writes its own part of the store, rank 0
 alone the progress files, the NaN guard's status is shared, every rank watches the stop
 file, and a rank ends with torchrun if torchrun is killed.
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 
 import torch
 from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
-from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
+from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, MAX_UPDATES_ENV
 from remedy.training.environment import JobEnvironment, JobEnvironmentError
 from remedy.training.progress import ProgressFiles
 from remedy.training.script_guard import ScriptNanGuard
@@ -122,11 +123,17 @@ class ScriptMonitor:
     """What the launcher does at each update the capture reports (its UpdateObserver)."""
 
     def __init__(
-        self, progress: ProgressFiles | None, guard: ScriptNanGuard, stop: StopRequest
+        self,
+        progress: ProgressFiles | None,
+        guard: ScriptNanGuard,
+        stop: StopRequest,
+        max_updates: int | None = None,
     ) -> None:
         self.progress = progress
         self.guard = guard
         self.stop = stop
+        self.max_updates = max_updates  # a probe's bound (run_spec.max_updates)
+        self.updates = 0
 
     def on_update(self, update: Update) -> None:
         if self.progress is not None:
@@ -141,6 +148,9 @@ class ScriptMonitor:
             )
         self.guard.check(update)  # raises StopTraining on a non-finite update ("stop")
         self.stop.check_file()
+        self.updates += 1
+        if self.max_updates is not None and self.updates >= self.max_updates:
+            self.stop.request(f"{MAX_UPDATES_ENV}: {self.updates} updates run")
 
     def between_updates(self) -> None:
         self.stop.raise_if_requested()
@@ -190,7 +200,8 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
         progress = ProgressFiles(env.output_dir)
     worker = f"worker_{env.rank}" if env.world_size > 1 else None
     guard = ScriptNanGuard(env.nan_guard, env.rule_status_dir, worker)
-    capture = ZeroCodeCapture(config, ScriptMonitor(progress, guard, stop)).install()
+    monitor = ScriptMonitor(progress, guard, stop, env.max_updates)
+    capture = ZeroCodeCapture(config, monitor).install()
     ranks = f" | {worker} of {env.world_size}" if worker else ""
     log(
         f"{target}{ranks} | store {config.out_dir if config else 'off'} | nan guard "

@@ -36,6 +36,7 @@ The environment says where the backend wants things and how it will ask the job 
   REMEDY_STOP_FILE         a stop request is this file appearing, or SIGTERM: the current
                            step finishes, the hook is closed, result.json says "Stopped" and
                            the process exits 0
+  REMEDY_MAX_UPDATES       a probe's bound: stop so after this many updates of this launch
   REMEDY_RULE_STATUS_DIR   where the NaN guard writes its rule status (default
                            DIR/rule_status), the folder the backend reads rule statuses from
   REMEDY_TORCH_THREADS     torch's threads
@@ -57,6 +58,7 @@ from typing import Any
 import torch
 from remedy.debugger import Hook, ModeKeys
 from remedy.state_schema import Hyperparameters, PayloadError, load_hyperparameters
+from remedy.state_schema.job_env import MAX_UPDATES_ENV
 from remedy.state_schema.loss_windows import LossWindows
 from remedy.training.build import build_model_and_optimizer, total_grad_norm
 from remedy.training.checkpoint import (
@@ -65,6 +67,7 @@ from remedy.training.checkpoint import (
     step_checkpoint_name,
 )
 from remedy.training.data import DataSplit, load_cifar10, make_synthetic
+from remedy.training.environment import positive_int
 from remedy.training.guard import NanGuard
 from remedy.training.progress import finite_or_none, write_json_atomic
 from remedy.training.rule_tensors import save_accuracy, save_classification
@@ -77,13 +80,18 @@ EVAL_BATCH_SIZE = 500
 
 
 class StopRequest:
-    """SIGTERM or the stop file: both ask the loop to end after the current step."""
+    """SIGTERM or the stop file: both ask the loop to end after the current step. So does
+    REMEDY_MAX_UPDATES (a probe's bound): after that many updates of this launch."""
 
     def __init__(self) -> None:
         self.signalled = False
         stop_file = os.environ.get("REMEDY_STOP_FILE")
         self.stop_file = Path(stop_file) if stop_file else None
+        self.max_updates = positive_int(os.environ, MAX_UPDATES_ENV)
         signal.signal(signal.SIGTERM, self.on_sigterm)
+
+    def bound_reached(self, updates: int) -> bool:
+        return self.max_updates is not None and updates >= self.max_updates
 
     def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.signalled = True
@@ -290,7 +298,7 @@ def train(
                     f"accuracy {accuracy:.3f} lr {lr:g} ({(now - started) / step:.3f} s/step)",
                     flush=True,
                 )
-            if stop or guard.stop:
+            if stop or guard.stop or stop.bound_reached(step - start_step):
                 stopped = True
                 break
         if stopped:

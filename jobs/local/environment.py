@@ -183,6 +183,8 @@ def job_launch(
         names.NAN_GUARD_ENV: spec.nan_guard,
         "PYTHONUNBUFFERED": environ.get("PYTHONUNBUFFERED") or "1",
     }
+    if spec.max_updates is not None:
+        env[names.MAX_UPDATES_ENV] = str(spec.max_updates)
     processes = job_processes(spec, environ)
     env |= thread_variables(environ, processes or 1)
     env |= toolkit_variables(spec, job_name, paths, environ)

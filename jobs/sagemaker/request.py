@@ -60,6 +60,7 @@ def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
         names.RULE_STATUS_DIR_ENV: f"{OUTPUT_DIR}/rule_status",
         names.STOP_FILE_ENV: f"{OUTPUT_DIR}/stop_request",  # the NaN guard's, in the job
         names.NAN_GUARD_ENV: spec.nan_guard,
+        **({names.MAX_UPDATES_ENV: str(spec.max_updates)} if spec.max_updates else {}),
         "REMEDY_ENTRY_POINT": spec.entry_point,
         COMMAND_LINE_ENV: json.dumps(
             {

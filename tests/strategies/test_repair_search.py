@@ -254,6 +254,7 @@ def test_the_best_probe_becomes_the_next_launch_and_every_probe_is_kept() -> Non
             "steps_run": 90,
             "final_loss": 4.3,
             "loss_trace": [5.7] * 64,
+            "spec": warm.spec.model_copy(update={"max_updates": 90}),  # its bound, as launched
         }
     )
     cold = cold.model_copy(
@@ -263,6 +264,7 @@ def test_the_best_probe_becomes_the_next_launch_and_every_probe_is_kept() -> Non
     assert [a.kind.value for a in kept.history.attempts] == ["run", "probe", "probe", "probe"]
     assert kept.current_attempt.job_name == "job-1"  # probes never replace the full launch
     assert kept.run_spec.script_hyperparameters["lr"] == pytest.approx(20)
+    assert kept.run_spec.max_updates is None  # the relaunch runs the job's own length
     assert "(best)" in kept.planned_change.reason and not kept.probes
     assert kept.history.attempts[1].result.kind is ResultKind.diverged
     # the probe that diverged closed the bracket: the next cut starts below 200

@@ -361,6 +361,21 @@ def test_a_manual_sgd_script_without_torch_optim(job: Job, project: Path) -> Non
     assert (project / "model.pt").stat().st_size > 0
 
 
+def test_a_bound_on_updates_stops_the_script_itself(job: Job, project: Path) -> None:
+    """REMEDY_MAX_UPDATES (a probe's run_spec.max_updates): the script ends cleanly after
+    that many updates, Stopped, with no one watching it; a bad value is refused up front."""
+    write(project, "lm.py", MANUAL_SGD_SCRIPT)
+    env = job.env(gradients_every=2, REMEDY_MAX_UPDATES="4")
+    done = run(project, env, "lm.py", "--lr", "2.0", "--steps", "9")
+    assert done.returncode == 0, done.stderr
+    assert job.result()["status"] == "Stopped" and job.result()["steps"] == 4
+    assert len(job.metrics()) == 4
+    bad = run(project, job.env(REMEDY_MAX_UPDATES="0"), "lm.py", "--steps", "9")
+    assert bad.returncode == 2 and "REMEDY_MAX_UPDATES='0': expected a positive integer" in (
+        bad.stderr
+    )
+
+
 def test_gradient_accumulation_saves_the_update_once(job: Job, project: Path) -> None:
     write(project, "accumulate.py", ACCUMULATION_SCRIPT)
     done = run(project, job.env(gradients_every=1), "accumulate.py")

@@ -143,6 +143,14 @@ def test_a_stop_file_stops_after_the_current_step(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "checkpoints").exists()
 
 
+def test_a_bound_on_updates_stops_the_job_itself(tmp_path: Path) -> None:
+    """REMEDY_MAX_UPDATES (a probe's bound): Stopped after that many updates of the launch."""
+    done = run_job(tmp_path, TINY, REMEDY_MAX_UPDATES="3")
+    assert done.returncode == 0, done.stderr
+    result = strict_json((tmp_path / "out" / "result.json").read_text())
+    assert (result["status"], result["steps"]) == ("Stopped", 3)
+
+
 def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
