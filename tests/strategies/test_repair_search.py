@@ -286,3 +286,19 @@ def test_no_probe_trained_leaves_the_choice_to_a_new_plan() -> None:
     replanned = plan_next(kept, [diverged(9)])
     # every probed rate diverged: the bracket's top is now 2, so the next cut is 0.2
     assert lr_of(replanned) == pytest.approx(0.2)
+
+
+def test_the_new_warmup_reaches_past_the_epoch_where_the_trouble_began() -> None:
+    """Built-in job, 8 updates an epoch (256 images, batch 32), warmup 1 epoch: a
+    divergence at update 21 (epoch 2, after the rate rose) keeps the warmup rate through
+    epoch 2, not one epoch more."""
+    from remedy.strategies.longer_warmup import LongerWarmup
+
+    spec = RunSpec(train_samples=256, batch_size=32, num_epochs=8, warmup_epochs=1)
+    state = ended(launched(spec), diverged(20))  # hook step 20: update 21
+    strategy = LongerWarmup.for_state(state, state.findings)
+    assert strategy.onset_epoch == 2
+    assert strategy.apply(spec).warmup_epochs == 3
+    assert "the trouble began in epoch 2" in strategy.reason(spec, strategy.apply(spec))
+    early = LongerWarmup.for_state(ended(launched(spec), diverged(3)), [diverged(3)])
+    assert early.apply(spec).warmup_epochs == 2  # inside the warmup: one epoch more
