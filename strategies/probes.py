@@ -22,6 +22,7 @@ from remedy.state_schema import (
     PlannedChange,
     ProbeCandidate,
     ResultKind,
+    RunSpec,
     State,
 )
 from remedy.strategies.base import get_strategy
@@ -63,6 +64,15 @@ def best(probes: Sequence[Attempt]) -> Attempt | None:
     return min(trained, key=lambda p: p.result.loss if p.result else math.inf, default=None)
 
 
+def probed_before(state: State, spec: RunSpec) -> Attempt | None:
+    """An earlier probe of this very spec (its bound and its start included): its result
+    stands, since running it again would only repeat it."""
+    for attempt in state.history.attempts:
+        if attempt.kind is AttemptKind.probe and attempt.spec == spec and attempt.result:
+            return attempt
+    return None
+
+
 def probe_attempt(candidate: ProbeCandidate, job_name: str) -> Attempt:
     """The record of a probe at its launch."""
     return Attempt(
@@ -75,12 +85,15 @@ def probe_attempt(candidate: ProbeCandidate, job_name: str) -> Attempt:
     )
 
 
-def summary(probes: Sequence[Attempt], chosen: Attempt | None) -> str:
+def summary(
+    probes: Sequence[Attempt], chosen: Attempt | None, reused: Sequence[Attempt] = ()
+) -> str:
     parts = []
-    for probe in probes:
+    for probe in [*probes, *reused]:
         said = probe.result.summary if probe.result else "not judged"
+        before = f" (probed before: {probe.job_name})" if probe in reused else ""
         mark = " (best)" if probe is chosen else ""
-        parts.append(f"{'; '.join(_changed(probe)) or probe.job_name}: {said}{mark}")
+        parts.append(f"{'; '.join(_changed(probe)) or probe.job_name}: {said}{before}{mark}")
     return "probed " + ", ".join(parts)
 
 
@@ -92,19 +105,20 @@ def _changed(probe: Attempt) -> list[str]:
     ]
 
 
-def keep_probes(state: State, probes: Sequence[Attempt]) -> State:
-    """The run after its probes: they join the history (judged), and the best one's spec
-    is the next launch's, with why. No probe trained: the plan must choose again with
-    what they taught (the bracket narrower); state.probes is emptied either way."""
+def keep_probes(state: State, probes: Sequence[Attempt], reused: Sequence[Attempt] = ()) -> State:
+    """The run after its probes: they join the history (judged), and the best one's spec,
+    among them and the earlier probes `reused` for candidates already probed, is the next
+    launch's, with why. No probe trained: the plan must choose again with what they
+    taught (the bracket narrower); state.probes is emptied either way."""
     judged = [p.model_copy(update={"result": judge(p)}) for p in probes]
     history = state.history.model_copy(update={"attempts": [*state.history.attempts, *judged]})
     state = state.model_copy(update={"history": history, "probes": []})
-    chosen = best(judged)
+    chosen = best([*judged, *reused])
     if chosen is None:
         return state
     planned = PlannedChange(
         strategy=chosen.strategy or "probe",
-        reason=f"{chosen.strategy_reason}; {summary(judged, chosen)}",
+        reason=f"{chosen.strategy_reason}; {summary(judged, chosen, reused)}",
         changes=chosen.changes,
     )
     if chosen.strategy:

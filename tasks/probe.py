@@ -18,10 +18,10 @@ from remedy.jobs import JobSnapshot, backend_for
 from remedy.records.logs import task_logger
 from remedy.records.observe import observe
 from remedy.records.run_folder import persist
-from remedy.state_schema import Attempt, ProbeCandidate, State
+from remedy.state_schema import Attempt, ProbeCandidate, RunSpec, State
 from remedy.state_schema.transitions import new_job_name, now
 from remedy.strategies.outcomes import digest, step_losses
-from remedy.strategies.probes import keep_probes, probe_attempt, window_loss
+from remedy.strategies.probes import keep_probes, probe_attempt, probed_before, window_loss
 from remedy.tasks.plan import plan
 
 JOB_NAME_LIMIT = 63  # the cloud service's, and our folder names'
@@ -30,6 +30,11 @@ JOB_NAME_LIMIT = 63  # the cloud service's, and our folder names'
 def probe_job_names(state: State) -> list[str]:
     base = new_job_name(state)[: JOB_NAME_LIMIT - len("-probe-99")].rstrip("-")
     return [f"{base}-probe-{k}" for k in range(1, len(state.probes) + 1)]
+
+
+def bounded(candidate: ProbeCandidate, steps: int) -> RunSpec:
+    """The candidate's spec as a probe runs it: stopped by the job itself after `steps`."""
+    return candidate.run_spec.model_copy(update={"max_updates": steps})
 
 
 def steps_run(snapshot: JobSnapshot) -> int:
@@ -44,12 +49,12 @@ def probe(
     itself there, even if this flow is gone); watch it until a rule fires or it ends (or,
     from a job that keeps no bound, has run `steps` updates: then stop it); its attempt
     record, judged by strategies/probes.py."""
-    bounded = candidate.run_spec.model_copy(update={"max_updates": steps})
-    backend = backend_for(bounded.backend, run_dir)
+    spec = bounded(candidate, steps)
+    backend = backend_for(spec.backend, run_dir)
     attempt = probe_attempt(candidate, job_name).model_copy(
-        update={"started_at": now(), "spec": bounded}
+        update={"started_at": now(), "spec": spec}
     )
-    backend.launch(job_name, bounded)
+    backend.launch(job_name, spec)
     while True:
         snapshot = backend.describe(job_name)
         seen = observe(snapshot)
@@ -80,14 +85,22 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
     """Run the plan's probes, keep them in the history and the best one's spec as the
     next launch's; when none trained, plan again without probes, with what they taught."""
     logger = task_logger()
-    names = probe_job_names(state)
-    logger.info("probing %d candidates: %s", len(names), ", ".join(c.reason for c in state.probes))
     steps = state.budgets.probe_steps
-    futures = [
-        probe.submit(candidate, name, run_dir, steps, poll_interval_s)
-        for candidate, name in zip(state.probes, names, strict=True)
-    ]
-    state = keep_probes(state, [future.result() for future in futures])
+    new, reused = [], []
+    for candidate, name in zip(state.probes, probe_job_names(state), strict=True):
+        earlier = probed_before(state, bounded(candidate, steps))
+        if earlier is not None:
+            reused.append(earlier)  # the same spec, start and bound: it would only repeat
+        else:
+            new.append((candidate, name))
+    logger.info(
+        "probing %d candidates: %s%s",
+        len(new),
+        ", ".join(c.reason for c, _ in new),
+        f" (and {len(reused)} probed before)" if reused else "",
+    )
+    futures = [probe.submit(c, name, run_dir, steps, poll_interval_s) for c, name in new]
+    state = keep_probes(state, [future.result() for future in futures], reused)
     persist(run_dir, state, "probed")
     if state.planned_change is None:
         logger.info("no probe trained: planning again with what they taught")

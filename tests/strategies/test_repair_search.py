@@ -302,3 +302,30 @@ def test_the_new_warmup_reaches_past_the_epoch_where_the_trouble_began() -> None
     assert "the trouble began in epoch 2" in strategy.reason(spec, strategy.apply(spec))
     early = LongerWarmup.for_state(ended(launched(spec), diverged(3)), [diverged(3)])
     assert early.apply(spec).warmup_epochs == 2  # inside the warmup: one epoch more
+
+
+def test_a_candidate_probed_before_is_not_probed_again_and_its_result_stands() -> None:
+    """A second round of probes that proposes a spec already probed (the same rate, start
+    and bound) reuses that probe's result: running it again would only repeat it."""
+    from remedy.strategies.probes import keep_probes, probe_attempt, probed_before
+
+    state = plan_next(launched(script(2000)), [diverged(9)], probing=True)
+    first, second, _ = (probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes))
+    bound = {"max_updates": 50}
+    first = first.model_copy(
+        update={"outcome": "Stopped", "steps_run": 50, "final_loss": 4.0,
+                "spec": first.spec.model_copy(update=bound)}
+    )  # fmt: skip
+    state = keep_probes(state, [first])  # round one: one probe, trained
+    earlier = state.history.attempts[-1]
+    assert probed_before(state, first.spec) == earlier
+    assert probed_before(state, second.spec.model_copy(update=bound)) is None
+    worse = second.model_copy(
+        update={"outcome": "Stopped", "steps_run": 50, "final_loss": 5.0,
+                "spec": second.spec.model_copy(update=bound)}
+    )  # fmt: skip
+    kept = keep_probes(state, [worse], reused=[earlier])
+    assert [a.job_name for a in kept.history.attempts] == ["job-1", "p-0", "p-1"]  # no copy
+    assert kept.run_spec.script_hyperparameters == first.spec.script_hyperparameters
+    assert kept.run_spec.max_updates is None
+    assert "(probed before: p-0) (best)" in kept.planned_change.reason
