@@ -208,7 +208,7 @@ class SearchLRPlateau(SearchLR):
     """A plateau says the rate is wrong, not which way: a noise floor at a rate too high
     looks as flat as a crawl at a rate too low. Without probes it lowers the rate 10x
     (TinyUpdates, not a plateau, is what a rate too small shows); probed, it tries both
-    ways (10x down, 10x up, 100x down) and the loss decides. It closes no end of the
+    ways (10x down, 10x up, 100x down, 100x up) and the loss decides. It closes no end of the
     bracket, and stays inside the one the run has."""
 
     name = "search_lr_plateau"
@@ -224,7 +224,8 @@ class SearchLRPlateau(SearchLR):
 
     @classmethod
     def for_state(cls, state: State, findings: Sequence[Finding]) -> SearchLR:
-        """The first way off the plateau that is still open (10x down, 10x up, 100x down)."""
+        """The first way off the plateau that is still open (10x down, 10x up, 100x down,
+        100x up)."""
         options = cls(state.history.attempts).spread(state.run_spec)
         return options[0] if options else cls(state.history.attempts)
 
@@ -232,9 +233,10 @@ class SearchLRPlateau(SearchLR):
         return bool(self.viable([self], spec))
 
     def spread(self, spec: RunSpec) -> list[SearchLR]:
-        both = [
+        both = [  # both ways, 10x and 100x: a model that learned nothing may be far off
             SearchLRPlateau(self.attempts, 1.0, downward=True),
             SearchLRPlateau(self.attempts, 1.0, downward=False),
             SearchLRPlateau(self.attempts, 2.0, downward=True),
+            SearchLRPlateau(self.attempts, 2.0, downward=False),
         ]
         return self.viable(both, spec)

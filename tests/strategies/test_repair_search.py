@@ -109,7 +109,7 @@ def test_a_plateau_closes_no_end_of_the_bracket_and_probes_both_ways() -> None:
     plateau = [Finding(rule="LossNotDecreasing", rule_class="LossNotDecreasing", step=200)]
     probed = plan_next(launched(script(0.6)), plateau, probing=True)
     rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
-    assert rates == pytest.approx([0.006, 0.06, 6.0])
+    assert rates == pytest.approx([0.006, 0.06, 6.0, 60.0])
     found = bracket(probed.history.attempts)
     assert (found.low, found.high) == (None, None)
 
@@ -122,7 +122,7 @@ def test_a_model_that_learned_nothing_is_repaired_as_a_plateau() -> None:
     learned_nothing = Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=89)
     probed = plan_next(launched(script(0.02)), [learned_nothing], probing=True)
     rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
-    assert rates == pytest.approx([0.0002, 0.002, 0.2])
+    assert rates == pytest.approx([0.0002, 0.002, 0.2, 2.0])
     assert probed.history.attempts[0].result.kind is ResultKind.plateaued
 
 
