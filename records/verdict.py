@@ -11,7 +11,9 @@ not report, or whose last value was not finite, is not met), or, when none are g
   is no baseline; and
 - where the job's classes are known (run_spec.num_classes; the built-in job's 10), its test
   accuracy is clearly above chance.
-A run is clean when its last attempt is.
+A run is clean when its last attempt is. A completed attempt whose figures were there to
+judge and whose model learned nothing (not_learned) is more than a flaw: the monitor makes
+it a finding (NOT_TRAINED) that the policy repairs.
 """
 
 from __future__ import annotations
