@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from remedy.debugger import Trial, create_trial
+from remedy.debugger.status import RuleStatus
 from remedy.state_schema import CHECKPOINT_META_FILE, Checkpoint, JobStatus, RunSpec
 
 FINAL_JOB_STATUSES = (JobStatus.Completed, JobStatus.Failed, JobStatus.Stopped)
@@ -53,6 +54,12 @@ class RuleEvaluation(Snapshot):
     suspect_samples: list[int] = Field(default_factory=list)
     suspect_shards: list[str] = Field(default_factory=list)
     data_problem: dict[str, Any] | None = None
+
+    @property
+    def is_final(self) -> bool:
+        """Its status will not change (the debugger's vocabulary); an unknown word is not."""
+        known = self.status in RuleStatus.__members__.values()
+        return known and RuleStatus(self.status).is_final
 
 
 class Progress(Snapshot):

@@ -22,8 +22,6 @@ from remedy.state_schema import (
 from remedy.state_schema.loss_windows import windowed_losses
 from remedy.state_schema.transitions import end, update_current_attempt
 
-FINAL_RULE_STATUSES = {"IssuesFound", "NoIssuesFound", "Error", "Stopped"}
-
 
 @dataclass(frozen=True)
 class Observation:
@@ -107,7 +105,7 @@ def observe(snapshot: JobSnapshot) -> Observation:
     return Observation(
         job_status=snapshot.status,
         rule_status=summary,
-        rules_final=all(word in FINAL_RULE_STATUSES for word in words),
+        rules_final=all(rule.is_final for rule in rules),
         findings=findings,
         failure_reason=snapshot.failure_reason,
         rule_errors=errors,
