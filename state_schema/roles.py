@@ -54,10 +54,17 @@ def check_role_name(role: str) -> None:
         raise ValueError(f"unknown role {role!r}; known roles: {', '.join(ROLES)}")
 
 
+# Roles whose null (off) a script's flag commonly writes as 0: nanoGPT's grad_clip = 0.0,
+# the transformers Trainer's max_grad_norm = 0 both mean "no clipping".
+ZERO_IS_OFF: tuple[str, ...] = ("grad_clip_norm",)
+
+
 def role_value(role: str, value: Any) -> Any:
     """A script's flag value as the role's contract value (text decoded, checked); a
     ValueError says why it cannot play the role."""
     annotation = Hyperparameters.model_fields[role].annotation
+    if role in ZERO_IS_OFF and isinstance(value, int | float | str) and _is_zero(value):
+        return None
     if value is None and not takes_none(annotation):
         raise ValueError(
             f"is null (flag omitted), but a strategy needs the script's {role} to change "
@@ -80,3 +87,10 @@ def script_value(new: Any, old: Any) -> Any:
     if isinstance(new, str):  # a str enum (Activation) is written as its text
         return str(new)
     return new
+
+
+def _is_zero(value: int | float | str) -> bool:
+    try:
+        return float(value) == 0
+    except ValueError:
+        return False

@@ -207,3 +207,26 @@ def test_a_strategy_moves_a_coupled_flag_and_says_so() -> None:
     assert after.job_arguments() == ["--learning_rate=0.1", "--min_lr=0.01"]
     reason = strategy.reason(spec, after)
     assert "--learning_rate 1.0 -> 0.1" in reason and "--min_lr 0.1 -> 0.01" in reason
+
+
+def test_a_clip_flag_of_zero_means_no_clipping_as_in_nanogpt() -> None:
+    """nanoGPT's grad_clip = 0.0 (and the transformers Trainer's max_grad_norm = 0) turn
+    clipping off: the role reads null (off), and clip_gradients sets a real threshold."""
+    spec = RunSpec.model_validate(
+        {
+            "entry_point": "train.py",
+            "hyperparameters": {"grad_clip": 0.0, "lr": 6e-3},
+            "hyperparameter_roles": {"grad_clip_norm": "grad_clip", "learning_rate": "lr"},
+        }
+    )
+    assert spec.role("grad_clip_norm") is None
+    clipped = get_strategy("clip_gradients").apply(spec)
+    assert clipped.script_hyperparameters["grad_clip"] == 1.0  # no norms known: 1.0
+    with pytest.raises(ValueError, match="grad_clip_norm"):
+        RunSpec.model_validate(
+            {
+                "entry_point": "train.py",
+                "hyperparameters": {"grad_clip": -1.0},
+                "hyperparameter_roles": {"grad_clip_norm": "grad_clip"},
+            }
+        )
