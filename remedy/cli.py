@@ -104,7 +104,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         notifier(args.notify_config)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    with prefect_server(keep_server=getattr(args, "keep_server", False)):
+    with prefect_server(keep_server=args.keep_server):
         return launch_and_report(state, run_dir, args)
 
 

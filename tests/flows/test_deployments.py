@@ -174,23 +174,28 @@ def cloud_run_spec(**fields: object) -> dict:
 def test_the_run_form_takes_a_cloud_run_spec(served: Served) -> None:
     """The deployment's parameter schema as the server keeps it (the UI's form, a pool
     deployment's enforced schema) and the flow's own parameter model take backend
-    sagemaker with its fields."""
+    sagemaker with its fields: flat (the API, a saved run_spec) or as the form's group."""
     from prefect.utilities.schema_tools import validate
     from remedy.flows.remediate import remediate
+    from remedy.flows.run_form import CLOUD_FIELDS
 
     with get_client(sync_client=True) as client:
         schema = client.read_deployment_by_name("remediate/remediate").parameter_openapi_schema
     fields = schema["definitions"]["RunSpec"]["properties"]
     assert "sagemaker" in fields["backend"]["enum"]
-    assert {"sm_role", "bucket", "region", "instance_type", "spot", "image_uri"} <= set(fields)
-    parameters = {"run_spec": cloud_run_spec(spot=True, max_run_s=3600)}
-    assert validate(parameters, schema) == []
-    run_spec = remediate.validate_parameters(parameters)["run_spec"]
-    assert (run_spec.backend, run_spec.instance_type, run_spec.spot) == (
-        "sagemaker",
-        "ml.g5.xlarge",
-        True,
-    )
+    assert set(fields["sagemaker"]["anyOf"][0]["properties"]) == set(CLOUD_FIELDS)
+    flat = cloud_run_spec(spot=True, max_run_s=3600)
+    grouped = {name: value for name, value in flat.items() if name not in CLOUD_FIELDS}
+    grouped["sagemaker"] = {name: value for name, value in flat.items() if name in CLOUD_FIELDS}
+    for given in (flat, grouped):
+        parameters = {"run_spec": given}
+        assert validate(parameters, schema) == []
+        run_spec = remediate.validate_parameters(parameters)["run_spec"]
+        assert (run_spec.backend, run_spec.instance_type, run_spec.spot) == (
+            "sagemaker",
+            "ml.g5.xlarge",
+            True,
+        )
 
 
 @pytest.mark.slow

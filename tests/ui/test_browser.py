@@ -205,8 +205,8 @@ def test_the_run_form_holds_only_what_a_person_chooses(
             assert_shown_in_order(text, schema["definitions"]["RunSpec"]["properties"])
             for title in ("Start Epoch", "Init Checkpoint", "Skip Steps", "Exclude Samples"):
                 assert f"{title} (Optional)" not in text, title
-            # the cloud fields: one collapsed section, opened by choosing it
-            assert "Sm Role (Optional)" not in text
+            # each backend's fields: one collapsed section, opened by choosing it
+            assert "Sm Role (Optional)" not in text and "Partition (Optional)" not in text
             cloud = field(page, "SageMaker (Optional)")
             cloud.get_by_role("button", name="SageMaker", exact=True).click()
             page.get_by_text("Sm Role (Optional)", exact=True).wait_for()
@@ -216,6 +216,7 @@ def test_the_run_form_holds_only_what_a_person_chooses(
             assert_shown_in_order(text, cloud_fields["properties"])
             assert text.index("Backend (Optional)") < text.index("Sm Role (Optional)")
             assert "shows as <hidden> once the run starts" in text  # a description's <...>
+            assert "Partition (Optional)" not in text  # slurm's section stays closed
             # a nullable field opens on its typed input, typed into without the type toggle
             source_dir = field(page, "Source Dir (Optional)").get_by_role("textbox")
             source_dir.fill("examples")
