@@ -267,3 +267,8 @@ def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
     assert (run_spec.region, run_spec.spot) == ("eu-west-1", True)
     with pytest.raises(Exception, match="sagemaker.depth: not a cloud field"):
         remediate.validate_parameters({"run_spec": {"sagemaker": {"depth": 3}}})
+    # the flow run's parameters as the form sent them: the group's role hidden too
+    from remedy.state_schema.private import HIDDEN, hide_private
+
+    sent = {"run_spec": {"sagemaker": {"sm_role": "arn:aws:iam::1:role/r", "bucket": "b"}}}
+    assert hide_private(sent)["run_spec"]["sagemaker"] == {"sm_role": HIDDEN, "bucket": HIDDEN}
