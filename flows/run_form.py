@@ -63,8 +63,12 @@ class FormSchema:
 
 
 class RunSpecFormSchema(FormSchema):
+    """RunSpec's form: the job, the backend, each backend's group; FORM_LEFT_OUT left out."""
+
     def shape(self, definition: dict[str, Any]) -> None:
         fields = definition["properties"]
+        if CLOUD_GROUP in fields:
+            return  # shaped already: RunSpec twice in one schema
         cloud = {name: fields[name] for name in CLOUD_FIELDS}
         group = {
             "type": "object",
