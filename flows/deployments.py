@@ -5,21 +5,19 @@ The remediate deployment's parameters are what a person chooses, as pydantic mod
 the Prefect UI shows a form: run_spec fields with their defaults and help text, budgets
 and settings as groups, dropdowns for activation, dataset and policy. The run's own state
 is not in the form (the flow's `state` parameter, for the API and the CLI, is left out).
-The form's schema (form_schema) shows the job's fields first, then the backend, then the
-cloud backend's fields; it leaves out what a strategy sets and the deprecated field, and
-escapes `<...>` in descriptions (the UI renders them as markdown, where a tag vanishes).
+The form's order, groups and the fields it leaves out come with the parameters' types
+(flows/run_form.py), so a deployment registered any way (here, or `prefect deploy` with
+infra/prefect.yaml) shows the same form.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 from uuid import UUID
 
 from prefect import serve
 from prefect.schedules import Cron
 from prefect.types.entrypoint import EntrypointType
-from prefect.utilities.callables import ParameterSchema
 from remedy.flows.remediate import remediate
 from remedy.flows.search import search
 
@@ -38,47 +36,6 @@ REMEDIATE_DESCRIPTION = (
 )
 
 
-# run_spec fields a person does not set in the form: a strategy sets them on a relaunch
-# (a warm start, a dropped record or step), or they are deprecated. A payload through the
-# API may still give them: the flow validates run_spec itself.
-FORM_LEFT_OUT = ("start_epoch", "init_checkpoint", "skip_steps", "exclude_samples",
-                 "max_updates", "hyperparameters_understood")  # fmt: skip
-# The cloud backend's fields, shown after the backend choice.
-CLOUD_FIELDS = ("sm_role", "bucket", "region", "instance_type", "image_uri", "instance_count",
-                "volume_size_gb", "max_run_s", "spot", "max_wait_s")  # fmt: skip
-
-
-def form_schema(schema: ParameterSchema) -> ParameterSchema:
-    """The run form's schema from the flow's: run_spec's job fields, then backend, then the
-    cloud fields; FORM_LEFT_OUT left out; descriptions with `<` and `>` escaped."""
-    shown = escape_descriptions(copy.deepcopy(schema.model_dump(exclude_unset=True)))
-    run_spec = shown.get("definitions", {}).get("RunSpec")
-    if run_spec is not None:
-        fields = run_spec["properties"]
-        job = [name for name in fields if name not in (*CLOUD_FIELDS, "backend")]
-        order = [*job, "backend", *CLOUD_FIELDS]
-        shown_fields = [name for name in order if name in fields and name not in FORM_LEFT_OUT]
-        # "position" orders the form (a server on PostgreSQL stores the keys re-sorted)
-        run_spec["properties"] = {
-            name: fields[name] | {"position": index} for index, name in enumerate(shown_fields)
-        }
-        run_spec["additionalProperties"] = True  # the fields left out, from the API
-    return ParameterSchema.model_validate(shown)
-
-
-def escape_descriptions(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {
-            key: value.replace("<", "&lt;").replace(">", "&gt;")
-            if key == "description" and isinstance(value, str)
-            else escape_descriptions(value)
-            for key, value in node.items()
-        }
-    if isinstance(node, list):
-        return [escape_descriptions(item) for item in node]
-    return node
-
-
 def remediate_deployment(parameters: dict[str, Any] | None = None) -> Any:
     """parameters: the form's defaults, e.g. {"run_spec": {...}, "policy": "adaptive"}."""
     deployment = remediate.to_deployment(
@@ -88,7 +45,6 @@ def remediate_deployment(parameters: dict[str, Any] | None = None) -> Any:
         tags=["remedy"],
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
-    deployment._parameter_openapi_schema = form_schema(deployment._parameter_openapi_schema)
     return deployment
 
 
@@ -121,9 +77,7 @@ def deploy_to_pool(
             entrypoint=REMEDIATE_ENTRYPOINT,
             pull_steps=[],  # nothing to fetch: the flow is imported from the installed package
             parameters=parameters or {},
-            parameter_openapi_schema=form_schema(parameter_schema(remediate)).model_dump(
-                exclude_unset=True
-            ),
+            parameter_openapi_schema=parameter_schema(remediate).model_dump(exclude_unset=True),
             description=REMEDIATE_DESCRIPTION,
             tags=["remedy"],
             enforce_parameter_schema=True,
@@ -145,7 +99,6 @@ def search_deployment(
         tags=["remedy", "search"],
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
-    deployment._parameter_openapi_schema = form_schema(deployment._parameter_openapi_schema)
     return deployment
 
 

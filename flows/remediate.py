@@ -17,12 +17,13 @@ with the end reason as its message and the final payload as its data.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
+from remedy.flows.run_form import MODEL_FORM, BudgetsForm, RunSpecForm
 from remedy.state_schema import (
     DEFAULT_POLICY,
     Budgets,
@@ -90,11 +91,11 @@ class RemediateSettings(BaseModel):
 )
 def remediate(
     # What a person chooses: the run form. Pydantic defaults are copied; the UI shows them.
-    run_spec: RunSpec = RunSpec(),  # noqa: B008
-    budgets: Budgets = Budgets(),  # noqa: B008
+    run_spec: RunSpecForm = RunSpec(),  # noqa: B008
+    budgets: BudgetsForm = Budgets(),  # noqa: B008
     policy: PolicyName = DEFAULT_POLICY,
     policy_config: dict[str, list[PolicyStep]] | None = None,
-    settings: RemediateSettings = RemediateSettings(),  # noqa: B008
+    settings: Annotated[RemediateSettings, MODEL_FORM] = RemediateSettings(),  # noqa: B008
     run_dir: str | None = None,
     # A whole payload (the seed format, a saved state.json) for the API and the CLI; when
     # given it is the run's state and the four above are not used. Not in the form.

@@ -23,6 +23,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 from remedy.flows.remediate import RemediateSettings, remediate
+from remedy.flows.run_form import RunSpecForm
 from remedy.state_schema import DEFAULT_POLICY, Activation, Budgets, RunSpec, State
 from remedy.state_schema.private import hidden_state
 from remedy.tasks.leaderboard import open_search, publish_leaderboard
@@ -221,7 +222,7 @@ def flow_run_of(future: Any) -> dict[str, Any]:
 @flow(name="search", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)
 def search(
     space: SearchSpace = SearchSpace(),  # noqa: B008 (pydantic defaults for the UI form)
-    base_spec: RunSpec = RunSpec(),  # noqa: B008
+    base_spec: RunSpecForm = RunSpec(),  # noqa: B008 (shown as the run form)
     settings: SearchSettings = SearchSettings(),  # noqa: B008
     search_dir: str | None = None,
 ) -> list[dict[str, Any]]:

@@ -104,7 +104,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         notifier(args.notify_config)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    with prefect_server():
+    with prefect_server(keep_server=args.keep_server):
         return launch_and_report(state, run_dir, args)
 
 
@@ -233,38 +233,46 @@ def live_progress() -> Iterator[None]:
                 handler.setLevel(level)
 
 
-# Where `remedy server` listens by default: a run without PREFECT_API_URL looks there first.
-LOCAL_SERVER_API = "http://127.0.0.1:4200/api"
-
-
 @contextmanager
-def prefect_server() -> Iterator[None]:
+def prefect_server(keep_server: bool = False) -> Iterator[None]:
     """The Prefect server the run reports to: PREFECT_API_URL's (it must answer); else a
     `remedy server` running on this machine at its default address, reused (no start-up;
-    it runs until stopped, Ctrl-C or SIGTERM); else Prefect's temporary server, started for
-    this run alone (seconds to a minute on a small machine) and ended with it."""
+    it runs until stopped, Ctrl-C or SIGTERM); else, with keep_server, such a server started
+    in the background for this run and the next ones (remedy/local_server.py); else
+    Prefect's temporary server, started for this run alone (seconds to a minute on a small
+    machine) and ended with it."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from remedy.local_server import (
+        ServerError,
+        local_server_api,
+        server_answers,
+        start_background_server,
+    )
 
     if PREFECT_API_URL.value():
         check_server(PREFECT_API_URL.value())
         yield
         return
-    if server_answers(LOCAL_SERVER_API):
-        print(f"remedy: Prefect server at {LOCAL_SERVER_API} (a running `remedy server`)")
-        with temporary_settings(updates={PREFECT_API_URL: LOCAL_SERVER_API}):
-            yield
-        return
-    start_temporary_server()
-    yield
-
-
-def server_answers(api_url: str) -> bool:
-    import httpx
-
     try:
-        return httpx.get(f"{api_url}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
+        local_api = local_server_api()
+        if server_answers(local_api):
+            print(f"remedy: Prefect server at {local_api} (a running `remedy server`)")
+        elif keep_server:
+            print(f"remedy: starting a Prefect server in the background at {local_api}")
+            pid = start_background_server()
+            print(
+                f"remedy: Prefect server at {local_api} (pid {pid}), kept for later runs; "
+                "stop it with `remedy server --stop`"
+            )
+        else:
+            start_temporary_server()
+            yield
+            return
+    except ServerError as error:
+        raise UsageError(str(error)) from None
+    with temporary_settings(updates={PREFECT_API_URL: local_api}):
+        yield
 
 
 def start_temporary_server() -> None:
@@ -457,6 +465,13 @@ def add_flow_options(parser: argparse.ArgumentParser, new_run: bool = True) -> N
         help="seconds between job status polls (default 2)",
     )
     parser.add_argument("--notify-config", help="apprise config file with notification targets")
+    parser.add_argument(
+        "--keep-server",
+        action="store_true",
+        help="without PREFECT_API_URL and a running `remedy server`: start one in the "
+        "background for this run and the next ones (stop it with `remedy server --stop`) "
+        "instead of a temporary server for this run alone",
+    )
 
 
 def installed_version() -> str:

@@ -240,6 +240,16 @@ def search_parameters(path: str | None) -> dict[str, Any]:
 
 def cmd_server(args: argparse.Namespace) -> int:
     """A local Prefect server with its UI: SQLite by default, PostgreSQL by one URL."""
+    from remedy.local_server import ServerError, local_server_port, stop_background_server
+
+    try:
+        if args.stop:
+            print(stop_background_server())
+            return 0
+        if args.port is None:
+            args.port = local_server_port()
+    except ServerError as error:
+        raise UsageError(str(error)) from None
     env = dict(os.environ)
     if not is_loopback(args.host) and not (
         env.get(AUTH_STRING_ENV) or args.behind_auth_proxy
@@ -381,7 +391,14 @@ def register(commands: Any) -> None:
         help="--host other than loopback without Prefect's auth string: an authenticating "
         "proxy in front answers for who may reach the API",
     )
-    server.add_argument("--port", type=int, default=4200)
+    server.add_argument(
+        "--port", type=int, help="default: REMEDY_SERVER_PORT, else 4200 (where runs look)"
+    )
+    server.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the server `remedy run --keep-server` started in the background",
+    )
     server.add_argument(
         "--database-url",
         help="PostgreSQL (postgresql+asyncpg://...) instead of the default SQLite",

@@ -174,23 +174,28 @@ def cloud_run_spec(**fields: object) -> dict:
 def test_the_run_form_takes_a_cloud_run_spec(served: Served) -> None:
     """The deployment's parameter schema as the server keeps it (the UI's form, a pool
     deployment's enforced schema) and the flow's own parameter model take backend
-    sagemaker with its fields."""
+    sagemaker with its fields: flat (the API, a saved run_spec) or as the form's group."""
     from prefect.utilities.schema_tools import validate
     from remedy.flows.remediate import remediate
+    from remedy.flows.run_form import CLOUD_FIELDS
 
     with get_client(sync_client=True) as client:
         schema = client.read_deployment_by_name("remediate/remediate").parameter_openapi_schema
     fields = schema["definitions"]["RunSpec"]["properties"]
     assert "sagemaker" in fields["backend"]["enum"]
-    assert {"sm_role", "bucket", "region", "instance_type", "spot", "image_uri"} <= set(fields)
-    parameters = {"run_spec": cloud_run_spec(spot=True, max_run_s=3600)}
-    assert validate(parameters, schema) == []
-    run_spec = remediate.validate_parameters(parameters)["run_spec"]
-    assert (run_spec.backend, run_spec.instance_type, run_spec.spot) == (
-        "sagemaker",
-        "ml.g5.xlarge",
-        True,
-    )
+    assert set(fields["sagemaker"]["anyOf"][0]["properties"]) == set(CLOUD_FIELDS)
+    flat = cloud_run_spec(spot=True, max_run_s=3600)
+    grouped = {name: value for name, value in flat.items() if name not in CLOUD_FIELDS}
+    grouped["sagemaker"] = {name: value for name, value in flat.items() if name in CLOUD_FIELDS}
+    for given in (flat, grouped):
+        parameters = {"run_spec": given}
+        assert validate(parameters, schema) == []
+        run_spec = remediate.validate_parameters(parameters)["run_spec"]
+        assert (run_spec.backend, run_spec.instance_type, run_spec.spot) == (
+            "sagemaker",
+            "ml.g5.xlarge",
+            True,
+        )
 
 
 @pytest.mark.slow
@@ -223,19 +228,47 @@ def test_a_deployment_run_refuses_a_cloud_spec_it_cannot_launch_naming_the_field
 
 
 def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
-    """The form (the remediate deployment's schema): the cloud fields after the backend
-    choice, nothing a strategy sets, descriptions without raw tags; a payload through the
-    API may still carry the fields left out (the flow validates run_spec itself)."""
+    """The form (the remediate deployment's schema): the job's fields, the backend, then
+    each backend's fields as one group; nothing a strategy sets; descriptions without raw
+    tags; nullable fields open typeable. A payload through the API may still carry the
+    fields left out, flat cloud fields and nulls (the flow validates run_spec itself)."""
     from prefect.utilities.schema_tools import validate
-    from remedy.flows.deployments import CLOUD_FIELDS, FORM_LEFT_OUT, remediate_deployment
+    from remedy.flows.deployments import remediate_deployment
+    from remedy.flows.remediate import remediate
+    from remedy.flows.run_form import CLOUD_FIELDS, FORM_LEFT_OUT
+    from remedy.state_schema import RunSpec
 
     schema = remediate_deployment()._parameter_openapi_schema.model_dump(exclude_unset=True)
-    fields = list(schema["definitions"]["RunSpec"]["properties"])
-    backend = fields.index("backend")
-    assert fields[backend + 1 :] == list(CLOUD_FIELDS)
-    assert fields.index("entry_point") < backend and fields[0] == "base_job_name"
-    assert not set(FORM_LEFT_OUT) & set(fields)
+    properties = schema["definitions"]["RunSpec"]["properties"]
+    fields = sorted(properties, key=lambda name: properties[name]["position"])
+    assert fields == list(properties)
+    assert fields[-3:] == ["backend", "sagemaker", "slurm"]
+    assert fields.index("entry_point") < fields.index("backend") and fields[0] == "base_job_name"
+    assert not (set(FORM_LEFT_OUT) | set(CLOUD_FIELDS)) & set(fields)
+    cloud, null = properties["sagemaker"]["anyOf"]
+    assert list(cloud["properties"]) == list(CLOUD_FIELDS) and null == {"type": "null"}
+    assert properties["sagemaker"]["default"] is None  # collapsed until chosen
+    # a nullable field: its typed input first, null an option of its own, no null default
+    unset = {"enum": [None], "title": "unset"}
+    assert properties["source_dir"]["anyOf"] == [{"type": "string"}, unset]
+    assert "default" not in properties["source_dir"]
     text = str(schema)
     assert "<hidden>" not in text and "&lt;hidden&gt;" in text
-    warm = {"run_spec": {"init_checkpoint": "/ckpt", "start_epoch": 2}}
-    assert validate(warm, schema) == []
+
+    for parameters in (
+        {"run_spec": {"init_checkpoint": "/ckpt", "start_epoch": 2}},
+        {"run_spec": RunSpec().model_dump(mode="json")},  # flat, nulls included (a search)
+        {"run_spec": {"sagemaker": {"sm_role": "arn:role", "spot": True}}},  # the form's
+    ):
+        assert validate(parameters, schema) == [], parameters
+    # the form's group is put back where RunSpec keeps it, winning over flat defaults
+    form = {"run_spec": {"region": None, "sagemaker": {"region": "eu-west-1", "spot": True}}}
+    run_spec = remediate.validate_parameters(form)["run_spec"]
+    assert (run_spec.region, run_spec.spot) == ("eu-west-1", True)
+    with pytest.raises(Exception, match="sagemaker.depth: not a cloud field"):
+        remediate.validate_parameters({"run_spec": {"sagemaker": {"depth": 3}}})
+    # the flow run's parameters as the form sent them: the group's role hidden too
+    from remedy.state_schema.private import HIDDEN, hide_private
+
+    sent = {"run_spec": {"sagemaker": {"sm_role": "arn:aws:iam::1:role/r", "bucket": "b"}}}
+    assert hide_private(sent)["run_spec"]["sagemaker"] == {"sm_role": HIDDEN, "bucket": HIDDEN}

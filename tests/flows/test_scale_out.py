@@ -246,20 +246,23 @@ def test_prefect_yaml_describes_what_remedy_deploy_registers(
     assert {f: registered[f] for f in fields} == {f: described[f] for f in fields}
     assert registered["entrypoint"] == REMEDIATE_ENTRYPOINT  # a module: no checkout needed
     assert not registered["pull_steps"]
-    # prefect.yaml registers Prefect's own schema of the flow's parameters; remedy deploy
-    # the run form made of it (flows/deployments.py: form_schema): the same parameters
-    from prefect.utilities.callables import ParameterSchema
-    from remedy.flows.deployments import form_schema
+    # The form comes with the flow's parameter types (flows/run_form.py), so prefect.yaml
+    # registers the same one: the same fields, groups and positions (their order; the
+    # server stores keys re-sorted, the UI orders by "position").
+    yaml_schema = described["parameter_openapi_schema"]
+    assert registered["parameter_openapi_schema"] == yaml_schema
 
-    yaml_form = form_schema(ParameterSchema.model_validate(described["parameter_openapi_schema"]))
-    mine_schema, yaml_schema = registered["parameter_openapi_schema"], yaml_form.model_dump()
-    assert set(mine_schema["properties"]) == set(yaml_schema["properties"])
+    def order(fields: dict[str, Any]) -> list[str]:
+        return sorted(fields, key=lambda name: fields[name]["position"])
 
-    for model in ("RunSpec", "Budgets", "RemediateSettings"):  # the same fields shown
-        # (their order: the server stores keys re-sorted; remedy deploy's form keeps its
-        # own in "position", which a prefect.yaml deployment's form does not have)
-        fields = mine_schema["definitions"][model]["properties"]
-        assert set(fields) == set(yaml_schema["definitions"][model]["properties"]), model
+    assert order(yaml_schema["properties"])[:2] == ["run_spec", "budgets"]
+    run_spec = yaml_schema["definitions"]["RunSpec"]["properties"]
+    assert order(run_spec)[0] == "base_job_name"
+    assert order(run_spec)[-3:] == ["backend", "sagemaker", "slurm"]
+    assert "sm_role" not in run_spec and "start_epoch" not in run_spec
+    for model in ("RunSpec", "Budgets", "RemediateSettings"):
+        fields = yaml_schema["definitions"][model]["properties"]
+        assert sorted(field["position"] for field in fields.values()) == list(range(len(fields)))
     yaml_file = (REPO / "infra" / "prefect.yaml").read_text()
     assert f"name: {POOL_DEPLOYMENT}" in yaml_file and REMEDIATE_ENTRYPOINT in yaml_file
 

@@ -60,6 +60,11 @@ def submit_custom_run(ui_url: str, deployment_id: UUID, screenshot: Path) -> UUI
                 )
                 assert epochs.input_value() == "1"  # the served defaults reach the form
                 epochs.fill("2")
+                # a nullable field (null in the served defaults) opens on its typed input:
+                # typed into as it is, no type toggle first
+                classes = field(page, "Num Classes (Optional)").get_by_role("spinbutton")
+                assert classes.input_value() == ""
+                classes.fill("10")
 
                 # Submit validates the parameters against the deployment's schema, then
                 # creates the run and returns to the deployment's page. The browser must
@@ -106,17 +111,47 @@ def test_start_a_run_from_the_ui_form(served: Served, tmp_path: Path) -> None:
     flow_run = wait_until_final(flow_run_id, RUN_TIMEOUT_S)
     assert flow_run.deployment_id == deployment.id
     assert flow_run.parameters["run_spec"]["num_epochs"] == 2
+    assert flow_run.parameters["run_spec"]["num_classes"] == 10
     assert "state" not in flow_run.parameters  # the run's own state lives in its run folder
     assert flow_run.state is not None and flow_run.state.type is StateType.COMPLETED, flow_run.state
     job = flow_run.parameters["run_spec"]["base_job_name"]  # the folder is named after it
     final = load_state(served.runs_dir / f"{job}-{flow_run.name}" / "state.json")
     assert final.run_spec.num_epochs == 2
+    assert final.run_spec.num_classes == 10
     assert final.history.attempts[-1].outcome is JobStatus.Completed
 
 
 def field(page: Any, label: str) -> Any:
     """The schema form's property whose label is `label` (its input, help and menu)."""
     return page.get_by_text(label, exact=True).locator(f"xpath=ancestor::div[{FORM_PROPERTY}][1]")
+
+
+def assert_shown_in_order(text: str, fields: dict[str, Any]) -> None:
+    """Every field's label appears in `text`, in the order of the fields' "position" (the
+    UI labels a field by its schema title)."""
+    by_position = sorted(fields.values(), key=lambda field: field["position"])
+    titles = [f"{field['title']} (Optional)" for field in by_position]
+    assert [title for title in titles if title not in text] == []
+    indices = [text.index(title) for title in titles]
+    shown = [title for _, title in sorted(zip(indices, titles, strict=True))]
+    assert shown == titles
+
+
+def whole_form_screenshot(page: Any, path: Path) -> int:
+    """A screenshot of the whole page, the form included to its end: Prefect's layout
+    scrolls in an inner element, which a full-page screenshot alone cuts at the window.
+    Returns the height it had to show."""
+    height = page.evaluate(
+        "Math.max(...Array.from(document.querySelectorAll('*'), e => e.scrollHeight))"
+    )
+    page.set_viewport_size({"width": 1400, "height": min(height + 100, 30_000)})
+    page.screenshot(path=path, full_page=True)
+    return int(height)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[16:24]  # the IHDR chunk: width, height
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
 
 
 # The State fields the flow keeps up to date: a person starting a run never sets them.
@@ -162,16 +197,33 @@ def test_the_run_form_holds_only_what_a_person_chooses(
                 title = name.replace("_", " ").title()
                 assert f"{name} (Optional)" not in text, name
                 assert f"{title} (Optional)" not in text, title
-            # the job, then the backend, then the cloud fields; nothing a strategy sets;
-            # a description's <hidden> shows as written
+            # run_spec's fields in the order of the schema the flow's types give (the same
+            # wherever the deployment is registered): the job, then the backend, then each
+            # backend's group; nothing a strategy sets
+            with get_client(sync_client=True) as client:
+                schema = client.read_deployment(deployment_id).parameter_openapi_schema
+            assert_shown_in_order(text, schema["definitions"]["RunSpec"]["properties"])
             for title in ("Start Epoch", "Init Checkpoint", "Skip Steps", "Exclude Samples"):
                 assert f"{title} (Optional)" not in text, title
-            order = [text.index(f"{t} (Optional)") for t in ("Entry Point", "Backend", "Sm Role")]
-            assert order == sorted(order), order
-            assert "shows as <hidden> once the run starts" in text
-            # what a person sees, kept with the test's files (pytest's tmp_path)
-            page.screenshot(path=tmp_path / "form.png", full_page=True)
-            assert (tmp_path / "form.png").stat().st_size > 0
+            # each backend's fields: one collapsed section, opened by choosing it
+            assert "Sm Role (Optional)" not in text and "Partition (Optional)" not in text
+            cloud = field(page, "SageMaker (Optional)")
+            cloud.get_by_role("button", name="SageMaker", exact=True).click()
+            page.get_by_text("Sm Role (Optional)", exact=True).wait_for()
+            text = page.inner_text("body")
+            assert_shown_in_order(text, schema["definitions"]["RunSpec"]["properties"])
+            cloud_fields = schema["definitions"]["RunSpec"]["properties"]["sagemaker"]["anyOf"][0]
+            assert_shown_in_order(text, cloud_fields["properties"])
+            assert text.index("Backend (Optional)") < text.index("Sm Role (Optional)")
+            assert "shows as <hidden> once the run starts" in text  # a description's <...>
+            assert "Partition (Optional)" not in text  # slurm's section stays closed
+            # a nullable field opens on its typed input, typed into without the type toggle
+            source_dir = field(page, "Source Dir (Optional)").get_by_role("textbox")
+            source_dir.fill("examples")
+            assert source_dir.input_value() == "examples"
+            # what a person sees, the whole form, kept with the test's files (tmp_path)
+            height = whole_form_screenshot(page, tmp_path / "form.png")
+            assert png_size(tmp_path / "form.png")[1] >= height > 1000
 
             # the defaults are in place, 0 included
             batch_norm = field(page, "Add Batch Norm (Optional)").get_by_role("spinbutton")
@@ -191,7 +243,7 @@ def test_the_run_form_holds_only_what_a_person_chooses(
             shown = {option.strip() for option in options}
             assert {"adaptive", "config", "seed"} <= shown <= set(POLICIES), shown
         except Exception:
-            page.screenshot(path=tmp_path / "form.png", full_page=True)
+            whole_form_screenshot(page, tmp_path / "form.png")
             raise
         finally:
             browser.close()
