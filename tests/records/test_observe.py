@@ -142,7 +142,7 @@ def test_no_rule_is_in_progress_once_a_job_that_ran_no_update_ended(tmp_path: Pa
     from remedy.jobs.local import LocalBackend
     from remedy.state_schema import RuleSpec, RunSpec
 
-    from tests.jobs.test_local_backend import wait_final
+    from tests.helpers.local_jobs import wait_final
 
     backend = LocalBackend(tmp_path / "run")
     rules = [RuleSpec(name="Loss", rule="LossNotDecreasing")]
