@@ -71,14 +71,3 @@ def capture_config(rules: Iterable[Rule], out_dir: str, save_interval: int) -> d
         "save_config": {"save_interval": save_interval},
         "collections": capture_collections(kinds_read(rules), save_interval),
     }
-
-
-def not_zero_code(rules: Iterable[Rule]) -> dict[str, set[str]]:
-    """{rule name: kinds it reads that zero-code capture cannot save}, for rules that have
-    some."""
-    missing = {}
-    for rule in rules:
-        beyond = rule.reads() - ZERO_CODE_KINDS
-        if beyond:
-            missing[rule.name] = beyond
-    return missing

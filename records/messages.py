@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from remedy.records.metric_columns import metric_names
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import Attempt, AttemptKind, Payload, State
-from remedy.state_schema.private import PRIVATE_FIELDS, hide_private
+from remedy.state_schema.private import hide_private
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -138,14 +138,6 @@ def attempt_table(state: State) -> str:
     console = Console(file=io.StringIO(), width=10_000, color_system=None, record=True)
     console.print(attempt_rich_table(state))
     return "\n".join(line.rstrip() for line in console.export_text().splitlines())
-
-
-def public_state_json(state: State) -> str:
-    """The payload for messages: private run_spec fields removed, then redacted."""
-    data = state.model_dump(mode="json", exclude={"history": {"attempts"}})
-    for field in PRIVATE_FIELDS:
-        data["run_spec"].pop(field, None)
-    return redact(json.dumps(data, indent=1, sort_keys=True))
 
 
 def repro_lines(state: State) -> list[str]:

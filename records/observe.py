@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, is_infrastructure_failure
 from remedy.records.verdict import run_flaw, run_not_learned
@@ -45,29 +46,26 @@ class Observation:
         return final and self.rules_final
 
 
-def finding(rule: RuleEvaluation) -> Finding:
+def as_finding(rule: RuleEvaluation, status: RuleStatus) -> Finding:
+    """The payload's Finding of a rule that found an issue or failed: which rule, where and
+    what it said; an issue also carries what the job kept of it (tensor, bundle, samples)."""
+    kept: dict[str, Any] = {}
+    if status is RuleStatus.IssuesFound:
+        kept = {
+            "tensor": rule.tensor,
+            "bundle": rule.bundle,
+            "localisation": rule.localisation,
+            "suspect_samples": rule.suspect_samples,
+            "suspect_shards": rule.suspect_shards,
+            "data_problem": DataProblem(**rule.data_problem) if rule.data_problem else None,
+        }
     return Finding(
         rule=rule.name,
         rule_class=rule.rule,
-        status=RuleStatus.IssuesFound,
-        step=rule.step,
-        tensor=rule.tensor,
-        message=rule.details,
-        bundle=rule.bundle,
-        localisation=rule.localisation,
-        suspect_samples=rule.suspect_samples,
-        suspect_shards=rule.suspect_shards,
-        data_problem=DataProblem(**rule.data_problem) if rule.data_problem else None,
-    )
-
-
-def rule_error(rule: RuleEvaluation) -> Finding:
-    return Finding(
-        rule=rule.name,
-        rule_class=rule.rule,
-        status=RuleStatus.Error,
+        status=status,
         step=rule.step,
         message=rule.details,
+        **kept,
     )
 
 
@@ -86,8 +84,8 @@ def observe(snapshot: JobSnapshot) -> Observation:
     if snapshot.is_final:  # no rule reads as InProgress once its job has ended
         rules = [ended_rule(rule, snapshot.status) for rule in rules]
     words = [rule.status for rule in rules]
-    findings = [finding(rule) for rule in rules if rule.status == "IssuesFound"]
-    errors = [rule_error(rule) for rule in rules if rule.status == "Error"]
+    findings = [as_finding(r, RuleStatus.IssuesFound) for r in rules if r.status == "IssuesFound"]
+    errors = [as_finding(r, RuleStatus.Error) for r in rules if r.status == "Error"]
     if findings:
         summary = RuleStatus.IssuesFound
     elif not words:

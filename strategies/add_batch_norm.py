@@ -7,13 +7,6 @@ class AddBatchNorm(Strategy):
     """Add batch norm before each residual addition (stabilises the ELU ResNet)."""
 
     name = "add_batch_norm"
-    addresses = (
-        "ExplodingTensor",
-        "DivergingLoss",
-        "NonFiniteGradient",
-        "VanishingGradient",
-        "DeadRelu",
-    )
     changes = ("add_batch_norm",)
     changes_architecture = True
     counter = "num_batch_layer_adjustments"

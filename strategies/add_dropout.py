@@ -11,7 +11,6 @@ class AddDropout(Strategy):
     checkpoints still fit."""
 
     name = "add_dropout"
-    addresses = ("Overfit",)
     changes = ("dropout",)
     explanation = "Add dropout before the classifier to regularise"
 

@@ -10,7 +10,6 @@ class AddWeightDecay(Strategy):
     """Double the weight decay (1e-4 when there is none) up to 5e-3: keeps weights small."""
 
     name = "add_weight_decay"
-    addresses = ("Overfit", "ExplodingTensor")
     changes = ("weight_decay",)
     explanation = "Raise weight decay to keep the weights small"
 

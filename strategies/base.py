@@ -1,6 +1,8 @@
 """A remediation strategy: one small class that changes hyperparameter roles of a run_spec.
 
 Adding a strategy means adding one file with a subclass decorated by @register_strategy.
+A strategy does not say which findings it repairs: the policies decide that (the adaptive
+policy's orders, keyed by the trouble a rule class detects), so the fact lives in one place.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ class Strategy:
     repairs the built-in job (its fields) and a user's script (the flags it maps)."""
 
     name: ClassVar[str]
-    addresses: ClassVar[tuple[str, ...]] = ()  # rule/finding names it repairs; () = any
     changes: ClassVar[tuple[str, ...]] = ()  # every role it may change
     optional: ClassVar[tuple[str, ...]] = ()  # of those, the ones it adjusts only when mapped
     reads: ClassVar[tuple[str, ...]] = ()  # roles it only reads, when mapped (e.g. a bound)

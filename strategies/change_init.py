@@ -10,7 +10,6 @@ class ChangeInit(Strategy):
     orthogonal (restarts from scratch: a checkpoint would overwrite the new init)."""
 
     name = "change_init"
-    addresses = ("VanishingGradient", "ExplodingTensor", "DeadRelu", "PoorWeightInitialization")
     changes = ("init",)
     explanation = "Initialise the weights differently"
 

@@ -42,7 +42,6 @@ class ChangeToAdaptive(ChangeOptimizer):
 class UseAdam(ChangeToAdaptive):
     name = "use_adam"
     target = "adam"
-    addresses = ("OscillatingLoss", "LossNotDecreasing", "ExplodingTensor")
     explanation = "Switch to Adam (learning rate at most 1e-3)"
 
 
@@ -50,7 +49,6 @@ class UseAdam(ChangeToAdaptive):
 class UseAdamW(ChangeToAdaptive):
     name = "use_adamw"
     target = "adamw"
-    addresses = ("OscillatingLoss", "LossNotDecreasing", "Overfit")
     explanation = "Switch to AdamW (decoupled weight decay, learning rate at most 1e-3)"
 
 
@@ -58,7 +56,6 @@ class UseAdamW(ChangeToAdaptive):
 class UseMomentum(ChangeOptimizer):
     name = "use_momentum"
     target = "momentum"
-    addresses = ("OscillatingLoss", "LossNotDecreasing")
     explanation = "Switch to SGD with momentum"
 
 
@@ -66,5 +63,4 @@ class UseMomentum(ChangeOptimizer):
 class UseSGD(ChangeOptimizer):
     name = "use_sgd"
     target = "sgd"
-    addresses = ("OscillatingLoss",)
     explanation = "Switch to plain SGD (no momentum)"

@@ -19,7 +19,6 @@ class ClipGradients(Strategy):
     change nothing; one taken from the run's own data clips exactly the outliers."""
 
     name = "clip_gradients"
-    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient", "OscillatingLoss")
     changes = ("grad_clip_norm",)
     explanation = "Clip the gradient norm so one bad batch cannot blow the weights up"
 

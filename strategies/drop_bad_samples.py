@@ -18,7 +18,6 @@ class DropBadSamples(Strategy):
     """
 
     name = "drop_bad_samples"
-    addresses = ("NonFiniteGradient",)
     changes = ("exclude_samples",)
     explanation = "Leave out the training samples that failed repeatedly (bad records)"
 

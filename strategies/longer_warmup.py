@@ -17,7 +17,6 @@ class LongerWarmup(Strategy):
     job says how many."""
 
     name = "longer_warmup"
-    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient")
     changes = ("warmup_epochs",)
     reads = ("num_epochs",)
     explanation = "Warm up for longer before the full learning rate"

@@ -7,7 +7,6 @@ class LowerLR(Strategy):
     """Multiply the learning rate by 0.9 while the result stays above 0.001."""
 
     name = "lower_lr"
-    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient", "OscillatingLoss")
     changes = ("learning_rate",)
     counter = "num_learning_rate_adjustments"
     explanation = "Lower the learning rate by 10 %"

@@ -10,7 +10,6 @@ class LowerLR10x(Strategy):
     job has one): one decisive step, where the seed's x0.9 needs twenty launches."""
 
     name = "lower_lr_10x"
-    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient", "OscillatingLoss")
     changes = ("learning_rate", "warmup_learning_rate")
     optional = ("warmup_learning_rate",)
     explanation = "Divide the learning rate by 10"

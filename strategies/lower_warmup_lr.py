@@ -7,7 +7,6 @@ class LowerWarmupLR(Strategy):
     """Halve the warmup learning rate while warmup / 5 stays >= 1e-3 (5 halvings from 0.1)."""
 
     name = "lower_warmup_lr"
-    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient")
     changes = ("warmup_learning_rate",)
     counter = "num_warmup_adjustments"
     explanation = "Halve the warmup learning rate so the first epoch takes smaller steps"

@@ -14,7 +14,6 @@ class LowestWarmupLR(Strategy):
     epoch training slowly (measured on the demo: 0.928 test accuracy against 0.998)."""
 
     name = "lowest_warmup_lr"
-    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient")
     changes = ("warmup_learning_rate",)
     reads = ("warmup_epochs",)
     counter = "num_warmup_adjustments"

@@ -9,7 +9,6 @@ class RaiseBatchSize(Strategy):
     """Double the batch size (up to 1024): less gradient noise for an oscillating loss."""
 
     name = "raise_batch_size"
-    addresses = ("OscillatingLoss",)
     changes = ("batch_size",)
     explanation = "Double the batch size to smooth the gradient"
 

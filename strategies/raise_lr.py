@@ -9,7 +9,6 @@ class RaiseLR(Strategy):
     """Multiply the learning rate by 10 (AUTOTRAINER's repair for slow convergence)."""
 
     name = "raise_lr"
-    addresses = ("LossNotDecreasing", "VanishingGradient")
     changes = ("learning_rate",)
     explanation = "Raise the learning rate by 10x so training moves faster"
 

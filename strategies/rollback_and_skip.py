@@ -31,13 +31,6 @@ class RollbackAndSkip(Strategy):
     apply either: skipping did not help there, so the policy escalates."""
 
     name = "rollback_and_skip"
-    addresses = (
-        "ExplodingTensor",
-        "NonFiniteGradient",
-        "DivergingLoss",
-        "LossSpike",
-        "GradientNormSpike",
-    )
     changes = ("skip_steps",)
     explanation = "Roll back to the last clean checkpoint and skip the batches around the spike"
 

@@ -187,7 +187,6 @@ class SearchLRDown(SearchLR):
     diverged, or the geometric middle once a rate has stalled."""
 
     name = "search_lr_down"
-    addresses = ("ExplodingTensor", "DivergingLoss", "NonFiniteGradient", "LossSpike")
     explanation = "Lower the learning rate below every rate that diverged"
     downward = True
 
@@ -198,7 +197,6 @@ class SearchLRUp(SearchLR):
     stalled, or the geometric middle once a rate has diverged."""
 
     name = "search_lr_up"
-    addresses = ("TinyUpdates", "LossNotDecreasing", "StalledTraining", "SlowConvergence")
     explanation = "Raise the learning rate above every rate that stalled"
     downward = False
 
@@ -212,7 +210,6 @@ class SearchLRPlateau(SearchLR):
     bracket, and stays inside the one the run has."""
 
     name = "search_lr_plateau"
-    addresses = ("LossPlateau", "LossNotDecreasing", "StalledTraining", "SlowConvergence")
     explanation = "Move the learning rate off a plateau"
     downward = True
 

@@ -46,7 +46,6 @@ class UseSELU(SwapActivationAndInit):
     name = "use_selu"
     target = Activation.selu
     init = "lecun_normal"
-    addresses = ("ExplodingTensor", "VanishingGradient", "DeadRelu")
     explanation = "Switch to SELU with LeCun-normal initialisation (self-normalising)"
 
 
@@ -57,7 +56,6 @@ class UseReLU(SwapActivationAndInit):
     name = "use_relu"
     target = Activation.relu
     init = "he_normal"
-    addresses = ("ExplodingTensor", "VanishingGradient")
     explanation = "Switch to ReLU with He-normal initialisation"
 
 
@@ -65,7 +63,6 @@ class UseReLU(SwapActivationAndInit):
 class UseLeakyReLU(SwapActivation):
     name = "use_leaky_relu"
     target = Activation.leaky_relu
-    addresses = ("DeadRelu",)
     explanation = "Switch to LeakyReLU so no unit can die"
 
 
@@ -73,7 +70,6 @@ class UseLeakyReLU(SwapActivation):
 class UseELU(SwapActivation):
     name = "use_elu"
     target = Activation.elu
-    addresses = ("DeadRelu",)
     explanation = "Switch to ELU so no unit can die"
 
 
@@ -81,5 +77,4 @@ class UseELU(SwapActivation):
 class UseTanh(SwapActivation):
     name = "use_tanh"
     target = Activation.tanh
-    addresses = ("ExplodingTensor",)
     explanation = "Switch to tanh, whose bounded output limits activation growth"

@@ -18,6 +18,9 @@ import pytest
 from tests import adversarial
 from tests.postgres import Postgres, running_postgres
 
+# Fixtures shared by test modules in several folders.
+pytest_plugins = ["tests.helpers.receiver"]
+
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

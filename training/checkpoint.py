@@ -212,9 +212,3 @@ def _restore_optimizer(
         optimizer.load_state_dict({"state": state, "param_groups": param_groups})
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path}: optimizer state does not fit ({exc})") from exc
-
-
-def latest_checkpoint(folder: str | Path) -> Path | None:
-    """The checkpoint with the highest epoch under folder, or None."""
-    found = sorted(Path(folder).glob("epoch-[0-9][0-9][0-9][0-9]"))
-    return found[-1] if found else None

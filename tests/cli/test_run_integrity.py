@@ -16,7 +16,7 @@ from remedy.jobs.local import LocalBackend
 from remedy.records.run_folder import REPORT_DIR, is_finished
 from remedy.state_schema import JobStatus, RunSpec, load_state
 
-from tests.cli.test_cli import (
+from tests.helpers.cli import (
     job_is_training,
     remedy,
     remedy_env,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from remedy.debugger.capture import capture_config, not_zero_code
+from remedy.debugger.capture import capture_config
 from remedy.debugger.config import HookConfig
 from remedy.debugger.rule_check import check_rules
 from remedy.debugger.rule_config import RuleConfig
@@ -59,16 +59,4 @@ def test_a_rule_over_every_tensor_adds_nothing() -> None:
     assert set(derived(("ExplodingTensor", {}), ("TensorVariance", {"max_threshold": 1.0}))) == {
         "losses",
         "gradients",
-    }
-
-
-def test_what_zero_code_capture_cannot_save_is_named() -> None:
-    configs = [
-        RuleConfig(name="a", rule="Confusion"),
-        RuleConfig(name="b", rule="VanishingGradient"),
-        RuleConfig(name="c", rule="DeadRelu"),
-    ]
-    assert not_zero_code(check_rules(configs)) == {
-        "Confusion": {"labels", "predictions"},
-        "DeadRelu": {"activations"},
     }

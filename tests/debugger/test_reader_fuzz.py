@@ -20,7 +20,7 @@ from remedy.debugger.readers import legacy
 
 from tests import adversarial, fuzzing
 from tests.debugger.helpers import EXPLODING_LR, every_step_hook, train
-from tests.debugger.test_store_fuzz import (
+from tests.helpers.store_fuzz import (
     CHECK_ARGS,
     RULES,
     expected_of,

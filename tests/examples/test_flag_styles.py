@@ -14,7 +14,7 @@ import pytest
 import torch
 from remedy.state_schema import JobStatus, load_state
 
-from tests.examples.test_user_scripts import remedy_run
+from tests.helpers.user_scripts import remedy_run
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).parent / "scripts"

@@ -13,8 +13,6 @@ whole on its real divergence and is repaired.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,23 +21,10 @@ import pytest
 from remedy.state_schema import JobStatus, exploding_tensor_rule, load_state
 
 from tests.conftest import REPO
+from tests.helpers.user_scripts import remedy_run
 
 pytestmark = pytest.mark.slow
 EXAMPLES = REPO / "examples"
-
-
-def remedy_run(spec: dict, tmp_path: Path, api_url: str, *options: str) -> tuple[int, str, Path]:
-    tmp_path.mkdir(exist_ok=True)
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    done = subprocess.run(  # a relative run dir, as the default runs/<name> is
-        [sys.executable, "-m", "remedy", "run", "spec.json", "--run-dir", "run", *options],
-        cwd=tmp_path,  # a user's own folder, not the checkout
-        env={**os.environ, "PREFECT_API_URL": api_url},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return done.returncode, done.stdout + done.stderr, tmp_path / "run"
 
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16-autocast"])

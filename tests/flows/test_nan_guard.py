@@ -13,7 +13,7 @@ from remedy.training.bundle import read_bundle
 from remedy.training.replay import replay
 
 from tests.flows.specs import RAN_TO_THE_END
-from tests.training.test_guard import BAD_SAMPLE, corrupt_cifar
+from tests.helpers.cifar import BAD_SAMPLE, corrupt_cifar
 
 POLICY = "test-drop-bad-samples-first"
 

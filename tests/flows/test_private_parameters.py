@@ -14,7 +14,7 @@ from remedy.state_schema import NextAction, Payload, State, load_state
 from remedy.state_schema.private import HIDDEN, hidden_state, reveal_private
 from remedy.state_schema.transitions import begin_attempt
 
-from tests.cli.test_cli import remedy
+from tests.helpers.cli import remedy
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 
 ROLE = "arn:aws:iam::111111111111:role/lambda-sagemaker-train"

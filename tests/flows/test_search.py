@@ -12,7 +12,7 @@ from remedy.records.notifications import NOTIFY_URLS_ENV
 from remedy.state_schema import Budgets, load_state
 
 from tests.flows.specs import tiny_spec
-from tests.tasks.test_notify import Receiver, receiver  # noqa: F401 (the fixture)
+from tests.helpers.receiver import Receiver
 
 ROLE = "arn:aws:iam::111111111111:role/search"
 BUCKET = "search-bucket-of-the-account"
@@ -21,7 +21,7 @@ BUCKET = "search-bucket-of-the-account"
 @pytest.mark.slow
 def test_search_runs_every_candidate_and_ranks_them(
     prefect_api_url: str,
-    receiver: str,  # noqa: F811 (the fixture imported above)
+    receiver: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

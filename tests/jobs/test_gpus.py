@@ -23,7 +23,7 @@ from remedy.jobs.local.gpus import (
 from remedy.state_schema import JobStatus, RunSpec
 from remedy.tasks.preflight import PreflightError, preflight
 
-from tests.jobs.test_local_backend import spec, wait_final
+from tests.helpers.local_jobs import spec, wait_final
 
 ENTRY_POINTS = Path(__file__).with_name("entry_points").resolve()
 

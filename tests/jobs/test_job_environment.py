@@ -21,7 +21,7 @@ from remedy.state_schema import job_env as names
 from remedy.state_schema.private import PRIVATE_FIELDS
 from remedy.training.guard import RULE_STATUS_DIR_ENV
 
-from tests.jobs.test_local_backend import wait_final
+from tests.helpers.local_jobs import wait_final
 
 ENTRY_POINTS = Path(__file__).with_name("entry_points").resolve()
 SECRETS = {

@@ -14,7 +14,7 @@ import pytest
 from remedy.jobs.local import LocalBackend
 from remedy.state_schema import JobStatus, RuleSpec
 
-from tests.jobs.test_local_backend import spec, wait_final
+from tests.helpers.local_jobs import spec, wait_final
 
 WATCHED = [RuleSpec(name="Loss", rule="LossNotDecreasing")]
 

@@ -9,26 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from remedy.jobs import JobNotFound, JobSnapshot, is_infrastructure_failure
+from remedy.jobs import JobNotFound, is_infrastructure_failure
 from remedy.jobs.local import LocalBackend
 from remedy.state_schema import JobStatus, RunSpec
 
+from tests.helpers.local_jobs import spec, wait_final
+
 FINAL = ("Completed", "Failed", "Stopped")
-
-
-def spec(entry: str, **fields: object) -> RunSpec:
-    """A module of tests/jobs/entry_points, run by the launcher with `hyperparameters`."""
-    return RunSpec(entry_point=f"tests.jobs.entry_points.{entry}", rules=[], **fields)
-
-
-def wait_final(backend: LocalBackend, name: str, timeout: float = 60.0) -> JobSnapshot:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        description = backend.describe(name)
-        if description.is_final:
-            return description
-        time.sleep(0.1)
-    raise AssertionError(f"{name} not final after {timeout}s: {backend.describe(name)}")
 
 
 def launches(backend: LocalBackend, name: str) -> int:

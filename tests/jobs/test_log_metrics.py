@@ -11,7 +11,7 @@ from remedy.jobs.local import LocalBackend
 from remedy.jobs.local.log_metrics import LogMetrics, final_values, read_records
 from remedy.state_schema import JobStatus, MetricDefinition, RunSpec
 
-from tests.jobs.test_local_backend import wait_final
+from tests.helpers.local_jobs import wait_final
 
 DEFINITIONS = [
     MetricDefinition(name="valid:perplexity", regex=r"valid ppl ([0-9.eE+-]+)"),

@@ -12,7 +12,7 @@ from remedy.jobs.local import LocalBackend
 from remedy.jobs.local.process_tree import running
 from remedy.state_schema import JobStatus
 
-from tests.jobs.test_local_backend import spec, wait_final
+from tests.helpers.local_jobs import spec, wait_final
 from tests.tmpfs import fill, full_disk
 
 

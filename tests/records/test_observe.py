@@ -46,6 +46,15 @@ def test_summaries_of_rule_statuses() -> None:
     assert observe(describe("Completed", ("A", "Weird"))).rule_status is RuleStatus.Unknown
 
 
+def test_an_issue_keeps_where_it_was_found_and_an_error_only_what_the_rule_said() -> None:
+    seen = observe(describe("InProgress", ("A", "IssuesFound"), ("B", "Error")))
+    (issue,), (error,) = seen.findings, seen.rule_errors
+    assert (issue.rule, issue.status, issue.step) == ("A", RuleStatus.IssuesFound, 30)
+    assert issue.tensor == "gradient/head.weight" and issue.message == "A says IssuesFound"
+    assert (error.rule, error.status, error.step) == ("B", RuleStatus.Error, 30)
+    assert error.message == "B says Error" and error.tensor is None
+
+
 def test_issues_found_asks_for_a_plan() -> None:
     state = decided(running_state(), describe("Stopping", ("A", "IssuesFound")))
     assert state.next_action is NextAction.launch_new
@@ -142,7 +151,7 @@ def test_no_rule_is_in_progress_once_a_job_that_ran_no_update_ended(tmp_path: Pa
     from remedy.jobs.local import LocalBackend
     from remedy.state_schema import RuleSpec, RunSpec
 
-    from tests.jobs.test_local_backend import wait_final
+    from tests.helpers.local_jobs import wait_final
 
     backend = LocalBackend(tmp_path / "run")
     rules = [RuleSpec(name="Loss", rule="LossNotDecreasing")]

@@ -16,7 +16,7 @@ from remedy.state_schema import RunSpec, State
 from remedy.tasks.notify import report_location
 from remedy.tasks.preflight import PreflightError, preflight
 
-from tests.tasks.test_notify import Receiver, receiver  # noqa: F401 (the fixture)
+from tests.helpers.receiver import Receiver
 
 BUCKET = "remedy-reports"
 
@@ -38,7 +38,7 @@ def s3_reports(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_a_report_is_uploaded_and_linked_by_a_presigned_url(
     prefect_api_url: str,
     s3_reports: str,
-    receiver: str,  # noqa: F811 (the fixture imported above)
+    receiver: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 from remedy.state_schema import RuleSpec, RunSpec
 from remedy.tasks.preflight import PreflightError, preflight
-from remedy.training.data import write_tiny_cifar10
+
+from tests.helpers.cifar import write_tiny_cifar10
 
 
 def test_real_entry_point_and_cifar_folder_pass(tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ def test_declarations(name: str) -> None:
     cls = STRATEGIES[name]
     assert cls.name == name
     assert cls.explanation and len(cls.explanation) < 100
-    assert cls.addresses, "each strategy names the findings it addresses"
     assert cls.changes and set(cls.changes) <= set(RunSpec.model_fields)
     assert isinstance(cls.changes_architecture, bool)
 

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import email
-import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -31,37 +28,8 @@ from remedy.tasks.leaderboard import publish_leaderboard
 from remedy.tasks.notify import announce, notify
 
 from tests.flows.specs import tiny_spec
+from tests.helpers.receiver import Receiver
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
-
-
-class Receiver(BaseHTTPRequestHandler):
-    received: list[dict] = []
-    refuse: dict[str, int] = {}  # path -> requests still to answer 503 (an outage)
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        if Receiver.refuse.get(self.path, 0) > 0:
-            Receiver.refuse[self.path] -= 1
-            self.send_response(503)
-            self.end_headers()
-            return
-        Receiver.received.append(json.loads(body) | {"path": self.path})
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[str]:
-    Receiver.received = []
-    Receiver.refuse = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"json://127.0.0.1:{server.server_address[1]}/hook"
-    server.shutdown()
 
 
 def test_message_reaches_a_json_webhook(prefect_api_url: str, receiver: str, monkeypatch) -> None:

@@ -21,7 +21,7 @@ from remedy.training.bundle import META_FILE, write_manifest
 from remedy.training.train import train
 
 from tests import adversarial, fuzzing
-from tests.training.test_guard import UNSTABLE
+from tests.helpers.builtin_job import UNSTABLE
 
 SEED = 13
 CASES = 80

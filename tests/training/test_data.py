@@ -15,10 +15,10 @@ from remedy.training.data import (
     make_synthetic,
     read_cifar_batch,
     synthetic_pixels,
-    write_cifar_batch,
-    write_tiny_cifar10,
 )
 from torch import nn
+
+from tests.helpers.cifar import write_cifar_batch, write_tiny_cifar10
 
 
 def test_tiny_cifar_folder_is_in_the_genuine_python_format(tmp_path: Path) -> None:

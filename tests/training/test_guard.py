@@ -7,33 +7,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from remedy.state_schema import Hyperparameters
 from remedy.training.bundle import BundleError, read_bundle, write_manifest
-from remedy.training.data import read_cifar_batch, write_cifar_batch, write_tiny_cifar10
 from remedy.training.guard import RULE_STATUS_DIR_ENV, batch_of_step
 from remedy.training.replay import debug, replay
 from remedy.training.train import train
 from safetensors.torch import load_file
 
-from tests.training.test_train import REPO, TINY, read_metrics, run_job, strict_json
+from tests.helpers.builtin_job import REPO, TINY, UNSTABLE, read_metrics, run_job, strict_json
+from tests.helpers.cifar import BAD_SAMPLE, corrupt_cifar
 
-BAD_SAMPLE = 23  # data_batch_2 holds samples 20..39: record 3 of that file
 CORRUPT = TINY | {"num_epochs": 2, "dataset": "cifar10", "checkpoint_every_epochs": 1}
-UNSTABLE = TINY | {"add_batch_norm": 0, "width": 4, "batch_size": 32, "train_samples": 128,
-                   "warmup_learning_rate": 0.5, "learning_rate": 0.5, "num_epochs": 3}  # fmt: skip
-
-
-def corrupt_cifar(folder: Path) -> Path:
-    """Tiny CIFAR-10 folder whose sample 23 has one infinite pixel (a float32 export)."""
-    write_tiny_cifar10(folder, samples_per_batch=20, test_samples=20)
-    pixels, labels = read_cifar_batch(folder / "data_batch_2")
-    pixels = pixels.astype(np.float32)
-    pixels[BAD_SAMPLE - 20, 1, 7, 7] = np.inf
-    write_cifar_batch(folder / "data_batch_2", pixels, labels, "training batch 2 of 5")
-    return folder
 
 
 def rule_status(out: Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import pytest
 import torch
 from remedy.debugger import create_trial
 
-from tests.training.test_launch import Job, run, write
+from tests.helpers.launched_script import Job, run, write
 
 FLOAT16_SCRIPT = """\
     import argparse

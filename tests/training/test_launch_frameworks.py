@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from remedy.debugger import create_trial
 
-from tests.training.test_launch import Job, launch_command, run, wait_for_step, write
+from tests.helpers.launched_script import Job, launch_command, run, wait_for_step, write
 
 for _package in ("lightning", "transformers", "accelerate"):
     if importlib.util.find_spec(_package) is None:  # pragma: no cover - the dev extra has it

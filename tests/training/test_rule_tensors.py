@@ -14,7 +14,7 @@ from remedy.debugger.rule_config import RuleConfig
 from remedy.jobs.local.backend import debugger_config
 from remedy.state_schema import RunSpec
 
-from tests.training.test_train import TINY, run_job
+from tests.helpers.builtin_job import TINY, run_job
 
 RULES = [
     "DeadRelu",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -15,20 +14,10 @@ from prefect.client.schemas.objects import FlowRun, StateType
 from remedy.state_schema import JobStatus, load_state
 
 from tests.conftest import Served
+from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS, UI_TIMEOUT_MS
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # The element of one field of Prefect's schema form (its label, help text and input).
 FORM_PROPERTY = "contains(concat(' ', @class, ' '), ' schema-form-property ')"
-UI_TIMEOUT_MS = 60_000  # one UI step; the machine may be busy
 RUN_TIMEOUT_S = 180.0  # the tiny 2-epoch run takes seconds when the machine is idle
 
 

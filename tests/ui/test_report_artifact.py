@@ -12,7 +12,7 @@ from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.records.report_server import REPORTS_URL_ENV
 from remedy.state_schema import RunSpec, State
 
-from tests.ui.test_browser import CHROMIUM, CHROMIUM_FLAGS, UI_TIMEOUT_MS
+from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS, UI_TIMEOUT_MS
 
 
 @pytest.mark.slow

@@ -28,8 +28,8 @@ from remedy.state_schema import (
     load_state,
 )
 
-from tests.cli.test_cli import remedy, start_remedy, wait_for, write_spec
 from tests.flows.specs import tiny_spec
+from tests.helpers.cli import remedy, start_remedy, wait_for, write_spec
 from tests.slurm_cluster import SlurmCluster
 
 FAST = RemediateSettings(poll_interval_s=0.5)
