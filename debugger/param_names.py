@@ -47,6 +47,10 @@ class ParameterNames:
 
     def __init__(self) -> None:
         self._seen: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        # id -> weak reference of the modules seen: saw() runs at every module call, and a
+        # dict lookup by id is several times cheaper than a WeakKeyDictionary's (which makes
+        # a weak reference per lookup); the reference tells a reused id from the module.
+        self._known: dict[int, weakref.ref[Any]] = {}
         self._order = 0
         self._stale = False  # a module was seen since the names were last resolved
         self._names: dict[int, tuple[weakref.ref[Any], str]] = {}
@@ -54,11 +58,15 @@ class ParameterNames:
 
     def saw(self, module: torch.nn.Module) -> None:
         """Called for every module call: cheap when the module is known or holds nothing."""
-        if module in self._seen:
+        known = self._known.get(id(module))
+        if known is not None and known() is module:
             return
         # A fresh loss module without parameters or children names nothing: not kept.
         if not (module._parameters or module._modules):
             return
+        self._known[id(module)] = weakref.ref(module)
+        if len(self._known) > 2 * len(self._seen) + 64:  # drop entries of modules gone
+            self._known = {k: r for k, r in self._known.items() if r() is not None}
         self._seen[module] = self._order
         self._order += 1
         self._stale = True
