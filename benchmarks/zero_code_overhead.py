@@ -43,6 +43,8 @@ The MLP shows the fixed cost per step (0.2 / 0.5 / 1.3 ms); on the ResNet that i
 its ratios are load noise (repeats ranged 105-148 ms plain). See README.md "Figures".
 Re-measured 2026-11-25 (--quick --models mlp, load average 4.6-7.4: wall clock is noise),
 CPU ms/step added: guard +0.22, + progress +0.31, + store +0.96 (plain 0.96).
+Re-measured later on 2026-11-25 (--quick --models mlp, load average 8.4-8.6: noise again),
+CPU ms/step added: guard +0.50, + progress +0.44, + store +1.21 (plain 0.99).
 """
 
 from __future__ import annotations
