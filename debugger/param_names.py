@@ -79,6 +79,21 @@ class ParameterNames:
             found = self._lookup(param)
         return found if found is not None else f"param_{index}"
 
+    @property
+    def modules_seen(self) -> int:
+        """How many modules have been kept so far (it grows when a new one is seen)."""
+        return self._order
+
+    def saw_compiled(self) -> bool:
+        """A torch.compile'd module (its OptimizedModule wrapper) was called."""
+        return any(type(m).__name__ == "OptimizedModule" for m in list(self._seen.keys()))
+
+    def all_named(self, params: Iterable[torch.Tensor]) -> bool:
+        """Every one of `params` has a name from a module seen (no fallback)."""
+        if self._stale:
+            self._resolve()
+        return all(self._lookup(p) is not None for p in params)
+
     def named(self, params: Iterable[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
         return [(self.name(p, i), p) for i, p in enumerate(params)]
 

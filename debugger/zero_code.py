@@ -48,7 +48,12 @@ which such a skip is read). Instances and pickling are untouched: only the class
 
 Per update, when nothing is due, the cost is one pass over the gradients (their float64
 L2 norms, one fused kernel), one device-to-host transfer (the loss and those norms), and
-the observer. Per module call it is one dictionary lookup.
+the observer. Per module call it is one dictionary lookup, and nothing at all once the
+names have settled: when an update's parameters all have names and no new module was seen
+since the previous update, the global module hook is removed (it puts every module call on
+torch's slow path); it is installed again when an optimizer's number of parameters changes
+or holds unnamed ones, or when updates become manual. Never removed once a torch.compile'd
+model runs: compiled code guards on the global hooks, removing ours would recompile it.
 
 One-step lag (lag="accelerator", what the launcher uses unless its NaN guard is "skip"):
 on a GPU, reading the loss and norms back at once would make the training thread wait for
@@ -223,6 +228,13 @@ class ZeroCodeCapture:
         self._backward_depth = 0
         self._undo: list[Callable[[], None]] = []
         self._entry_codes: list[Any] = []  # code objects of the functions torch calls
+        # Watching module calls (to name parameters): the hook's handle, None once settled
+        self._watch: Callable[[], Any] | None = None
+        self._module_hook: Any = None
+        self._seen_at_update = -1  # names.modules_seen at the previous update
+        self._compiled = False  # a compiled model runs: module calls stay watched
+        # optimizers whose parameters were all named, with their number then
+        self._settled: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._scaler: Any = None  # the GradScaler whose step() is running, if any
         self._stepped = False  # an optimizer step ran inside that scaler step
         self._dynamo_kept_out = False
@@ -271,11 +283,10 @@ class ZeroCodeCapture:
                 return args, {**kwargs, "closure": wrapped}
             return (args[0], wrapped, *args[2:]), kwargs
 
-        for handle in (
-            register_module_forward_pre_hook(on_module_call),
-            register_optimizer_step_pre_hook(on_step),
-        ):
-            self._undo.append(handle.remove)
+        self._undo.append(register_optimizer_step_pre_hook(on_step).remove)
+        self._watch = functools.partial(register_module_forward_pre_hook, on_module_call)
+        self._module_hook = self._watch()
+        self._undo.append(self._stop_watching_modules)
 
         original_backward = torch.autograd.backward
 
@@ -314,6 +325,7 @@ class ZeroCodeCapture:
         @functools.wraps(original_compile)
         def compile_in_place(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
             saw(module)  # its calls run compiled from now on: the hook never sees them
+            self._compiled = True  # compiled code guards on the hooks: keep ours (_settle)
             result = original_compile(module, *args, **kwargs)
             self._keep_dynamo_out()
             return result
@@ -364,6 +376,7 @@ class ZeroCodeCapture:
         undo, self._undo = self._undo, []
         for action in reversed(undo):
             action()
+        self._watch = None  # no module hook after close, settled or not
         if ZeroCodeCapture._installed is self:
             ZeroCodeCapture._installed = None
         self._losses.clear()
@@ -388,6 +401,8 @@ class ZeroCodeCapture:
             self._losses.append(loss)
         self._micro_batches += 1
         if len(self._optimizers) == 0:  # no torch.optim: this backward() is the update
+            if self._module_hook is None and self._watch is not None:
+                self._module_hook = self._watch()  # its parameters come from modules seen
             trainable = self.names.trainable()
             params = [p for _, p in trainable if p.grad is not None]
             named = [(n, p) for n, p in trainable if p.grad is not None]
@@ -408,7 +423,42 @@ class ZeroCodeCapture:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         names = self.names
         named = functools.partial(names.named, params)
+        self._settle(optimizer, params)
         self._update(params, named, optimizer, manual=False, scaler=scaler)
+
+    def _settle(self, optimizer: Any, params: list[torch.Tensor]) -> None:
+        """Stop watching module calls once they can name nothing new: a global module hook
+        puts every module call on torch's slow path (about 10 µs a call on a loaded CPU),
+        and the calls are watched only to name parameters. Once an update's parameters all
+        have names and no new module was seen since the previous update, the hook goes;
+        it comes back when an optimizer's number of parameters changes (add_param_group)
+        or has parameters without a name, or when updates become manual. (Parameters
+        added to an optimizer whose module is first called while unwatched are named
+        "param_<i>" in that one update, and by their module from the next.)"""
+        names = self.names
+        if self._module_hook is None:
+            if self._settled.get(optimizer) == len(params):
+                return
+            if names.all_named(params):  # another optimizer, its modules seen already
+                self._settled[optimizer] = len(params)
+            elif self._watch is not None:
+                self._module_hook = self._watch()
+                self._seen_at_update = -1
+            return
+        seen = names.modules_seen
+        if self._compiled or names.saw_compiled():
+            # Compiled code guards on the global hooks: removing ours would recompile it.
+            self._compiled = True
+            return
+        if seen == self._seen_at_update and names.all_named(params):
+            self._settled[optimizer] = len(params)
+            self._stop_watching_modules()
+        self._seen_at_update = seen
+
+    def _stop_watching_modules(self) -> None:
+        hook, self._module_hook = self._module_hook, None
+        if hook is not None:
+            hook.remove()
 
     def _skipped_update(self, optimizer: Any, scaler: Any) -> None:
         """scaler.step(optimizer) returned without calling optimizer.step(): non-finite

@@ -454,3 +454,35 @@ def test_report_pending_shows_the_lagged_update_and_an_unknown_lag_is_refused() 
         assert capture.last_update is observer.updates[0]
         capture.report_pending()  # nothing more on its way
         assert len(observer.updates) == 1
+
+
+def test_module_calls_are_watched_until_the_names_settle() -> None:
+    # The global module hook puts every module call on torch's slow path: it goes once an
+    # update's parameters all have names and an update passed without a new module, and
+    # comes back for an optimizer that gains parameters of a module not seen yet.
+    def module_hooks() -> int:
+        return len(module_globals._global_forward_pre_hooks)
+
+    before = module_hooks()
+    model, extra = mlp(), nn.Linear(1, 1)
+    x, y = data()
+    with ZeroCodeCapture(None, Recorder()) as capture:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        hooks = []
+        for step in range(7):
+            if step == 3:
+                optimizer.add_param_group({"params": extra.parameters()})
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            if step >= 3:
+                loss = loss + extra(loss.detach().reshape(1, 1)).sum() * 0
+            loss.backward()
+            optimizer.step()
+            hooks.append(module_hooks() - before)
+        names = [n for n, _ in capture.last_update.named_parameters()]  # type: ignore[union-attr]
+    # update 1 sees the model first; update 2 nothing new: settled. Update 4 has two
+    # parameters more, of a module called while unwatched: watched again; update 5 sees
+    # it, update 6 nothing new: settled again.
+    assert hooks == [1, 0, 0, 1, 1, 0, 0]
+    assert names[-2:] == ["weight", "bias"]  # named from its module, not param_<i>
+    assert module_hooks() == before
