@@ -47,6 +47,10 @@ class ParameterNames:
 
     def __init__(self) -> None:
         self._seen: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        # id -> weak reference of the modules seen: saw() runs at every module call, and a
+        # dict lookup by id is several times cheaper than a WeakKeyDictionary's (which makes
+        # a weak reference per lookup); the reference tells a reused id from the module.
+        self._known: dict[int, weakref.ref[Any]] = {}
         self._order = 0
         self._stale = False  # a module was seen since the names were last resolved
         self._names: dict[int, tuple[weakref.ref[Any], str]] = {}
@@ -54,11 +58,15 @@ class ParameterNames:
 
     def saw(self, module: torch.nn.Module) -> None:
         """Called for every module call: cheap when the module is known or holds nothing."""
-        if module in self._seen:
+        known = self._known.get(id(module))
+        if known is not None and known() is module:
             return
         # A fresh loss module without parameters or children names nothing: not kept.
         if not (module._parameters or module._modules):
             return
+        self._known[id(module)] = weakref.ref(module)
+        if len(self._known) > 2 * len(self._seen) + 64:  # drop entries of modules gone
+            self._known = {k: r for k, r in self._known.items() if r() is not None}
         self._seen[module] = self._order
         self._order += 1
         self._stale = True
@@ -70,6 +78,21 @@ class ParameterNames:
             self._resolve()
             found = self._lookup(param)
         return found if found is not None else f"param_{index}"
+
+    @property
+    def modules_seen(self) -> int:
+        """How many modules have been kept so far (it grows when a new one is seen)."""
+        return self._order
+
+    def saw_compiled(self) -> bool:
+        """A torch.compile'd module (its OptimizedModule wrapper) was called."""
+        return any(type(m).__name__ == "OptimizedModule" for m in list(self._seen.keys()))
+
+    def all_named(self, params: Iterable[torch.Tensor]) -> bool:
+        """Every one of `params` has a name from a module seen (no fallback)."""
+        if self._stale:
+            self._resolve()
+        return all(self._lookup(p) is not None for p in params)
 
     def named(self, params: Iterable[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
         return [(self.name(p, i), p) for i, p in enumerate(params)]

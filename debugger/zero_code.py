@@ -48,7 +48,27 @@ which such a skip is read). Instances and pickling are untouched: only the class
 
 Per update, when nothing is due, the cost is one pass over the gradients (their float64
 L2 norms, one fused kernel), one device-to-host transfer (the loss and those norms), and
-the observer. Per module call it is one dictionary lookup.
+the observer. Per module call it is one dictionary lookup, and nothing at all once the
+names have settled: when an update's parameters all have names and no new module was seen
+since the previous update, the global module hook is removed (it puts every module call on
+torch's slow path); it is installed again when an optimizer's number of parameters changes
+or holds unnamed ones, or when updates become manual. Never removed once a torch.compile'd
+model runs: compiled code guards on the global hooks, removing ours would recompile it.
+
+One-step lag (lag="accelerator", what the launcher uses unless its NaN guard is "skip"):
+on a GPU, reading the loss and norms back at once would make the training thread wait for
+the whole step queued on the device. Instead, at each update the loss and the norms are
+stacked into one small tensor on the device and copied, non-blocking, into a pinned host
+buffer (debugger/host_copy.py), and the observer sees update N when update N+1 comes (or
+at report_pending()/close()), reading the copy queued an update ago, which is normally
+done: the training thread does not stall. The price: update N has been applied when the
+observer sees it, so a NaN guard that stops the job stops it before update N+1, one
+update late, and cannot discard update N's gradients (hence no lag for "skip"); progress
+records are written one update late. The store is not lagged: its tensors are taken at
+their own update. Not lagged, whatever `lag` says: values on the CPU ("always" lags them
+too, so that CPU-only tests run this logic), on several devices, and updates under an AMP
+GradScaler (its skip is known only from those values). Extra memory: two host buffers of
+(1 + parameters) float64 numbers.
 
 torch.compile: inside a compiled region every hook returns at once on
 torch.compiler.is_compiling(), which torch.compile folds to a constant, so the hooks add
@@ -76,7 +96,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from remedy.debugger.config import CONFIG_ENV_VAR, HookConfig
 from remedy.debugger.exceptions import DebuggerWarning
@@ -90,6 +110,7 @@ from remedy.debugger.hook import (
     WEIGHTS,
     Hook,
 )
+from remedy.debugger.host_copy import HostCopier, HostCopy
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.param_names import ParameterNames
 
@@ -104,6 +125,9 @@ UNSEEN_STEPS_WARNING = 1000
 # each step, and 1.0 at a step whose update the scaler skipped (gradients not finite).
 LOSS_SCALE_TENSOR_NAME = "loss_scale"
 SCALER_SKIPPED_TENSOR_NAME = "scaler_skipped"
+# When the observer sees an update: see "One-step lag" in the module docstring.
+ReadLag = Literal["off", "accelerator", "always"]
+READ_LAGS: tuple[ReadLag, ...] = ("off", "accelerator", "always")
 # torch warns that a global module hook also fires for the OptimizedModule; the registry
 # expects exactly that (it unwraps it), so the warning would only confuse a job's log.
 _COMPILE_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
@@ -173,12 +197,26 @@ class ZeroCodeCapture:
 
     _installed: ZeroCodeCapture | None = None
 
-    def __init__(self, config: HookConfig | None, observer: UpdateObserver | None = None) -> None:
+    def __init__(
+        self,
+        config: HookConfig | None,
+        observer: UpdateObserver | None = None,
+        *,
+        lag: ReadLag = "off",
+    ) -> None:
         """`config`: where and what to save (None: no store; the observer still sees every
         update). The store is created at the first update, so a script that builds its own
-        Hook from the same config before it (Hook.from_env()) keeps the store to itself."""
+        Hook from the same config before it (Hook.from_env()) keeps the store to itself.
+        `lag`: when the observer sees an update (see "One-step lag" in the module
+        docstring): "off", at once; "accelerator", one update later when the values live
+        on an accelerator; "always", one update later on any device (CPU tests of it)."""
+        if lag not in READ_LAGS:
+            raise ValueError(f"lag: {lag!r} is not one of {list(READ_LAGS)}")
         self.config = config
         self.observer = observer
+        self.lag = lag
+        self._values_copier = HostCopier(max_buffers=2, staged=lag == "always")
+        self._pending: _PendingUpdate | None = None  # an update whose values are on the way
         self.names = ParameterNames()
         self.steps = 0
         self.last_update: Update | None = None
@@ -190,6 +228,13 @@ class ZeroCodeCapture:
         self._backward_depth = 0
         self._undo: list[Callable[[], None]] = []
         self._entry_codes: list[Any] = []  # code objects of the functions torch calls
+        # Watching module calls (to name parameters): the hook's handle, None once settled
+        self._watch: Callable[[], Any] | None = None
+        self._module_hook: Any = None
+        self._seen_at_update = -1  # names.modules_seen at the previous update
+        self._compiled = False  # a compiled model runs: module calls stay watched
+        # optimizers whose parameters were all named, with their number then
+        self._settled: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._scaler: Any = None  # the GradScaler whose step() is running, if any
         self._stepped = False  # an optimizer step ran inside that scaler step
         self._dynamo_kept_out = False
@@ -238,11 +283,10 @@ class ZeroCodeCapture:
                 return args, {**kwargs, "closure": wrapped}
             return (args[0], wrapped, *args[2:]), kwargs
 
-        for handle in (
-            register_module_forward_pre_hook(on_module_call),
-            register_optimizer_step_pre_hook(on_step),
-        ):
-            self._undo.append(handle.remove)
+        self._undo.append(register_optimizer_step_pre_hook(on_step).remove)
+        self._watch = functools.partial(register_module_forward_pre_hook, on_module_call)
+        self._module_hook = self._watch()
+        self._undo.append(self._stop_watching_modules)
 
         original_backward = torch.autograd.backward
 
@@ -281,6 +325,7 @@ class ZeroCodeCapture:
         @functools.wraps(original_compile)
         def compile_in_place(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
             saw(module)  # its calls run compiled from now on: the hook never sees them
+            self._compiled = True  # compiled code guards on the hooks: keep ours (_settle)
             result = original_compile(module, *args, **kwargs)
             self._keep_dynamo_out()
             return result
@@ -317,17 +362,30 @@ class ZeroCodeCapture:
         self._undo.append(functools.partial(_remove_filter, warnings.filters[0]))
         return self
 
+    def report_pending(self) -> None:
+        """Show the observer the update still on its way (one-step lag), now; the
+        observer's exceptions (a NaN guard's stop) propagate. Nothing when none is."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._report(pending.finish())
+
     def close(self) -> None:
-        """Remove every hook and close the store (end.json). Safe to call twice."""
+        """Remove every hook and close the store (end.json), after the observer has seen
+        the last update (report_pending; its exception is raised once the store is
+        closed). Safe to call twice."""
         undo, self._undo = self._undo, []
         for action in reversed(undo):
             action()
+        self._watch = None  # no module hook after close, settled or not
         if ZeroCodeCapture._installed is self:
             ZeroCodeCapture._installed = None
         self._losses.clear()
-        if self.hook is not None:
-            hook, self.hook = self.hook, None
-            hook.close()
+        try:
+            self.report_pending()
+        finally:
+            if self.hook is not None:
+                hook, self.hook = self.hook, None
+                hook.close()
 
     def __enter__(self) -> ZeroCodeCapture:
         return self.install()
@@ -343,6 +401,8 @@ class ZeroCodeCapture:
             self._losses.append(loss)
         self._micro_batches += 1
         if len(self._optimizers) == 0:  # no torch.optim: this backward() is the update
+            if self._module_hook is None and self._watch is not None:
+                self._module_hook = self._watch()  # its parameters come from modules seen
             trainable = self.names.trainable()
             params = [p for _, p in trainable if p.grad is not None]
             named = [(n, p) for n, p in trainable if p.grad is not None]
@@ -363,7 +423,42 @@ class ZeroCodeCapture:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         names = self.names
         named = functools.partial(names.named, params)
+        self._settle(optimizer, params)
         self._update(params, named, optimizer, manual=False, scaler=scaler)
+
+    def _settle(self, optimizer: Any, params: list[torch.Tensor]) -> None:
+        """Stop watching module calls once they can name nothing new: a global module hook
+        puts every module call on torch's slow path (about 10 µs a call on a loaded CPU),
+        and the calls are watched only to name parameters. Once an update's parameters all
+        have names and no new module was seen since the previous update, the hook goes;
+        it comes back when an optimizer's number of parameters changes (add_param_group)
+        or has parameters without a name, or when updates become manual. (Parameters
+        added to an optimizer whose module is first called while unwatched are named
+        "param_<i>" in that one update, and by their module from the next.)"""
+        names = self.names
+        if self._module_hook is None:
+            if self._settled.get(optimizer) == len(params):
+                return
+            if names.all_named(params):  # another optimizer, its modules seen already
+                self._settled[optimizer] = len(params)
+            elif self._watch is not None:
+                self._module_hook = self._watch()
+                self._seen_at_update = -1
+            return
+        seen = names.modules_seen
+        if self._compiled or names.saw_compiled():
+            # Compiled code guards on the global hooks: removing ours would recompile it.
+            self._compiled = True
+            return
+        if seen == self._seen_at_update and names.all_named(params):
+            self._settled[optimizer] = len(params)
+            self._stop_watching_modules()
+        self._seen_at_update = seen
+
+    def _stop_watching_modules(self) -> None:
+        hook, self._module_hook = self._module_hook, None
+        if hook is not None:
+            hook.remove()
 
     def _skipped_update(self, optimizer: Any, scaler: Any) -> None:
         """scaler.step(optimizer) returned without calling optimizer.step(): non-finite
@@ -387,6 +482,7 @@ class ZeroCodeCapture:
         skipped: bool = False,
     ) -> None:
         self.steps += 1
+        named = _Once(named)  # the store and the observer list the parameters once
         losses, self._losses = self._losses, []
         micro_batches, self._micro_batches = self._micro_batches, 0
         loss = _mean(losses)
@@ -403,6 +499,25 @@ class ZeroCodeCapture:
         if loss is not None and scale is not None:
             loss = loss / scale.to(device=loss.device, dtype=loss.dtype)
         grads = [p.grad for p in params if p.grad is not None]
+        values = None
+        if scaler is None and self.lag != "off":
+            values = _device_values(loss, grads, always=self.lag == "always")
+        if values is not None:  # one-step lag: this update is reported at the next one
+            self._save(loss, None, False, named)
+            pending = _PendingUpdate(
+                step=self.steps,
+                has_loss=loss is not None,
+                copy=self._values_copier.start(values),
+                learning_rate=_learning_rate(optimizer),
+                micro_batches=micro_batches,
+                manual=manual,
+                wall_time=time.time(),
+                named=named,
+            )
+            self.report_pending()  # the previous one: its copy has long been done
+            self._pending = pending
+            return
+        self.report_pending()  # updates reach the observer in order
         loss_value, norm_value, (scale_value, found_value, grad_scale_value) = _host_values(
             loss, grads, [scale, found_inf, grad_scale]
         )
@@ -418,18 +533,27 @@ class ZeroCodeCapture:
             micro_batches=micro_batches,
             manual=manual,
             wall_time=time.time(),
-            _named=_Once(named),
+            _named=named,
             loss_scale=scale_value,
             scaler_skipped=skipped,
         )
+        self._save(loss, scale_value, skipped, named)
+        self._report(update)
+
+    def _report(self, update: Update) -> None:
         self.last_update = update
-        self._save(update, loss)
         if self.observer is not None:
             self.observer.on_update(update)
 
     # -- the store ------------------------------------------------------------------------
 
-    def _save(self, update: Update, loss: torch.Tensor | None) -> None:
+    def _save(
+        self,
+        loss: torch.Tensor | None,
+        loss_scale: float | None,
+        scaler_skipped: bool,
+        named: Callable[[], list[tuple[str, torch.Tensor]]],
+    ) -> None:
         hook = self._store()
         if hook is None:
             return
@@ -437,14 +561,14 @@ class ZeroCodeCapture:
             hook.begin_step(ModeKeys.TRAIN)
             if loss is not None:
                 hook.save_tensor(LOSS_TENSOR_NAME, loss, collection=LOSSES)
-            if update.loss_scale is not None:  # scalars beside the loss, saved when it is
-                hook.save_tensor(LOSS_SCALE_TENSOR_NAME, update.loss_scale, collection=LOSSES)
-            if update.scaler_skipped:
+            if loss_scale is not None:  # scalars beside the loss, saved when it is
+                hook.save_tensor(LOSS_SCALE_TENSOR_NAME, loss_scale, collection=LOSSES)
+            if scaler_skipped:
                 # Nothing of the parameters: the overflowed gradients were never applied
                 # (ExplodingTensor would call the scaler's routine a divergence).
                 hook.save_tensor(SCALER_SKIPPED_TENSOR_NAME, 1.0, collection=LOSSES)
             else:
-                hook.save_parameters(_lazy(update.named_parameters))
+                hook.save_parameters(_lazy(named))
             hook.end_step()
         except Exception:  # a store that fails must not end the training
             self._store_state = "off"
@@ -543,6 +667,37 @@ class _AfterClosure:
         return result
 
 
+@dataclass
+class _PendingUpdate:
+    """An update whose loss and gradient norms are being copied to the host (one-step
+    lag): made into its Update when the next update comes, or at report_pending()."""
+
+    step: int
+    has_loss: bool
+    copy: HostCopy  # [loss?, gradient norms...] on their way to a host buffer
+    learning_rate: float | None
+    micro_batches: int
+    manual: bool
+    wall_time: float
+    named: Callable[[], list[tuple[str, torch.Tensor]]]
+
+    def finish(self) -> Update:
+        """Waits for the copy (done long since, normally: it was queued an update ago)."""
+        values = self.copy.result().tolist()
+        self.copy.release()
+        loss = values.pop(0) if self.has_loss else None
+        return Update(
+            step=self.step,
+            loss=loss,
+            grad_norm=math.hypot(*values) if values else None,
+            learning_rate=self.learning_rate,
+            micro_batches=self.micro_batches,
+            manual=self.manual,
+            wall_time=self.wall_time,
+            _named=self.named,
+        )
+
+
 class _Once:
     """A function's result, computed at the first call only."""
 
@@ -612,6 +767,28 @@ def _norms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
         return list(torch._foreach_norm(dense, 2, dtype=_wide(dense[0].device)))
     except (RuntimeError, TypeError):  # mixed devices or an unusual tensor: one at a time
         return [torch.linalg.vector_norm(g, dtype=_wide(g.device)) for g in dense]
+
+
+def _device_values(
+    loss: torch.Tensor | None, grads: list[torch.Tensor], always: bool
+) -> torch.Tensor | None:
+    """[loss?, each gradient's L2 norm] as one float64 tensor on their device, for a
+    lagged read; None when they are on the CPU (unless `always`), on several devices, or
+    there is nothing to read: those are read at once."""
+    if not grads and loss is None:
+        return None
+    device = grads[0].device if grads else loss.device  # type: ignore[union-attr]
+    if device.type == "cpu" and not always:
+        return None
+    if any(g.device != device for g in grads) or (loss is not None and loss.device != device):
+        return None
+    import torch
+
+    norms = _norms(grads)
+    parts = norms if loss is None else [loss.to(norms[0].dtype if norms else _wide(device))]
+    if loss is not None:
+        parts.extend(norms)
+    return torch.stack(parts)
 
 
 def _host_values(

@@ -200,8 +200,12 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
         progress = ProgressFiles(env.output_dir)
     worker = f"worker_{env.rank}" if env.world_size > 1 else None
     guard = ScriptNanGuard(env.nan_guard, env.rule_status_dir, worker)
+    # On a GPU the guard reads each update's values one update late, never stalling the
+    # device (debugger/zero_code.py, "One-step lag"); "skip" must see an update before it
+    # is applied, to discard it. (So does the update bound: one update late on a GPU.)
+    lag = "off" if env.nan_guard == "skip" else "accelerator"
     monitor = ScriptMonitor(progress, guard, stop, env.max_updates)
-    capture = ZeroCodeCapture(config, monitor).install()
+    capture = ZeroCodeCapture(config, monitor, lag=lag).install()
     ranks = f" | {worker} of {env.world_size}" if worker else ""
     log(
         f"{target}{ranks} | store {config.out_dir if config else 'off'} | nan guard "
@@ -220,6 +224,10 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
     finally:
         stop.check_file()  # one the watcher has not polled yet counts too (below)
         stop.close()  # no StopTraining from here on
+        try:
+            capture.report_pending()  # the last update, when lagged: the guard sees it too
+        except StopTraining as exc:
+            reason = reason or exc.reason
         try:
             capture.close()  # the store's last steps and end.json
         except Exception as exc:  # the training ran: its status matters more than the store

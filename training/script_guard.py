@@ -13,6 +13,9 @@ finite. When they are not:
   - "off": nothing.
 Unlike the built-in job's guard, it writes no repro bundle: the launcher does not know the
 script's batch, data or model layout.
+On a GPU with "stop" or "off" the launcher has the capture report each update one update
+late (debugger/zero_code.py, "One-step lag"): a non-finite update is then applied, and the
+job stops before the next one; "skip" always sees an update before it is applied.
 
 AMP: a GradScaler skips an update whose (scaled) gradients overflow and lowers its scale;
 that is its normal calibration, not a divergence, and the guard lets it be. It is one when

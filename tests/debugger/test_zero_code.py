@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import pickle
@@ -339,3 +340,149 @@ def test_a_step_with_a_closure_is_taken_after_its_backward(tmp_path: Path, style
     trial = create_trial(tmp_path)
     assert trial.steps() == [0, 1, 2]
     assert [float(trial.tensor("loss").value(s)) for s in range(3)] == pytest.approx(losses)
+
+
+# -- one-step lag (the GPU path's reading, run on CPU with lag="always") ----------------
+
+
+class StepLog(Recorder):
+    """A Recorder that also notes how many optimizer.step() calls had begun when it saw
+    each update, and can stop the training at one update (an exception of its own)."""
+
+    def __init__(self, stop_at: int | None = None) -> None:
+        super().__init__()
+        self.calls = 0  # optimizer.step() calls begun, counted by the training loop
+        self.seen_at: list[int] = []
+        self.stop_at = stop_at
+
+    def on_update(self, update: Update) -> None:
+        super().on_update(update)
+        self.seen_at.append(self.calls)
+        if update.step == self.stop_at:
+            raise Stopped(update.step)
+
+
+class Stopped(Exception):
+    pass
+
+
+def train(
+    observer: StepLog | None,
+    lag: str,
+    steps: int,
+    store: Path | None = None,
+    model: nn.Module | None = None,
+) -> None:
+    """`steps` updates of the MLP (`model`: this one); no capture when no observer."""
+    model = mlp() if model is None else model
+    x, y = data()
+    capture = ZeroCodeCapture(
+        config(store, losses=1, gradients=1) if store else None, observer, lag=lag
+    )
+    with capture if observer is not None else contextlib.nullcontext():
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        for _ in range(steps):
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            if observer is not None:
+                observer.calls += 1
+            optimizer.step()
+    if observer is not None:
+        assert capture.steps == steps
+
+
+def test_lagged_updates_reach_the_observer_one_update_late_with_the_same_values(
+    tmp_path: Path,
+) -> None:
+    at_once, lagged = StepLog(), StepLog()
+    train(at_once, "off", 4)
+    train(lagged, "always", 4, tmp_path)
+
+    assert at_once.seen_at == [1, 2, 3, 4]  # in its own optimizer.step()
+    # update N when update N+1 comes; the last one at close()
+    assert lagged.seen_at == [2, 3, 4, 4]
+    assert [u.step for u in lagged.updates] == [1, 2, 3, 4]
+    for mine, theirs in zip(lagged.updates, at_once.updates, strict=True):
+        assert mine.loss == theirs.loss and mine.grad_norm == theirs.grad_norm
+        assert mine.learning_rate == 0.05 and mine.micro_batches == 1 and not mine.manual
+    # the store is not lagged: each step holds its own update's loss and gradients
+    trial = create_trial(tmp_path)
+    assert trial.steps() == [0, 1, 2, 3]
+    for step, update in enumerate(at_once.updates):
+        assert float(trial.tensor("loss").value(step)) == pytest.approx(update.loss, rel=1e-6)
+    grads = at_once.grads[0]["2.weight"].numpy()
+    np.testing.assert_allclose(trial.tensor("gradient/2.weight").value(0), grads, rtol=1e-6)
+
+
+def test_with_lag_a_stopping_observer_stops_one_update_late() -> None:
+    # Update 2 stops the job: without lag inside the 2nd optimizer.step(), before update
+    # 2 is applied; with lag inside the 3rd, update 2 applied and update 3 not.
+    models = {}
+    observers = {"off": StepLog(stop_at=2), "always": StepLog(stop_at=2)}
+    for lag, observer in observers.items():
+        models[lag] = mlp()
+        with pytest.raises(Stopped):
+            train(observer, lag, 4, model=models[lag])
+    assert observers["off"].calls == 2 and observers["always"].calls == 3
+    for lag, applied in (("off", 1), ("always", 2)):
+        plain = mlp()
+        train(None, "off", applied, model=plain)
+        for got, want in zip(models[lag].parameters(), plain.parameters(), strict=True):
+            torch.testing.assert_close(got, want)
+
+
+def test_lag_on_an_accelerator_only_reads_cpu_values_at_once() -> None:
+    accelerator = StepLog()
+    train(accelerator, "accelerator", 3)
+    assert accelerator.seen_at == [1, 2, 3]
+
+
+def test_report_pending_shows_the_lagged_update_and_an_unknown_lag_is_refused() -> None:
+    with pytest.raises(ValueError, match="lag: 'sometimes'"):
+        ZeroCodeCapture(None, Recorder(), lag="sometimes")  # type: ignore[arg-type]
+    observer = StepLog()
+    model = mlp()
+    x, y = data()
+    with ZeroCodeCapture(None, observer, lag="always") as capture:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        assert observer.updates == [] and capture.last_update is None
+        capture.report_pending()
+        assert [u.step for u in observer.updates] == [1]
+        assert capture.last_update is observer.updates[0]
+        capture.report_pending()  # nothing more on its way
+        assert len(observer.updates) == 1
+
+
+def test_module_calls_are_watched_until_the_names_settle() -> None:
+    # The global module hook puts every module call on torch's slow path: it goes once an
+    # update's parameters all have names and an update passed without a new module, and
+    # comes back for an optimizer that gains parameters of a module not seen yet.
+    def module_hooks() -> int:
+        return len(module_globals._global_forward_pre_hooks)
+
+    before = module_hooks()
+    model, extra = mlp(), nn.Linear(1, 1)
+    x, y = data()
+    with ZeroCodeCapture(None, Recorder()) as capture:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        hooks = []
+        for step in range(7):
+            if step == 3:
+                optimizer.add_param_group({"params": extra.parameters()})
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            if step >= 3:
+                loss = loss + extra(loss.detach().reshape(1, 1)).sum() * 0
+            loss.backward()
+            optimizer.step()
+            hooks.append(module_hooks() - before)
+        names = [n for n, _ in capture.last_update.named_parameters()]  # type: ignore[union-attr]
+    # update 1 sees the model first; update 2 nothing new: settled. Update 4 has two
+    # parameters more, of a module called while unwatched: watched again; update 5 sees
+    # it, update 6 nothing new: settled again.
+    assert hooks == [1, 0, 0, 1, 1, 0, 0]
+    assert names[-2:] == ["weight", "bias"]  # named from its module, not param_<i>
+    assert module_hooks() == before
