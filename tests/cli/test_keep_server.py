@@ -14,8 +14,7 @@ import httpx
 import pytest
 from remedy.state_schema import RunSpec
 
-from tests.cli.test_cli import write_spec
-from tests.cli.test_run_integrity import pid_running
+from tests.helpers.cli import pid_running, write_spec
 
 
 def free_port() -> int:

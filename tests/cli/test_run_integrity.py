@@ -18,6 +18,7 @@ from remedy.state_schema import JobStatus, RunSpec, load_state
 
 from tests.helpers.cli import (
     job_is_training,
+    pid_running,
     remedy,
     remedy_env,
     start_gated_run,
@@ -126,14 +127,6 @@ def test_calling_the_flow_again_on_its_run_dir_never_overwrites_it(
     assert refused.returncode != 0
     assert "already holds another run" in refused.stderr
     assert load_state(run_dir / "state.json") == before
-
-
-def pid_running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.slow

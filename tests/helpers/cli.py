@@ -69,3 +69,11 @@ def start_gated_run(tmp_path: Path, api_url: str) -> tuple[subprocess.Popen, Pat
     )
     wait_for(lambda: job_is_training(run_dir))
     return flow, run_dir
+
+
+def pid_running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
