@@ -17,6 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from prefect import serve
+from prefect.deployments.runner import RunnerDeployment
 from prefect.schedules import Cron
 from prefect.types.entrypoint import EntrypointType
 from prefect.utilities.callables import ParameterSchema
@@ -88,6 +89,7 @@ def remediate_deployment(parameters: dict[str, Any] | None = None) -> Any:
         tags=["remedy"],
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
+    assert isinstance(deployment, RunnerDeployment)  # called from sync code: not a coroutine
     deployment._parameter_openapi_schema = form_schema(deployment._parameter_openapi_schema)
     return deployment
 
@@ -145,6 +147,7 @@ def search_deployment(
         tags=["remedy", "search"],
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
+    assert isinstance(deployment, RunnerDeployment)  # called from sync code: not a coroutine
     deployment._parameter_openapi_schema = form_schema(deployment._parameter_openapi_schema)
     return deployment
 
