@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
     lint_imports = Path(sys.executable).parent / "lint-imports"
     # lint-imports puts its working directory first on the path, so the repository's remedy/
     # is the one analysed. --no-cache: no cache folder left in the checkout.
-    command = [str(lint_imports), "--config", str(REPO / "pyproject.toml"), "--no-cache"]
+    command = [str(lint_imports), str(REPO / "pyproject.toml"), "--no-cache"]
     return subprocess.run([*command, *argv], cwd=REPO, check=False).returncode
 
 
