@@ -623,13 +623,13 @@ def _reduce_many(
                 try:
                     norms = torch._foreach_norm(tensors, order, dtype=wide)
                 except (RuntimeError, TypeError):  # an unusual tensor: one at a time
-                    norms = [torch.linalg.vector_norm(t, order, dtype=wide) for t in tensors]
+                    norms = tuple(torch.linalg.vector_norm(t, order, dtype=wide) for t in tensors)
                 for (name, _), norm in zip(group, norms, strict=True):
                     pending[name + suffix] = norm
                     collection_of[name + suffix] = collection
     others = ReductionConfig(
-        reductions=[r for r in config.reductions if r not in NORMS],
-        abs_reductions=[r for r in config.abs_reductions if r not in NORMS],
+        reductions=tuple(r for r in config.reductions if r not in NORMS),
+        abs_reductions=tuple(r for r in config.abs_reductions if r not in NORMS),
     )
     if not others.keys():
         return

@@ -133,7 +133,7 @@ def parse_step_file_name(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> None:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -> None:
     """Call `write(temp_path)` on a dot-prefixed temp file beside `path`, then rename it over."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -344,7 +344,7 @@ def encode_safetensors(
             "shape": list(array.shape),
             "data_offsets": [offset, offset + size],
         }
-        data = memoryview(array.reshape(-1).view(np.uint8)) if size else memoryview(b"")
+        data = array.reshape(-1).view(np.uint8).data if size else memoryview(b"")
         if size:
             buffers.append(data)
         if checksums:

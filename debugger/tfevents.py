@@ -128,6 +128,7 @@ def fields(buf: bytes) -> dict[int, list[Any]]:
     """{field number: [values]}: ints for varints, bytes for length-delimited and fixed."""
     out: dict[int, list[Any]] = {}
     pos = 0
+    value: int | bytes
     while pos < len(buf):
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7

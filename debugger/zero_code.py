@@ -96,7 +96,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from remedy.debugger.config import CONFIG_ENV_VAR, HookConfig
 from remedy.debugger.exceptions import DebuggerWarning
@@ -331,7 +331,13 @@ class ZeroCodeCapture:
             return result
 
         self._patch(torch.nn.Module, "compile", compile_in_place)
-        entries = [on_module_call, on_step, backward, optimizer_init, compile_in_place]
+        entries: list[Callable[..., Any]] = [
+            on_module_call,
+            on_step,
+            backward,
+            optimizer_init,
+            compile_in_place,
+        ]
         entries.append(_AfterClosure.__call__)
 
         scaler_class = _grad_scaler_class()
@@ -715,7 +721,7 @@ class _Once:
 
 def _remove_filter(entry: Any) -> None:
     if entry in warnings.filters:
-        warnings.filters.remove(entry)
+        cast("list[Any]", warnings.filters).remove(entry)  # a list (typeshed: a Sequence)
 
 
 def _lazy(
@@ -809,7 +815,9 @@ def _host_values(
         return values[0], math.hypot(*values[1:]), extra_values
     if loss is None and not norms and not present:
         return None, None, extra_values
-    device = norms[0].device if norms else loss.device if loss is not None else None
+    device: torch.device | str | None = (
+        norms[0].device if norms else loss.device if loss is not None else None
+    )
     if device is None:
         device = present[0][1].device if isinstance(present[0][1], torch.Tensor) else "cpu"
     wide = _wide(torch.device(device))

@@ -18,6 +18,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -51,7 +52,7 @@ class SearchSpace(BaseModel):
 
     def candidates(self, base: RunSpec) -> list[RunSpec]:
         """Every combination applied to the base spec; invalid ones fail here, not later."""
-        axes = {
+        axes: dict[str, list[Any]] = {
             "depth": self.depth,
             "activation": self.activation,
             "add_batch_norm": self.add_batch_norm,
@@ -176,6 +177,7 @@ def run_candidate(
         as_subflow=True,
         timeout=0,  # created, not awaited: wait_for_candidate waits, with its timeout
     )
+    assert isinstance(flow_run, FlowRun)  # called from sync code: ran, not a coroutine
     final = wait_for_candidate(flow_run.id, settings.worker_timeout_s)
     return {
         "flow_run": flow_run.name,
@@ -219,7 +221,9 @@ def flow_run_of(future: Any) -> dict[str, Any]:
     return result if isinstance(result, dict) else {}
 
 
-@flow(name="search", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)
+# ignore: prefect's TaskRunner[F] is invariant in F, so its own thread pool runner does not match
+# the flow decorator's TaskRunner[PrefectFuture[Any]].
+@flow(name="search", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)  # type: ignore[arg-type]
 def search(
     space: SearchSpace = SearchSpace(),  # noqa: B008 (pydantic defaults for the UI form)
     base_spec: RunSpecForm = RunSpec(),  # noqa: B008 (shown as the run form)

@@ -26,7 +26,7 @@ INFRASTRUCTURE_FAILURES = ("InternalServerError", "CapacityError", "ResourceLimi
 
 
 def is_infrastructure_failure(reason: str | None) -> bool:
-    return bool(reason) and reason.startswith(INFRASTRUCTURE_FAILURES)
+    return bool(reason and reason.startswith(INFRASTRUCTURE_FAILURES))
 
 
 class JobNotFound(LookupError):

@@ -40,7 +40,9 @@ def configured_urls(secret_block: str | None = None) -> list[tuple[str, str]]:
         from prefect.blocks.system import Secret
 
         try:
-            value = str(Secret.load(block).get())
+            secret = Secret.load(block)
+            assert isinstance(secret, Secret)  # called from sync code: not a coroutine
+            value = str(secret.get())
         except ValueError as error:
             raise ValueError(f"Secret block {block!r}: {error}") from None
         found += [

@@ -96,9 +96,9 @@ def publish_progress(state: State, job: JobSnapshot, line: str) -> None:
     description = redact(line)
     artifact = _progress_artifacts.get(flow_run_id)
     if artifact is None:
-        _progress_artifacts[flow_run_id] = create_progress_artifact(
-            percent, description=description
-        )
+        created = create_progress_artifact(percent, description=description)
+        assert isinstance(created, UUID)  # called from sync code: not a coroutine
+        _progress_artifacts[flow_run_id] = created
     else:
         update_progress_artifact(artifact, percent, description=description)
 

@@ -11,11 +11,13 @@ link: never tensors, checkpoints, logs or state.
 
 from __future__ import annotations
 
+import io
 import socket
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from remedy.records.run_folder import REPORT_DIR, state_path
@@ -26,7 +28,7 @@ REPORTS_URL_ENV = "REMEDY_REPORTS_URL"
 class ReportHandler(SimpleHTTPRequestHandler):
     """GET/HEAD of files under <run>/report/; 404 for everything else."""
 
-    def send_head(self):  # type: ignore[no-untyped-def]  (the base class's signature)
+    def send_head(self) -> io.BytesIO | BinaryIO | None:  # the base class's signature
         if report_file(Path(self.directory), self.path) is None:
             self.send_error(404, "not a file of a run's report")
             return None
@@ -68,6 +70,8 @@ def start_report_server(runs_dir: str | Path, host: str, port: int) -> Threading
 
 def reports_url(server: ThreadingHTTPServer) -> str:
     host, port = server.server_address[:2]
+    if isinstance(host, bytes):  # an AF_UNIX address; ours are AF_INET/AF_INET6 (str)
+        host = host.decode()
     if host in ("0.0.0.0", "::"):  # every interface: name the machine instead
         host = socket.getfqdn()
     return f"http://{host}:{port}"

@@ -214,14 +214,18 @@ def search_parameters(path: str | None) -> dict[str, Any]:
     """{space, base_spec, settings} from a JSON file, validated before anything is served."""
     if path is None:
         return {}
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
 
     from remedy.flows.search import SearchSettings, SearchSpace
     from remedy.state_schema import RunSpec
     from remedy.state_schema.io import describe_validation_error, read_json
 
     document = read_json(path)
-    models = {"space": SearchSpace, "base_spec": RunSpec, "settings": SearchSettings}
+    models: dict[str, type[BaseModel]] = {
+        "space": SearchSpace,
+        "base_spec": RunSpec,
+        "settings": SearchSettings,
+    }
     unknown = set(document) - set(models)
     if unknown:
         raise UsageError(f"{path}: unknown key(s) {sorted(unknown)}; expected {sorted(models)}")

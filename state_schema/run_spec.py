@@ -74,6 +74,13 @@ DEFAULT_RULE_PRESET = "recommended"
 RULE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$"
 
 
+RuleAction = Literal["StopTraining", "Notify"]
+
+
+def _stop_training() -> list[RuleAction]:
+    return ["StopTraining"]
+
+
 class RuleSpec(Strict):
     """One debugger rule to evaluate beside the job (DebugRuleConfiguration), or a preset:
     a named rule set of the debugger (debugger/rule_presets.py).
@@ -110,8 +117,8 @@ class RuleSpec(Strict):
         "set, with the set's parameters under these parameters.",
     )
     parameters: dict[str, Any] = Field(default_factory=dict, description="Rule parameters.")
-    actions: list[Literal["StopTraining", "Notify"]] = Field(
-        default_factory=lambda: ["StopTraining"],
+    actions: list[RuleAction] = Field(
+        default_factory=_stop_training,
         description="What the evaluator does itself when the rule fires.",
     )
     rule_file: str | None = Field(

@@ -15,7 +15,7 @@ ADAPTIVE_LR = 1e-3
 
 class ChangeOptimizer(Strategy):
     target: ClassVar[str]
-    changes = ("optimizer",)
+    changes: ClassVar[tuple[str, ...]] = ("optimizer",)  # a subclass changes more
 
     def applies(self, spec: RunSpec) -> bool:
         return spec.role("optimizer") != self.target

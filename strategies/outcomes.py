@@ -123,8 +123,10 @@ def step_losses(records: Iterable[Mapping[str, Any]]) -> list[float | None]:
     for record in records:
         if record.get("type") == "step":
             loss = record.get("loss")
-            finite = isinstance(loss, int | float) and math.isfinite(loss)
-            losses.append(float(loss) if finite else None)
+            if isinstance(loss, int | float) and math.isfinite(loss):
+                losses.append(float(loss))
+            else:
+                losses.append(None)
     return losses
 
 

@@ -61,7 +61,12 @@ def judge(probe: Attempt) -> AttemptResult:
 def best(probes: Sequence[Attempt]) -> Attempt | None:
     """The probe that trained to the lowest loss (the first of equals), if any trained."""
     trained = [p for p in probes if p.result and p.result.kind is ResultKind.trained]
-    return min(trained, key=lambda p: p.result.loss if p.result else math.inf, default=None)
+    return min(trained, key=lambda p: loss_of(p.result), default=None)
+
+
+def loss_of(result: AttemptResult | None) -> float:
+    """A result's loss for ranking; inf where it has none."""
+    return result.loss if result is not None and result.loss is not None else math.inf
 
 
 def probed_before(state: State, spec: RunSpec) -> Attempt | None:

@@ -13,7 +13,7 @@ from remedy.strategies.base import Strategy, register_strategy
 
 class SwapActivation(Strategy):
     target: ClassVar[Activation]
-    changes = ("activation",)
+    changes: ClassVar[tuple[str, ...]] = ("activation",)  # a subclass changes more
     changes_architecture = True  # same parameters, different function: no warm start
 
     def applies(self, spec: RunSpec) -> bool:

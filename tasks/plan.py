@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -17,7 +17,11 @@ from remedy.strategies.outcomes import digest
 from remedy.strategies.plan import with_result
 
 # The registered policies (each registers itself at import): a dropdown in the run form.
-PolicyName = Literal[tuple(sorted(POLICIES))]  # type: ignore[valid-type]
+# Known only at run time, so a type checker sees a plain str.
+if TYPE_CHECKING:
+    PolicyName = str
+else:
+    PolicyName = Literal[tuple(sorted(POLICIES))]
 
 
 def available_checkpoints(state: State, run_dir: str) -> list[Checkpoint]:

@@ -8,7 +8,8 @@ missing entry point, a refused spec) fails at once, as retrying would only repea
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 # botocore's transient errors, named so that this module needs no boto3 installed.
 TRANSIENT_BOTO_ERRORS = frozenset(
@@ -51,5 +52,17 @@ def transient(task: Any, task_run: Any, state: Any) -> bool:
     return is_transient(state.result(raise_on_failure=False))
 
 
+class TaskRetries(TypedDict):
+    """The retry options of prefect's @task, typed so that **BACKEND_RETRIES type-checks."""
+
+    retries: int
+    retry_delay_seconds: list[float]
+    retry_condition_fn: Callable[[Any, Any, Any], bool]
+
+
 # What backend-calling tasks declare: two more tries, 5 then 30 s later.
-BACKEND_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": transient}
+BACKEND_RETRIES: TaskRetries = {
+    "retries": 2,
+    "retry_delay_seconds": [5, 30],
+    "retry_condition_fn": transient,
+}

@@ -129,7 +129,9 @@ def write_bundle(
         },
         tmp / BATCH_FILE,
     )
-    keys, position = np.random.get_state()[1:3]  # legacy global MT19937: key array + position
+    numpy_state = np.random.get_state()
+    assert isinstance(numpy_state, tuple)  # the legacy global generator, always MT19937
+    keys, position = numpy_state[1:3]  # its key array and position
     save_file(
         {
             "torch_cpu": torch_rng.contiguous(),

@@ -72,7 +72,7 @@ class JobEnvironment:
             output_dir=output_dir,
             stop_file=path(STOP_FILE_ENV),
             rule_status_dir=status_dir,
-            nan_guard=nan_guard,  # type: ignore[arg-type]  # checked above
+            nan_guard=nan_guard,
             torch_threads=threads,
             debugger_config=path(DEBUGGER_CONFIG_ENV),
             rank=rank,

@@ -60,7 +60,8 @@ class ContactTrace:
     def epoch(self, epoch: int, first_step: int, ids: torch.Tensor) -> None:
         name = f"epoch-{epoch:04d}.safetensors"
         save_file({"sample_ids": ids.to(torch.int32).contiguous()}, self.folder / name)
-        line = {"epoch": epoch, "first_step": first_step, "batch_size": self.batch_size}
+        line: dict[str, Any] = {"epoch": epoch, "first_step": first_step}
+        line["batch_size"] = self.batch_size
         line |= {"samples": len(ids), "file": name}
         with (self.folder / TRACE_INDEX).open("a") as index:
             index.write(json.dumps(line) + "\n")

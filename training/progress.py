@@ -78,7 +78,7 @@ class ProgressFiles:
             self._first_seen = True  # the first step that has a loss: even a NaN one
             self.first_loss = finite_or_none(loss)
         self.loss_windows.add(loss)
-        record = {"step": step, "loss": finite_or_none(loss)}
+        record: dict[str, Any] = {"step": step, "loss": finite_or_none(loss)}
         record |= {k: _json_number(v) for k, v in fields.items() if v is not None}
         metrics = self._open_metrics()
         if metrics is not None:

@@ -229,7 +229,7 @@ class LegacyStoreReader(StoreReader):
         entries = data.get("collections") if isinstance(data, dict) else None
         if not isinstance(entries, dict):
             raise StoreFormatError(f'{path}: no "collections" object')
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
         for cname, entry in entries.items():
             names = entry.get("tensor_names", []) if isinstance(entry, dict) else None
             regexes = entry.get("include_regex", []) if isinstance(entry, dict) else None

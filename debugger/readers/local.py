@@ -122,7 +122,7 @@ class LocalStoreReader(StoreReader):
         size = entry.end - entry.start
         if size:
             fd = self._fd(mode, mode_step)[0]
-            got = os.preadv(fd, [out.reshape(-1).view(np.uint8)], entry.start)
+            got = os.preadv(fd, [out.reshape(-1).view(np.uint8).data], entry.start)
             if got != size:
                 path = store.step_path(self.location, mode, mode_step)
                 raise CorruptStepFile(f"{path}: truncated tensor {name}")
@@ -138,9 +138,9 @@ class LocalStoreReader(StoreReader):
         fd, file_size = self._fd(*key)
         start = min((e.start for e in entries.values()), default=file_size)
         data = np.empty(file_size - start, dtype=np.uint8)
-        if data.size and os.preadv(fd, [data], start) != data.size:
+        if data.size and os.preadv(fd, [data.data], start) != data.size:
             raise CorruptStepFile(f"{path}: truncated tensor data")
-        store.check_step_data(entries, memoryview(data), start, str(path))
+        store.check_step_data(entries, data.data, start, str(path))
         self._verified.add(key)
         entry = entries[name]
         raw = data[entry.start - start : entry.end - start]
