@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+
 from remedy.debugger import Hook, SaveConfig, create_trial, store  # noqa: E402
 from remedy.models.resnet import ResNetConfig, build_model  # noqa: E402
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from remedy.debugger import Hook, ReductionConfig, SaveConfig
-from remedy.debugger.collections import CollectionSpec
 
 from benchmarks.gpu_models import MODELS
+from remedy.debugger import Hook, ReductionConfig, SaveConfig
+from remedy.debugger.collections import CollectionSpec
 
 WARMUP = 5
 FULL_INTERVAL = 10

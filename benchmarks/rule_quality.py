@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
 from remedy.debugger import Hook, HookConfig, ModeKeys, RuleStatus, create_trial  # noqa: E402
 from remedy.debugger.capture import capture_config  # noqa: E402
 from remedy.debugger.evaluator import RuleEvaluator  # noqa: E402
@@ -50,7 +52,6 @@ from remedy.debugger.rule_check import check_rule  # noqa: E402
 from remedy.debugger.rule_config import RuleConfig  # noqa: E402
 from remedy.debugger.rule_presets import preset  # noqa: E402
 from remedy.debugger.rules.registry import rules_with_defaults  # noqa: E402
-from torch import nn  # noqa: E402
 
 SAVE_INTERVAL = 10
 DETECT_WITHIN = 2  # save intervals

@@ -66,6 +66,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
+
+from benchmarks.gpu_models import MODELS as GPU_MODELS  # noqa: E402
 from remedy.debugger import HookConfig  # noqa: E402
 from remedy.jobs.local.backend import debugger_config  # noqa: E402
 from remedy.state_schema import Hyperparameters  # noqa: E402
@@ -80,9 +83,6 @@ from remedy.training.build import build_model_and_optimizer  # noqa: E402
 from remedy.training.demo import DEMO_RUN_SPEC  # noqa: E402
 from remedy.training.environment import JobEnvironment  # noqa: E402
 from remedy.training.launch import Target, launch  # noqa: E402
-from torch import Tensor, nn  # noqa: E402
-
-from benchmarks.gpu_models import MODELS as GPU_MODELS  # noqa: E402
 
 CPU_MODELS = ("mlp", "resnet20")
 CUDA_MODELS = tuple(GPU_MODELS)  # a GPT-2-small-sized transformer, a ResNet-50-sized CNN

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from remedy.debugger import store
 from remedy.debugger.collections import (
     DEFAULT_ACTIVATION_TYPES,

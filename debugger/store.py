@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
 from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile
 
 try:  # the same crc32 as zlib's, 3-4x faster (SIMD): writer and readers spend most time here

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 import numpy as np
+
 from remedy.debugger import tfevents
 from remedy.debugger.modes import ModeKeys
 

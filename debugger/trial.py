@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
 from remedy.debugger import store
 from remedy.debugger.collections import NORMS, REDUCTIONS, reduction_key, split_key
 from remedy.debugger.config import SaveConfig

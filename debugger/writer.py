@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from remedy.debugger import store
 from remedy.debugger.collections import split_key
 from remedy.debugger.config import SaveConfig

@@ -18,6 +18,7 @@ from uuid import UUID
 from prefect import serve
 from prefect.schedules import Cron
 from prefect.types.entrypoint import EntrypointType
+
 from remedy.flows.remediate import remediate
 from remedy.flows.search import search
 

@@ -23,6 +23,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
+
 from remedy.flows.run_form import MODEL_FORM, BudgetsForm, RunSpecForm
 from remedy.state_schema import (
     DEFAULT_POLICY,

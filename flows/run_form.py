@@ -27,6 +27,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
+
 from remedy.state_schema import Budgets, RunSpec
 
 # run_spec fields a person does not set in the form: a strategy sets them on a relaunch

@@ -23,6 +23,7 @@ from prefect.deployments import run_deployment
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.flows.run_form import RunSpecForm
 from remedy.state_schema import DEFAULT_POLICY, Activation, Budgets, RunSpec, State

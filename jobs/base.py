@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from remedy.debugger import Trial, create_trial
 from remedy.debugger.status import RuleStatus
 from remedy.state_schema import CHECKPOINT_META_FILE, Checkpoint, JobStatus, RunSpec

@@ -22,6 +22,7 @@ from typing import Any
 
 import apprise
 from apprise.plugins.email import NotifyEmail
+
 from remedy.records.messages import Message
 
 NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"

@@ -34,6 +34,7 @@ from prefect.artifacts import (
 )
 from prefect.events import emit_event
 from prefect.runtime import flow_run
+
 from remedy.jobs import JobSnapshot
 from remedy.records.messages import attempt_rows, redact
 from remedy.records.report_server import REPORTS_URL_ENV

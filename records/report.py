@@ -28,6 +28,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on a server
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
 from remedy.jobs import backend_for  # noqa: E402
 from remedy.records.messages import (  # noqa: E402
     fmt,

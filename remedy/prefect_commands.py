@@ -255,9 +255,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     except ServerError as error:
         raise UsageError(str(error)) from None
     env = dict(os.environ)
-    if not is_loopback(args.host) and not (
-        env.get(AUTH_STRING_ENV) or args.behind_auth_proxy
-    ):
+    if not is_loopback(args.host) and not (env.get(AUTH_STRING_ENV) or args.behind_auth_proxy):
         # Whoever can create a flow run chooses the code a served deployment runs.
         raise UsageError(
             f"--host {args.host}: the API would answer anyone who reaches this machine, and "

@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
 from remedy.state_schema.base import Strict
 
 # The synthetic dataset's size when train_samples / test_samples are not given.

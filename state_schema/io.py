@@ -11,6 +11,7 @@ from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+
 from remedy.state_schema.hyperparameters import Hyperparameters
 from remedy.state_schema.models import Payload, RunSpec, State
 

@@ -15,6 +15,7 @@ import re
 
 import regex as timed_re  # re's syntax, with a time limit on a match
 from pydantic import Field, field_validator
+
 from remedy.state_schema.base import Strict
 
 MAX_METRIC_DEFINITIONS = 40  # the service's MetricDefinitionList limit

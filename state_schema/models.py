@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, field_validator
+
 from remedy.state_schema.base import Strict
 from remedy.state_schema.run_spec import (  # noqa: F401  (RunSpec lives in run_spec.py)
     RuleSpec,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
+
 from remedy.state_schema.hyperparameters import Hyperparameters, takes_none
 
 ROLES: tuple[str, ...] = (

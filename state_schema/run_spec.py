@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
+
 from remedy.state_schema.base import Strict
 from remedy.state_schema.entry_points import (
     BUILTIN_ENTRY_POINT,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from pydantic import Field, field_validator
+
 from remedy.state_schema.base import Strict
 
 # Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.

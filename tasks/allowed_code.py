@@ -129,8 +129,7 @@ def check_run_dir(run_dir: str | None) -> None:
     path = Path(run_dir).expanduser().resolve()
     if not within(path, root) or path == root:
         raise CodeNotAllowed(
-            f"run_dir: {run_dir} is not under this machine's runs root {root} "
-            "(REMEDY_RUNS_DIR)"
+            f"run_dir: {run_dir} is not under this machine's runs root {root} (REMEDY_RUNS_DIR)"
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+
 from remedy.records.leaderboard import (
     leaderboard_row,
     rank,

@@ -13,6 +13,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 from prefect.states import StateType
+
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.observe import decide, observe, progress_line

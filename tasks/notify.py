@@ -6,6 +6,7 @@ import os
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+
 from remedy.records.logs import task_logger
 from remedy.records.messages import Message, final_message, redact, retraining_message
 from remedy.records.notifications import deliver, notifier

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+
 from remedy.jobs import backend_for
 from remedy.jobs.base import read_checkpoint
 from remedy.records.logs import task_logger

@@ -14,6 +14,7 @@ import time
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+
 from remedy.jobs import JobSnapshot, backend_for
 from remedy.records.logs import task_logger
 from remedy.records.observe import observe

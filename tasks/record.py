@@ -7,6 +7,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Cancelled, Failed
+
 from remedy.records.logs import quiet_task_runs
 from remedy.records.messages import redact
 from remedy.records.publish import hide_parameters, publish_attempts

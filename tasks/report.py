@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+
 from remedy.records.logs import task_logger
 from remedy.records.messages import redact
 from remedy.records.report import build_report

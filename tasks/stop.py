@@ -6,6 +6,7 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.observe import record_end, record_progress

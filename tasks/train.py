@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path

@@ -110,6 +110,7 @@ def run_evaluator(target: str, work: Path, extra: list[str]) -> int:
 
 def run_replay(target: str, work: Path, extra: list[str]) -> int:
     import torch
+
     from remedy.training.bundle import BundleError
     from remedy.training.replay import replay
 

@@ -14,7 +14,6 @@ from remedy.debugger.rules import RULES
 from remedy.jobs import backend_class, known_backends
 from remedy.state_schema import RunSpec
 from remedy.strategies import STRATEGIES
-
 from tests.conftest import REPO
 
 DOC = REPO / "docs" / "extending.md"

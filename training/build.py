@@ -6,10 +6,11 @@ and measure it with the same code, so it lives here, below the job and the repla
 """
 
 import torch
+from torch import nn
+
 from remedy.models import ResNetConfig, build_model
 from remedy.state_schema import Hyperparameters
 from remedy.training.optimizers import build_optimizer
-from torch import nn
 
 
 def build_model_and_optimizer(

@@ -38,13 +38,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from remedy.debugger.exceptions import CorruptStoreFile
-from remedy.debugger.store import open_regular
-from remedy.training.checkpoint import save_checkpoint, sha256_file
 from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
 from torch import nn
+
+from remedy.debugger.exceptions import CorruptStoreFile
+from remedy.debugger.store import open_regular
+from remedy.training.checkpoint import save_checkpoint, sha256_file
 
 FORMAT = "remedy-repro-bundle-v1"
 META_FILE = "bundle.json"

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from remedy.state_schema import CHECKPOINT_META_FILE
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
+
+from remedy.state_schema import CHECKPOINT_META_FILE
 
 FORMAT = "remedy-checkpoint-v1"
 MODEL_FILE = "model.safetensors"

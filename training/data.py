@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from remedy.state_schema.hyperparameters import BUILTIN_NUM_CLASSES
 
 IMAGE_SHAPE = (3, 32, 32)

@@ -31,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
 from remedy.debugger import store
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.status import RuleStatus, RuleStatusRecord, status_path
@@ -39,8 +42,6 @@ from remedy.state_schema.job_env import RULE_STATUS_DIR_ENV, STOP_FILE_ENV
 from remedy.training.bundle import write_bundle
 from remedy.training.data import DataSplit
 from remedy.training.replay import find_bad_records, replay
-from safetensors.torch import load_file, save_file
-from torch import nn
 
 RULE_NAME = "NonFiniteGradient"
 MAX_SKIPPED_BATCHES = 20  # "skip" gives up after this many: the run is not training any more

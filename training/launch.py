@@ -39,6 +39,7 @@ import zipfile
 from dataclasses import dataclass
 
 import torch
+
 from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, MAX_UPDATES_ENV
 from remedy.training.environment import JobEnvironment, JobEnvironmentError

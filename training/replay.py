@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
+from torch import nn
+
 from remedy.state_schema import (
     Hyperparameters,
     PayloadError,
@@ -31,8 +34,6 @@ from remedy.state_schema import (
 from remedy.training.build import build_model_and_optimizer, total_grad_norm
 from remedy.training.bundle import BATCH_FILE, META_FILE, Bundle, BundleError, read_bundle
 from remedy.training.checkpoint import MODEL_FILE, CheckpointError, load_checkpoint
-from safetensors import SafetensorError, safe_open
-from torch import nn
 
 # Bundles written before the training contract was split out of RunSpec also carry run_spec
 # fields the job never read (entry_point, debugger_save_interval): they are not the model's.

@@ -6,6 +6,7 @@ epoch (OscillatingLoss, SlowConvergence: AUTOTRAINER judges one value per epoch)
 from __future__ import annotations
 
 import torch
+
 from remedy.debugger import Hook
 
 

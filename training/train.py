@@ -56,6 +56,8 @@ from types import FrameType
 from typing import Any
 
 import torch
+from torch import nn
+
 from remedy.debugger import Hook, ModeKeys
 from remedy.state_schema import Hyperparameters, PayloadError, load_hyperparameters
 from remedy.state_schema.job_env import MAX_UPDATES_ENV
@@ -73,7 +75,6 @@ from remedy.training.progress import finite_or_none, write_json_atomic
 from remedy.training.rule_tensors import save_accuracy, save_classification
 from remedy.training.schedule import learning_rate_for_epoch
 from remedy.training.warm_start import restore
-from torch import nn
 
 LOG_EVERY = 10  # steps between progress lines on stdout
 EVAL_BATCH_SIZE = 500

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
+
 from remedy.state_schema import CHECKPOINT_META_FILE
 from remedy.training.checkpoint import CheckpointError, load_checkpoint
-from torch import nn
 
 
 @dataclass

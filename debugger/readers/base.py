@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
+
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.store import StepHeader
 

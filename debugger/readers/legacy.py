@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from remedy.debugger import store, tfevents
 from remedy.debugger.collections import NORMS, REDUCTIONS, reduction_key, split_key
 from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile, StoreFormatError

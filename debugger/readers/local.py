@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from remedy.debugger import store
 from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile
 from remedy.debugger.modes import ModeKeys

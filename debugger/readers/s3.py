@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from remedy.debugger import store
 from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile
 from remedy.debugger.modes import ModeKeys

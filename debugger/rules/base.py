@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules import reads
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules.base import Rule, check_regex
 from remedy.debugger.rules.registry import register_rule

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules import reads
 from remedy.debugger.rules.base import Rule

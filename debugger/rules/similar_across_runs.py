@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from remedy.debugger.exceptions import DebuggerError
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules.base import Rule, check_regex

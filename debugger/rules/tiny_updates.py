@@ -7,6 +7,7 @@ import math
 from statistics import median
 
 import numpy as np
+
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.rules import reads
 from remedy.debugger.rules.base import Rule, check_regex

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs.local import LocalBackend
 from remedy.state_schema import JobStatus, Payload, RunSpec, load_state
-
 from tests.flows.specs import tiny_spec
 from tests.helpers.cli import remedy, start_gated_run, start_remedy, write_spec
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from remedy.state_schema import RunSpec
 
+from remedy.state_schema import RunSpec
 from tests.helpers.cli import pid_running, write_spec
 
 

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs.local import LocalBackend
 from remedy.records.run_folder import REPORT_DIR, is_finished
 from remedy.state_schema import JobStatus, RunSpec, load_state
-
 from tests.helpers.cli import (
     job_is_training,
     pid_running,

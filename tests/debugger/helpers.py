@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+
 from remedy.debugger import Hook, ModeKeys, SaveConfig, store
 from remedy.debugger.store import StepHeader
 

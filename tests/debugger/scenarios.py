@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from remedy.debugger import Hook, SaveConfig
 from remedy.debugger.collections import CollectionSpec
 

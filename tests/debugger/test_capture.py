@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from remedy.debugger import (
     Hook,
     ModeKeys,
@@ -21,7 +22,6 @@ from remedy.debugger import (
 )
 from remedy.debugger.collections import CollectionSpec
 from remedy.debugger.config import CONFIG_ENV_VAR
-
 from tests.debugger import scenarios as sc
 
 EVERY = SaveConfig(save_interval=1)

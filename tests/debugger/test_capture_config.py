@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from remedy.debugger.capture import capture_config
 from remedy.debugger.config import HookConfig
 from remedy.debugger.rule_check import check_rules

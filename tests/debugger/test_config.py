@@ -3,6 +3,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from remedy.debugger import ConfigError, Hook, HookConfig, SaveConfig
 from remedy.debugger.config import CONFIG_ENV_VAR
 

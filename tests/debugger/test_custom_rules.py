@@ -10,7 +10,6 @@ from remedy.debugger import RULES, RuleStatus, create_trial, read_statuses
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig, RuleConfigError, parse_rule_configs
 from remedy.debugger.rules import load_rule_file
-
 from tests.debugger import scenarios as sc
 from tests.debugger.helpers import start_evaluator
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from remedy.debugger import CorruptStepFile, create_trial, store
 from remedy.debugger.exceptions import CorruptStoreFile, IncompleteStore
-
 from tests.debugger.helpers import REPO, every_step_hook, new_store, train, write_step
 
 pytestmark = pytest.mark.adversarial("damaged stores", fails_as="silently wrong")

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from remedy.debugger import ModeKeys, Rule, RuleStatus, create_trial, read_statuses, register_rule
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
 from remedy.debugger.rules import RULES
-
 from tests.debugger.helpers import (
     EXPLODING_LR,
     every_step_hook,

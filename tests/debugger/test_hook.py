@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from remedy.debugger import DebuggerWarning, Hook, ModeKeys, SaveConfig, create_trial
 from remedy.debugger.writer import StepRecord, StoreWriter
-
 from tests.debugger.helpers import REPO, train
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from remedy.debugger import Hook, SaveConfig, create_trial
 from remedy.debugger.host_copy import HostCopier, PinnedPool
-
 from tests.debugger.helpers import train
 
 EVERY = SaveConfig(save_interval=1)

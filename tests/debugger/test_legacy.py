@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from remedy.debugger import CorruptStepFile, Hook, ModeKeys, RuleStatus, SaveConfig, create_trial
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.exceptions import (
@@ -24,7 +25,6 @@ from remedy.debugger.exceptions import (
 from remedy.debugger.readers import LegacyStoreReader
 from remedy.debugger.rule_config import RuleConfig
 from remedy.debugger.tfevents import read_events
-
 from tests.debugger import scenarios as sc
 
 FIXTURES = Path(__file__).parent / "fixtures" / "legacy"

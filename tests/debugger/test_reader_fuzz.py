@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from remedy.debugger import store
 from remedy.debugger.readers import legacy
-
 from tests import adversarial, fuzzing
 from tests.debugger.helpers import EXPLODING_LR, every_step_hook, train
 from tests.helpers.store_fuzz import (

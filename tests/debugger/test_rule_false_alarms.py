@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from remedy.debugger import RuleStatus
 from remedy.debugger.rules.registry import rules_with_defaults
-
 from tests.debugger.helpers import load_benchmark
 
 BENCHMARK = load_benchmark("rule_false_alarms")

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 import torch
+
 from remedy.debugger import RULES, RuleStatus, RuleStatusRecord, create_trial
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
-
 from tests.debugger import scenarios as sc
 
 

@@ -5,6 +5,7 @@ cannot be expanded before anything launches."""
 from __future__ import annotations
 
 import pytest
+
 from remedy.debugger import RULES
 from remedy.debugger.capture import ZERO_CODE_KINDS, kinds_read
 from remedy.debugger.rule_check import check_rule

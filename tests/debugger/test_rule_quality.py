@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from remedy.debugger import RuleStatus
 
+from remedy.debugger import RuleStatus
 from tests.debugger.helpers import load_benchmark
 
 BENCHMARK = load_benchmark("rule_quality")

@@ -3,9 +3,9 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+
 from remedy.debugger import RULES, ModeKeys, Rule, create_trial, get_rule, register_rule
 from remedy.debugger.rules.exploding_tensor import ExplodingTensor
-
 from tests.debugger.helpers import (
     EXPLODING_LR,
     every_step_hook,

@@ -11,6 +11,7 @@ import boto3
 import numpy as np
 import pytest
 import torch
+
 from remedy.debugger import (
     CorruptStepFile,
     Hook,
@@ -20,7 +21,6 @@ from remedy.debugger import (
     read_statuses,
 )
 from remedy.debugger.readers.s3 import S3StoreReader
-
 from tests.debugger import scenarios as sc
 from tests.debugger.helpers import EXPLODING_LR, first_nonfinite, start_evaluator, train
 

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from remedy.debugger import ModeKeys, store
 from remedy.debugger.readers import LocalStoreReader
-
 from tests.debugger.helpers import new_store, write_step
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from remedy.debugger import ReductionConfig, store
 
+from remedy.debugger import ReductionConfig, store
 from tests import adversarial, fuzzing
 from tests.debugger.helpers import EXPLODING_LR, every_step_hook, train
 from tests.helpers.store_fuzz import (

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from remedy.debugger import (
     CorruptStepFile,
     ModeKeys,
@@ -17,7 +18,6 @@ from remedy.debugger import (
 )
 from remedy.debugger.readers import LocalStoreReader
 from remedy.debugger.trial import Trial
-
 from tests.debugger.helpers import every_step_hook, new_store, train, write_step
 
 

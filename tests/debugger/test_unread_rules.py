@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
 from remedy.debugger import RuleStatus, create_trial, store
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
-
 from tests.debugger import helpers
 from tests.debugger import scenarios as sc
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from remedy.debugger import (
     Hook,
     InvalidWorker,
@@ -24,7 +25,6 @@ from remedy.debugger import (
 )
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
-
 from tests.debugger.helpers import EXPLODING_LR, every_step_hook, train
 
 

@@ -11,6 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
+from torch.nn.modules import module as module_globals
+from torch.optim import optimizer as optimizer_globals
+
 from remedy.debugger import (
     DebuggerWarning,
     Hook,
@@ -21,9 +25,6 @@ from remedy.debugger import (
     create_trial,
 )
 from remedy.debugger.param_names import ParameterNames
-from torch import nn
-from torch.nn.modules import module as module_globals
-from torch.optim import optimizer as optimizer_globals
 
 
 class Recorder:

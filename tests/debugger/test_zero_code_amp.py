@@ -7,8 +7,9 @@ import pickle
 
 import pytest
 import torch
-from remedy.debugger import Update, ZeroCodeCapture
 from torch import nn
+
+from remedy.debugger import Update, ZeroCodeCapture
 
 
 class Recorder:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from remedy.state_schema import JobStatus, load_state
 
+from remedy.state_schema import JobStatus, load_state
 from tests.helpers.user_scripts import remedy_run
 
 pytestmark = pytest.mark.slow

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from remedy.state_schema import JobStatus, exploding_tensor_rule, load_state
 
+from remedy.state_schema import JobStatus, exploding_tensor_rule, load_state
 from tests.conftest import REPO
 from tests.helpers.user_scripts import remedy_run
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from remedy.state_schema import NOT_TRAINED, JobStatus, load_state
 
+from remedy.state_schema import NOT_TRAINED, JobStatus, load_state
 from tests.flows.specs import tiny_spec
 
 AT_CHANCE = {

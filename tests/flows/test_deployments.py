@@ -14,9 +14,9 @@ from prefect.client.schemas.objects import StateType
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL
 from prefect.states import Cancelling
+
 from remedy.jobs.local import LocalBackend
 from remedy.state_schema import JobStatus, load_state
-
 from tests.conftest import Served
 
 
@@ -176,6 +176,7 @@ def test_the_run_form_takes_a_cloud_run_spec(served: Served) -> None:
     deployment's enforced schema) and the flow's own parameter model take backend
     sagemaker with its fields: flat (the API, a saved run_spec) or as the form's group."""
     from prefect.utilities.schema_tools import validate
+
     from remedy.flows.remediate import remediate
     from remedy.flows.run_form import CLOUD_FIELDS
 
@@ -233,6 +234,7 @@ def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
     tags; nullable fields open typeable. A payload through the API may still carry the
     fields left out, flat cloud fields and nulls (the flow validates run_spec itself)."""
     from prefect.utilities.schema_tools import validate
+
     from remedy.flows.deployments import remediate_deployment
     from remedy.flows.remediate import remediate
     from remedy.flows.run_form import CLOUD_FIELDS, FORM_LEFT_OUT

@@ -11,7 +11,6 @@ from remedy.strategies import POLICIES, Policy, Strategy, get_policy, register_p
 from remedy.strategies.drop_bad_samples import DropBadSamples
 from remedy.training.bundle import read_bundle
 from remedy.training.replay import replay
-
 from tests.flows.specs import RAN_TO_THE_END
 from tests.helpers.cifar import BAD_SAMPLE, corrupt_cifar
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.state_schema import NextAction, Payload, State, load_state
 from remedy.state_schema.private import HIDDEN, hidden_state, reveal_private
 from remedy.state_schema.transitions import begin_attempt
-
 from tests.helpers.cli import remedy
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 

@@ -13,6 +13,7 @@ from uuid import UUID
 import httpx
 from prefect.client.orchestration import get_client
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.records.publish import run_name
 from remedy.state_schema import RunSpec, State

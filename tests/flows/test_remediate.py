@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from prefect.states import StateType
+
 from remedy.debugger import create_trial
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.jobs.local import LocalBackend
@@ -20,7 +21,6 @@ from remedy.state_schema import (
     exploding_tensor_rule,
     load_state,
 )
-
 from tests.flows.specs import tiny_spec
 
 FAST = RemediateSettings(poll_interval_s=0.5)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from remedy.cli import main
 from remedy.debugger import create_trial
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.records.report import build_report, layer_grad_norms, read_curve, run_figures
 from remedy.state_schema import State, load_state, save_state
-
-from remedy.cli import main
 from tests.flows.specs import tiny_spec
 
 PNG = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')

@@ -21,6 +21,7 @@ from uuid import uuid4
 
 import httpx
 import pytest
+
 from remedy.flows.deployments import (
     POOL_DEPLOYMENT,
     REMEDIATE_ENTRYPOINT,
@@ -38,7 +39,6 @@ from remedy.flows.search import (
 from remedy.jobs.local import LocalBackend
 from remedy.records.leaderboard import leaderboard_row
 from remedy.state_schema import Budgets, load_state
-
 from tests.conftest import REPO
 from tests.flows.specs import tiny_spec
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.state_schema import Budgets, JobStatus, State, exploding_tensor_rule
-
 from tests.flows.specs import tiny_spec
 
 

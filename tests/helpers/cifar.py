@@ -4,6 +4,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+
 from remedy.training.data import PIXELS, TEST_FILE, TRAIN_FILES, read_cifar_batch, synthetic_pixels
 
 BAD_SAMPLE = 23  # data_batch_2 holds samples 20..39: record 3 of that file

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from remedy.debugger import store
-
 from tests import fuzzing
 
 RULES = [

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs.local.capped_log import CappedLog, rotated
 from remedy.jobs.local.log_metrics import LogMetrics, read_records
 from remedy.state_schema import MetricDefinition

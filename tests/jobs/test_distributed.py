@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from remedy.debugger import create_trial, store
 from remedy.jobs import JobSnapshot
 from remedy.jobs.local import LocalBackend
 from remedy.state_schema import JobStatus, RunSpec
 from remedy.state_schema.run_spec import exploding_tensor_rule
-
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+
 from remedy.jobs.local.environment import job_launch
 from remedy.jobs.local.layout import JobPaths
 from remedy.state_schema import RunSpec

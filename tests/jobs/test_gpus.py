@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs.local import LocalBackend
 from remedy.jobs.local.gpus import (
     GpuSettingError,
@@ -22,7 +23,6 @@ from remedy.jobs.local.gpus import (
 )
 from remedy.state_schema import JobStatus, RunSpec
 from remedy.tasks.preflight import PreflightError, preflight
-
 from tests.helpers.local_jobs import spec, wait_final
 
 ENTRY_POINTS = Path(__file__).with_name("entry_points").resolve()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from remedy.debugger.config import CONFIG_ENV_VAR
 from remedy.jobs.local import LocalBackend
 from remedy.jobs.local.environment import job_launch, thread_variables
@@ -20,7 +21,6 @@ from remedy.state_schema import JobStatus, RunSpec
 from remedy.state_schema import job_env as names
 from remedy.state_schema.private import PRIVATE_FIELDS
 from remedy.training.guard import RULE_STATUS_DIR_ENV
-
 from tests.helpers.local_jobs import wait_final
 
 ENTRY_POINTS = Path(__file__).with_name("entry_points").resolve()

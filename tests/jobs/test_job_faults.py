@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs.local import LocalBackend
 from remedy.state_schema import JobStatus, RuleSpec
-
 from tests.helpers.local_jobs import spec, wait_final
 
 WATCHED = [RuleSpec(name="Loss", rule="LossNotDecreasing")]

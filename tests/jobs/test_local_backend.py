@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs import JobNotFound, is_infrastructure_failure
 from remedy.jobs.local import LocalBackend
 from remedy.state_schema import JobStatus, RunSpec
-
 from tests.helpers.local_jobs import spec, wait_final
 
 FINAL = ("Completed", "Failed", "Stopped")
@@ -155,7 +155,6 @@ def test_run_spec_tensorboard_exports_what_the_debugger_saves(backend: LocalBack
     """run_spec.tensorboard: the built-in job's saved tensors also as TensorBoard event
     files in its folder, readable as TensorBoard reads them."""
     from remedy.debugger.tfevents import read_events
-
     from tests.flows.specs import tiny_spec
 
     tiny = tiny_spec(add_batch_norm=1, num_epochs=1, tensorboard=True)

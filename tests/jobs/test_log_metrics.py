@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs.local import LocalBackend
 from remedy.jobs.local.log_metrics import LogMetrics, final_values, read_records
 from remedy.state_schema import JobStatus, MetricDefinition, RunSpec
-
 from tests.helpers.local_jobs import wait_final
 
 DEFINITIONS = [

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs.local import LocalBackend
 from remedy.jobs.local.process_tree import running
 from remedy.state_schema import JobStatus
-
 from tests.helpers.local_jobs import spec, wait_final
 from tests.tmpfs import fill, full_disk
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from remedy.jobs import JobBackend, backend_for, known_backends
 from remedy.jobs.local import LocalBackend
 

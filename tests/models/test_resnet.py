@@ -1,7 +1,8 @@
 import pytest
 import torch
-from remedy.models import ResNet, ResNetConfig, build_model, make_activation
 from torch import nn
+
+from remedy.models import ResNet, ResNetConfig, build_model, make_activation
 
 
 def small(**overrides: object) -> ResNet:

@@ -11,8 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from remedy.state_schema import JobStatus, NextAction, load_state
 
+from remedy.state_schema import JobStatus, NextAction, load_state
 from tests.flows.specs import tiny_spec
 from tests.packaging.conftest import Installed, clean_env, run
 

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+
 from remedy.records.messages import (
     attempt_table,
     final_message,
@@ -10,7 +11,6 @@ from remedy.records.messages import (
 )
 from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
-
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 
 ROLE = "arn:aws:iam::111111111111:role/lambda-sagemaker-train"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from remedy.jobs import JobSnapshot
 from remedy.records.observe import decide, observe, progress_line
 from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
@@ -150,7 +151,6 @@ def test_no_rule_is_in_progress_once_a_job_that_ran_no_update_ended(tmp_path: Pa
     judged nothing; the rule ends in Error, saying so, never InProgress."""
     from remedy.jobs.local import LocalBackend
     from remedy.state_schema import RuleSpec, RunSpec
-
     from tests.helpers.local_jobs import wait_final
 
     backend = LocalBackend(tmp_path / "run")

@@ -9,13 +9,13 @@ import boto3
 import httpx
 import pytest
 from prefect import flow
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.records.notifications import NOTIFY_URLS_ENV
 from remedy.records.report_store import REPORTS_S3_ENV, reports_store
 from remedy.state_schema import RunSpec, State
 from remedy.tasks.notify import report_location
 from remedy.tasks.preflight import PreflightError, preflight
-
 from tests.helpers.receiver import Receiver
 
 BUCKET = "remedy-reports"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from remedy.records.run_folder import (
     FINISHED,
     RunBusy,

@@ -21,6 +21,7 @@ import yaml
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
 from prefect.client.orchestration import get_client
 from prefect.events.schemas.automations import AutomationCore
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.records.publish import run_name
 from remedy.state_schema import Budgets, RunSpec, State

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from remedy.state_schema import PayloadError, load_state
-from remedy.tasks.allowed_code import SHELL, allow_for_this_shell
-from remedy.tasks.preflight import PreflightError, preflight
 
 from remedy.cli import check_policy
 from remedy.errors import UsageError
+from remedy.state_schema import PayloadError, load_state
+from remedy.tasks.allowed_code import SHELL, allow_for_this_shell
+from remedy.tasks.preflight import PreflightError, preflight
 from tests import adversarial
 
 SCRIPT = '"source_dir": ".", "entry_point": "x.py"'

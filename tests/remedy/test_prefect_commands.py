@@ -145,9 +145,8 @@ def test_the_server_listens_beyond_loopback_only_with_authentication() -> None:
 def test_serve_allow_source_extends_what_served_runs_may_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from remedy.tasks.allowed_code import ALLOWED_SOURCE_DIRS_ENV, allowed_source_dirs
-
     from remedy.prefect_commands import allow_sources
+    from remedy.tasks.allowed_code import ALLOWED_SOURCE_DIRS_ENV, allowed_source_dirs
 
     monkeypatch.setenv(ALLOWED_SOURCE_DIRS_ENV, "/opt/team-code")
     allow_sources([str(tmp_path)])  # the served runs (subprocesses) inherit it

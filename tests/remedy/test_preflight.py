@@ -1,9 +1,9 @@
 from pathlib import Path
 
 import pytest
+
 from remedy.state_schema import RuleSpec, RunSpec
 from remedy.tasks.preflight import PreflightError, preflight
-
 from tests.helpers.cifar import write_tiny_cifar10
 
 

@@ -8,6 +8,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
 from remedy.state_schema.flags import (
     check_hyperparameters,
     command_line,

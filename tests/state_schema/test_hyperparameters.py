@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from remedy.state_schema import (
     SYNTHETIC_TEST_SAMPLES,
     SYNTHETIC_TRAIN_SAMPLES,

@@ -6,6 +6,7 @@ import math
 
 import pytest
 from pydantic import ValidationError
+
 from remedy.state_schema import MetricDefinition, RunSpec
 
 PPL = r"test ppl\s+([0-9.eE+-]+)"

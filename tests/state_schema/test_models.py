@@ -2,6 +2,7 @@ import json
 import re
 
 import pytest
+
 from remedy.state_schema import (
     JobStatus,
     NextAction,
@@ -14,7 +15,6 @@ from remedy.state_schema import (
     state_from_document,
 )
 from remedy.state_schema.io import SCHEMA_PATH, schema_text
-
 from tests.conftest import SHARED_REFERENCE
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 

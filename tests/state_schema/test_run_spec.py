@@ -6,6 +6,7 @@ import json
 
 import pytest
 from pydantic import ValidationError
+
 from remedy.state_schema import (
     ROLES,
     Hyperparameters,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from remedy.debugger import RULES
 from remedy.state_schema import (
     Finding,

@@ -4,6 +4,7 @@ a second spike where the batches were already skipped escalates."""
 from __future__ import annotations
 
 import pytest
+
 from remedy.state_schema import Finding, RunSpec, State
 from remedy.state_schema.hyperparameters import StepWindow
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt

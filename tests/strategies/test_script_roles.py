@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pytest
+
 from remedy.state_schema import ROLES, Finding, NextAction, RunSpec, State, flag_arguments
 from remedy.state_schema.transitions import begin_attempt
 from remedy.strategies import STRATEGIES, Strategy, get_strategy, plan_next, register_strategy

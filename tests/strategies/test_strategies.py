@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from remedy.state_schema import RunSpec, State
 from remedy.strategies import STRATEGIES, get_strategy
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from remedy.state_schema import Finding, NextAction, State
 from remedy.state_schema.transitions import begin_attempt
 from remedy.strategies import (

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from prefect import flow
 from prefect.runtime import flow_run
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier
 from remedy.state_schema import (
@@ -26,7 +27,6 @@ from remedy.state_schema import (
 from remedy.state_schema.transitions import begin_attempt, end, update_current_attempt
 from remedy.tasks.leaderboard import publish_leaderboard
 from remedy.tasks.notify import announce, notify
-
 from tests.flows.specs import tiny_spec
 from tests.helpers.receiver import Receiver
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from remedy.tasks.monitor import monitor
 from remedy.tasks.notify import deliver_to
 from remedy.tasks.retry import is_transient, transient

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from remedy.state_schema import Hyperparameters
 from remedy.training.bundle import META_FILE, write_manifest
 from remedy.training.train import train
-
 from tests import adversarial, fuzzing
 from tests.helpers.builtin_job import UNSTABLE
 

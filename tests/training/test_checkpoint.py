@@ -3,13 +3,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
+
 from remedy.models import ResNet, ResNetConfig, build_model
 from remedy.training.checkpoint import (
     CheckpointError,
     load_checkpoint,
     save_checkpoint,
 )
-from torch import nn
 
 
 def trained_pair(lr: float = 0.1) -> tuple[ResNet, torch.optim.SGD]:

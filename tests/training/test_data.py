@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from torch import nn
+
 from remedy.models import ResNetConfig, build_model
 from remedy.training.data import (
     CifarFormatError,
@@ -16,8 +18,6 @@ from remedy.training.data import (
     read_cifar_batch,
     synthetic_pixels,
 )
-from torch import nn
-
 from tests.helpers.cifar import write_cifar_batch, write_tiny_cifar10
 
 

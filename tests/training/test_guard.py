@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 import torch
+from safetensors.torch import load_file
+
 from remedy.state_schema import Hyperparameters
 from remedy.training.bundle import BundleError, read_bundle, write_manifest
 from remedy.training.guard import RULE_STATUS_DIR_ENV, batch_of_step
 from remedy.training.replay import debug, replay
 from remedy.training.train import train
-from safetensors.torch import load_file
-
 from tests.helpers.builtin_job import REPO, TINY, UNSTABLE, read_metrics, run_job, strict_json
 from tests.helpers.cifar import BAD_SAMPLE, corrupt_cifar
 

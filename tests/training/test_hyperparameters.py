@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import remedy.training.build as build_module
 import torch
+from safetensors.torch import load_file
+
+import remedy.training.build as build_module
 from remedy.models import ResNetConfig, build_model
 from remedy.state_schema import Hyperparameters
 from remedy.training.checkpoint import CheckpointError
 from remedy.training.train import train
-from safetensors.torch import load_file
 
 TINY: dict[str, Any] = {
     "depth": 8, "width": 2, "batch_size": 16, "train_samples": 32, "test_samples": 16,

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from remedy.debugger import RuleStatus, create_trial
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
-
 from tests.helpers.launched_script import Job, launch_command, run, wait_for_step, write
 
 

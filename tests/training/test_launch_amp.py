@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from remedy.debugger import create_trial
 
+from remedy.debugger import create_trial
 from tests.helpers.launched_script import Job, run, write
 
 FLOAT16_SCRIPT = """\

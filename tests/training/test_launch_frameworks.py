@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from remedy.debugger import create_trial
 
+from remedy.debugger import create_trial
 from tests.helpers.launched_script import Job, launch_command, run, wait_for_step, write
 
 for _package in ("lightning", "transformers", "accelerate"):

@@ -13,7 +13,6 @@ from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
 from remedy.jobs.local.backend import debugger_config
 from remedy.state_schema import RunSpec
-
 from tests.helpers.builtin_job import TINY, run_job
 
 RULES = [

@@ -1,4 +1,5 @@
 import pytest
+
 from remedy.training.schedule import learning_rate_for_epoch
 
 

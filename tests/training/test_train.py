@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from remedy.models import ResNetConfig, build_model
 from remedy.state_schema import Hyperparameters, RunSpec
 from remedy.training.checkpoint import load_checkpoint
-
 from tests.helpers.builtin_job import (
     REPO,
     TINY,

@@ -11,8 +11,8 @@ from uuid import UUID
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import FlowRun, StateType
-from remedy.state_schema import JobStatus, load_state
 
+from remedy.state_schema import JobStatus, load_state
 from tests.conftest import Served
 from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS, UI_TIMEOUT_MS
 
@@ -164,6 +164,7 @@ def test_the_run_form_holds_only_what_a_person_chooses(
     Run -> Custom run shows run_spec, budgets, policy (a dropdown of the registered
     policies), policy_config, settings and run_dir, with the flow's defaults in place."""
     from playwright.sync_api import sync_playwright
+
     from remedy.flows.deployments import remediate_deployment
     from remedy.strategies import POLICIES
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from remedy.debugger.integrations.common import STOP_FILE_ENV_VAR
 from remedy.state_schema import job_env
 

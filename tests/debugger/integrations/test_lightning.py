@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 import torch
-from remedy.debugger import SaveConfig, create_trial
-from remedy.debugger.integrations.lightning import RemedyCallback
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+
+from remedy.debugger import SaveConfig, create_trial
+from remedy.debugger.integrations.lightning import RemedyCallback
 
 try:
     import lightning.pytorch as pl

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import torch
+from torch.utils.data import Dataset
+
 from remedy.debugger import SaveConfig, create_trial
 from remedy.debugger.integrations.transformers import RemedyCallback
-from torch.utils.data import Dataset
 
 try:
     from transformers import (

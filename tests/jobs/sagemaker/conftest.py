@@ -8,10 +8,10 @@ from pathlib import Path
 
 import boto3
 import pytest
+
 from remedy.jobs.sagemaker.backend import SageMakerBackend
 from remedy.jobs.sagemaker.clients import client as CACHED_CLIENT
 from remedy.state_schema import RunSpec, exploding_tensor_rule
-
 from tests.jobs.sagemaker.fake_service import FakeTrainingService
 
 BUCKET = "remedy-cloud-test"

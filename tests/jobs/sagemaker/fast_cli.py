@@ -2,9 +2,8 @@
 status changes take tens of seconds, so the backend polls every 10 s; the fake service
 answers at once). Everything else is the command line as a user runs it."""
 
-from remedy.jobs.sagemaker.backend import SageMakerBackend
-
 from remedy.cli import main
+from remedy.jobs.sagemaker.backend import SageMakerBackend
 
 SageMakerBackend.watch_poll_s = 0.5
 SageMakerBackend.evaluator_poll_s = 0.3

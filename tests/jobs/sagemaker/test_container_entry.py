@@ -13,8 +13,8 @@ from pathlib import Path
 
 import boto3
 import pytest
-from remedy.jobs.sagemaker.source import ENTRY_PROGRAM
 
+from remedy.jobs.sagemaker.source import ENTRY_PROGRAM
 from tests.jobs.sagemaker.conftest import BUCKET
 
 SCRIPT = """

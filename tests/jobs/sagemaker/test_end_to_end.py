@@ -13,8 +13,8 @@ from pathlib import Path
 
 import boto3
 import pytest
-from remedy.state_schema import JobStatus, exploding_tensor_rule, load_state
 
+from remedy.state_schema import JobStatus, exploding_tensor_rule, load_state
 from tests.flows.specs import tiny_spec
 from tests.jobs.sagemaker.conftest import BUCKET, REGION, ROLE
 from tests.jobs.sagemaker.fake_service import FakeTrainingService

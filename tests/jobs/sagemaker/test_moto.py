@@ -12,11 +12,11 @@ import boto3
 import numpy as np
 import pytest
 import torch
+
 from remedy.debugger import Hook, SaveConfig, create_trial
 from remedy.jobs import backend_for
 from remedy.jobs.sagemaker.backend import LOG_GROUP
 from remedy.tasks.preflight import PreflightError, preflight
-
 from tests.jobs.sagemaker.conftest import BUCKET, ROLE, cloud_spec
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
+
 from remedy.jobs import backend_for
 from remedy.jobs.sagemaker import clients
 from remedy.jobs.sagemaker.backend import SageMakerBackend
@@ -22,7 +23,6 @@ from remedy.jobs.sagemaker.naming import is_valid, training_job_name
 from remedy.jobs.sagemaker.request import create_training_job_request
 from remedy.jobs.sagemaker.service_model import RequestError, check_request, instance_types
 from remedy.jobs.sagemaker.source import ENTRY_PROGRAM, SourceError, pack
-
 from tests.jobs.sagemaker.conftest import BUCKET, REGION, ROLE, cloud_spec
 
 

@@ -17,12 +17,12 @@ import httpx
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.jobs.sagemaker.backend import SageMakerBackend
 from remedy.jobs.sagemaker.clients import client as CACHED_CLIENT
 from remedy.jobs.sagemaker.clients import sagemaker
 from remedy.state_schema import Budgets, JobStatus, State
-
 from tests.jobs.sagemaker.conftest import REGION, cloud_spec
 
 THROTTLED = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()

@@ -12,9 +12,9 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+
 from remedy.jobs import backend_for
 from remedy.jobs.sagemaker.backend import SageMakerBackend
-
 from tests.flows.specs import tiny_spec
 from tests.jobs.sagemaker.conftest import BUCKET, REGION, ROLE, cloud_spec
 from tests.jobs.sagemaker.fake_service import FakeTrainingService

@@ -12,6 +12,7 @@ from typing import get_args
 
 import pytest
 from pydantic import ValidationError
+
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.jobs import backend_for, is_infrastructure_failure, known_backends
 from remedy.jobs.local.layout import JobPaths
@@ -27,7 +28,6 @@ from remedy.state_schema import (
     exploding_tensor_rule,
     load_state,
 )
-
 from tests.flows.specs import tiny_spec
 from tests.helpers.cli import remedy, start_remedy, wait_for, write_spec
 from tests.slurm_cluster import SlurmCluster
