@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import torch
 
 from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
+from remedy.debugger.zero_code import ReadLag
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, MAX_UPDATES_ENV
 from remedy.training.environment import JobEnvironment, JobEnvironmentError
 from remedy.training.progress import ProgressFiles
@@ -204,7 +205,7 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
     # On a GPU the guard reads each update's values one update late, never stalling the
     # device (debugger/zero_code.py, "One-step lag"); "skip" must see an update before it
     # is applied, to discard it. (So does the update bound: one update late on a GPU.)
-    lag = "off" if env.nan_guard == "skip" else "accelerator"
+    lag: ReadLag = "off" if env.nan_guard == "skip" else "accelerator"
     monitor = ScriptMonitor(progress, guard, stop, env.max_updates)
     capture = ZeroCodeCapture(config, monitor, lag=lag).install()
     ranks = f" | {worker} of {env.world_size}" if worker else ""
