@@ -12,6 +12,10 @@ NODE_FAIL, PREEMPTED, OUT_OF_MEMORY, a scancel from outside).
 run_dir/jobs/<job>/slurm.json keeps the job's folder and its Slurm job id: written before
 sbatch (the folder) and right after (the id), so a flow that resumes adopts the job it
 submitted and never submits it twice.
+
+Slurm may requeue a running job (preemption, a failed node, `scontrol requeue`): the same
+job id runs its batch script again, which warm-starts it from its last checkpoint
+(requeue.py); the flow keeps watching the one job, whose snapshot counts the requeues.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from remedy.jobs.slurm.batch_script import (
 )
 from remedy.jobs.slurm.checks import SlurmSpecError, check_slurm_spec
 from remedy.jobs.slurm.controller import SlurmError, SlurmJob
+from remedy.jobs.slurm.requeue import RUN_SPEC_FILE, prepared_restart
 from remedy.state_schema import JobStatus, RunSpec, write_atomic
 from remedy.state_schema.job_env import without_secrets
 
@@ -138,6 +143,8 @@ class SlurmBackend(LocalBackend):
             return
         paths = self.paths(job_name)
         if not paths.job.exists():
+            paths.root.mkdir(parents=True, exist_ok=True)
+            write_atomic(paths.root / RUN_SPEC_FILE, spec.model_dump_json())  # for a requeue
             self.write_job(job_name, spec, paths)
         script = paths.root / "job.sbatch"
         write_atomic(script, batch_script(job_name, spec, paths))
@@ -168,6 +175,9 @@ class SlurmBackend(LocalBackend):
         job_id = self.job_id(job_name)
         slurm = controller.job(job_id) if job_id else None
         stopping = paths.stop_request.exists()
+        requeued = slurm.restarts if slurm else prepared_restart(paths)
+        if slurm is not None and slurm.restarts > prepared_restart(paths):
+            status = {}  # the run Slurm ended and requeued wrote it; the next has not begun
         said = JobStatus(status.get("TrainingJobStatus", "InProgress"))
         where: dict[str, Any] = {
             "status": said,
@@ -179,6 +189,7 @@ class SlurmBackend(LocalBackend):
             "ended": status.get("TrainingEndTime") or (slurm and slurm.ended),
             "backend_job_id": job_id,
             "queue_wait_s": slurm.queue_wait_s if slurm else None,
+            "requeues": requeued,
         }
         if job_id is None:
             if age_s(record["created"]) > SUBMIT_TIMEOUT_S:
@@ -212,6 +223,10 @@ class SlurmBackend(LocalBackend):
             )
         elif not status:
             where["status_message"] = f"Slurm job {job_id} {slurm.state.lower()}, starting"
+        if requeued and not status:
+            where["status_message"] += (
+                f"; requeued by Slurm ({requeued}x): it goes on from its last checkpoint"
+            )
         return where
 
     def slurm_end(

@@ -24,6 +24,7 @@ from remedy.state_schema.slurm_spec import SlurmSpec
 
 RENDEZVOUS_HOST_ENV = "REMEDY_RDZV_HOST"  # the first node of the allocation
 RENDEZVOUS_PORT = 29400  # torchrun's c10d default
+REQUEUE_MODULE = "remedy.jobs.slurm.requeue"  # prepares a requeued job's next run
 OUTPUT_FILE = "slurm-%j.out"  # in the job's logs folder; %j: the Slurm job id
 
 
@@ -36,9 +37,10 @@ def sbatch_options(job_name: str, spec: RunSpec, paths: JobPaths) -> list[str]:
         f"--job-name={job_name}",
         f"--output={paths.logs / OUTPUT_FILE}",
         f"--chdir={paths.root}",
-        # A requeued job would train again from its start in the same folder; a preempted
-        # job ends instead (PREEMPTED), and the flow relaunches it.
-        "--no-requeue",
+        # Slurm may requeue the job (preemption, a failed node, scontrol requeue): it runs
+        # again in its folder, from its last checkpoint (requeue.py), its output appended.
+        "--requeue",
+        "--open-mode=append",
         *allocation_options(slurm_of(spec)),
     ]
 
@@ -98,6 +100,11 @@ def batch_script(job_name: str, spec: RunSpec, paths: JobPaths) -> str:
         'head -n 1)"',
         "# The allocation's GPUs are the job's own: no lease shared with other jobs.",
         f"export {GPU_LOCK_DIR_ENV}={shlex.quote(str(paths.root / 'gpu-locks'))}",
+        "# A requeued job (Slurm sets SLURM_RESTART_COUNT) goes on from its last checkpoint.",
+        'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
+        f"  {shlex.join([sys.executable, '-m', REQUEUE_MODULE, str(paths.root)])} "
+        '"$SLURM_RESTART_COUNT"',
+        "fi",
         f"exec {shlex.join(supervisor_command(paths))}",
     ]
     return "\n".join(lines) + "\n"

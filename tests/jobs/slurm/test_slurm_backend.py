@@ -83,13 +83,23 @@ def test_slurm_fields_are_checked_naming_the_field() -> None:
         check_slurm_spec(RunSpec(backend="slurm", slurm={"shared_dir": "/no/such/folder"}))
 
 
-def test_the_cluster_refuses_an_allocation_before_launch(slurm_cluster: SlurmCluster) -> None:
+def test_the_cluster_refuses_an_allocation_before_launch(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
     """sbatch --test-only: the controller judges the allocation, nothing is submitted."""
     with pytest.raises(SlurmSpecError, match=r"run_spec\.slurm: .*--partition=gpu-nowhere"):
         check_slurm_spec(RunSpec(backend="slurm", slurm={"partition": "gpu-nowhere"}))
     too_many = slurm_cluster.cpus + 64
     with pytest.raises(SlurmSpecError, match=rf"--cpus-per-task={too_many}"):
         check_slurm_spec(RunSpec(backend="slurm", slurm={"cpus_per_task": too_many}))
+    # GPUs this node lacks (it has no gres), either way of asking: refused, nothing runs
+    for request in ("gpus-per-node", "gres"):
+        spec = RunSpec(backend="slurm", slurm={"gpus_per_node": 1, "gpu_request": request})
+        with pytest.raises(SlurmSpecError, match=r"run_spec\.slurm: .*gpu.*Invalid generic"):
+            check_slurm_spec(spec)
+    with pytest.raises(ValueError, match=r"run_spec\.slurm: .*Invalid generic resource"):
+        SlurmBackend(tmp_path / "run").launch("gpus", gated(slurm={"gpus_per_node": 1}))
+    assert not (tmp_path / "run" / "jobs" / "gpus" / "job.json").exists()
     check_slurm_spec(RunSpec(backend="slurm", slurm={"cpus_per_task": 1, "time_limit": "10"}))
     assert slurm_cluster.run("squeue", "-h", "--states=all").strip() == ""  # none submitted
 
@@ -109,7 +119,7 @@ def test_a_multi_node_job_runs_torchrun_on_every_node_with_a_rendezvous(tmp_path
     script = batch_script("j", spec, paths)
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gres=gpu:4",
                  "#SBATCH --partition=a100", "#SBATCH --time=1-00:00:00", "#SBATCH --exclusive",
-                 "#SBATCH --no-requeue", "#SBATCH --job-name=j"):  # fmt: skip
+                 "#SBATCH --requeue", "#SBATCH --job-name=j"):  # fmt: skip
         assert line in script.splitlines()
     assert 'export REMEDY_RDZV_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST"' in script
     assert script.rstrip().splitlines()[-1].endswith(f"remedy.jobs.local.supervisor {paths.root}")
@@ -309,3 +319,56 @@ def test_real_explosion_under_slurm_is_stopped_repaired_and_completed(
         json.loads((tmp_path / "jobs" / first.job_name / "slurm.json").read_text())["job_id"]
         == ids[0]
     )
+
+
+def release_requeued(cluster: SlurmCluster, job_id: str) -> None:
+    """Slurm holds a requeued job back (BeginTime, about two minutes); an administrator's
+    `scontrol update StartTime=now` lets it run again at once."""
+    wait_for(lambda: slurm_state(cluster, job_id) == "PENDING", timeout=60)
+    cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+
+
+@pytest.mark.slow
+def test_a_requeued_job_goes_on_from_its_last_checkpoint(
+    slurm_cluster: SlurmCluster, prefect_api_url: str, tmp_path: Path
+) -> None:
+    """`scontrol requeue` mid-run (what Slurm does to a job preempted with PreemptMode=
+    REQUEUE): the same Slurm job runs again, warm-started from the newest checkpoint the
+    built-in job wrote, and completes; the flow watches the one job, never submits it
+    again, and the attempt says it was requeued."""
+    spec = tiny_spec(
+        backend="slurm", rules=[], add_batch_norm=1, num_epochs=40,
+        checkpoint_every_steps=4,
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    flow = start_remedy(
+        "run", str(write_spec(tmp_path / "spec.json", spec)), "--run-dir", str(run_dir),
+        "--poll-interval", "0.3", api_url=prefect_api_url,
+    )  # fmt: skip
+    backend = SlurmBackend(run_dir)
+    state_file = run_dir / "state.json"
+    wait_for(lambda: state_file.exists() and load_state(state_file).history.latest_job_name)
+    job = load_state(state_file).history.latest_job_name
+    wait_for(lambda: any(c.step > 0 for c in backend.checkpoints(job)), timeout=120)
+    job_id = backend.describe(job).backend_job_id
+    slurm_cluster.run("scontrol", "requeue", job_id)
+    release_requeued(slurm_cluster, job_id)
+    output, _ = flow.communicate(timeout=240)
+    assert flow.returncode == 0, output
+
+    final = load_state(state_file)
+    assert [a.job_name for a in final.history.attempts] == [job], output
+    attempt = final.history.attempts[0]
+    assert attempt.outcome is JobStatus.Completed, output
+    assert attempt.requeues == 1 and attempt.backend_job_id == job_id
+    assert attempt.start_step > 0  # the requeued run went on from a checkpoint
+    assert attempt.start_step + attempt.steps_run == 40 * 8  # and trained to the end
+    assert jobs_named(slurm_cluster, job) == [job_id]  # never submitted twice
+    assert slurm_state(slurm_cluster, job_id) == "COMPLETED"
+    restart = json.loads((backend.paths(job).root / "restart.json").read_text())
+    assert restart["restart"] == 1 and restart["step"] == attempt.start_step
+    logs = backend.logs(job, tail=400)
+    assert f"Slurm restart 1: warm start from {restart['checkpoint']}" in logs
+    assert f"warm start from {restart['checkpoint']}: epoch" in logs  # the job's own word
+    status = remedy("status", str(run_dir))
+    assert "requeued 1x, each from its last checkpoint" in status.stdout
