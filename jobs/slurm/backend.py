@@ -30,17 +30,10 @@ from typing import Any
 
 from remedy.jobs.base import FINAL_JOB_STATUSES
 from remedy.jobs.local.backend import SUPERVISOR_END_S, LocalBackend
-from remedy.jobs.local.environment import job_command
 from remedy.jobs.local.layout import JobPaths, error_line, read_json
 from remedy.jobs.registry import register_backend
 from remedy.jobs.slurm import controller
-from remedy.jobs.slurm.batch_script import (
-    OUTPUT_FILE,
-    batch_script,
-    multi_node_command,
-    processes_per_node,
-    slurm_of,
-)
+from remedy.jobs.slurm.batch_script import OUTPUT_FILE, allocation_command, batch_script, slurm_of
 from remedy.jobs.slurm.checks import SlurmSpecError, check_slurm_spec
 from remedy.jobs.slurm.controller import SlurmError, SlurmJob
 from remedy.jobs.slurm.requeue import RUN_SPEC_FILE, prepared_restart
@@ -157,11 +150,7 @@ class SlurmBackend(LocalBackend):
         machine's: run_spec.slurm.gpus_per_node, torchrun per node, srun across nodes."""
         record = super().launch_record(job_name, spec, paths)
         record["gpus_per_job"] = slurm_of(spec).gpus_per_node or 0
-        processes = processes_per_node(spec)
-        if processes is not None and slurm_of(spec).nodes > 1:
-            record["command"] = multi_node_command(spec, processes)
-        elif processes is not None:
-            record["command"] = job_command(spec, paths, processes)
+        record["command"] = allocation_command(spec, paths, record["command"])
         return record
 
     # --- watch -----------------------------------------------------------------------

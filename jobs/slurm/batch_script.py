@@ -15,7 +15,7 @@ import shlex
 import sys
 
 from remedy.jobs.local.backend import supervisor_command
-from remedy.jobs.local.environment import TORCHRUN_MODULE
+from remedy.jobs.local.environment import TORCHRUN_MODULE, job_command
 from remedy.jobs.local.gpus import GPU_LOCK_DIR_ENV
 from remedy.jobs.local.layout import JobPaths
 from remedy.state_schema import RunSpec, flag_arguments
@@ -72,6 +72,17 @@ def processes_per_node(spec: RunSpec) -> int | None:
         return None
     wanted = spec.distribution.torch_distributed.processes_per_host
     return wanted if wanted is not None else max(1, slurm_of(spec).gpus_per_node or 0)
+
+
+def allocation_command(spec: RunSpec, paths: JobPaths, command: list[str]) -> list[str]:
+    """The training command inside the allocation: torchrun on each node (srun across
+    nodes); `command`, the local one, for a job of one process."""
+    processes = processes_per_node(spec)
+    if processes is not None and slurm_of(spec).nodes > 1:
+        return multi_node_command(spec, processes)
+    if processes is not None:
+        return job_command(spec, paths, processes)
+    return command
 
 
 def multi_node_command(spec: RunSpec, processes: int) -> list[str]:

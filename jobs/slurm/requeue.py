@@ -23,7 +23,9 @@ import sys
 from pathlib import Path
 
 from remedy.jobs.base import read_checkpoint
+from remedy.jobs.local.environment import job_launch
 from remedy.jobs.local.layout import JobPaths, read_json
+from remedy.jobs.slurm.batch_script import allocation_command
 from remedy.state_schema import RunSpec, write_atomic
 
 RUN_SPEC_FILE = "run_spec.json"  # the job's run_spec, written at launch for a restart
@@ -88,8 +90,6 @@ def prepare_restart(job_dir: Path, restart: int) -> str:
 def warm_start(paths: JobPaths, checkpoint: Path) -> None:
     """The job's hyperparameters and launch record, as launched, but starting from
     checkpoint (already in its checkpoint folder: nothing is copied)."""
-    from remedy.jobs.slurm.backend import SlurmBackend  # the record's one writer
-
     launched = json.loads((paths.root / RUN_SPEC_FILE).read_text())
     spec = RunSpec.model_validate(launched | {"init_checkpoint": str(checkpoint)})
     record = json.loads(paths.job.read_text())
@@ -97,9 +97,9 @@ def warm_start(paths: JobPaths, checkpoint: Path) -> None:
         output_dir=str(paths.model), resume=str(paths.checkpoints / checkpoint.name)
     )
     write_atomic(paths.hyperparameters, json.dumps(hyperparameters, indent=2))
-    backend = SlurmBackend(paths.root.parent)
-    fresh = backend.launch_record(record["job_name"], spec, paths)
-    write_atomic(paths.job, json.dumps(record | {"command": fresh["command"], "env": fresh["env"]}))
+    launch = job_launch(spec, record["job_name"], paths)
+    command = allocation_command(spec, paths, launch.command)  # as SlurmBackend.launch_record
+    write_atomic(paths.job, json.dumps(record | {"command": command, "env": launch.env}))
 
 
 def main(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+import torch
 from pydantic import ValidationError
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.jobs import backend_for, is_infrastructure_failure, known_backends
@@ -19,6 +20,7 @@ from remedy.jobs.slurm import SlurmBackend
 from remedy.jobs.slurm.batch_script import batch_script
 from remedy.jobs.slurm.checks import SlurmSpecError, check_slurm_spec
 from remedy.jobs.slurm.controller import SlurmJob
+from remedy.jobs.slurm.requeue import RUN_SPEC_FILE, prepare_restart
 from remedy.state_schema import (
     JobStatus,
     NextAction,
@@ -27,6 +29,7 @@ from remedy.state_schema import (
     exploding_tensor_rule,
     load_state,
 )
+from remedy.training.checkpoint import save_checkpoint, step_checkpoint_name
 
 from tests.cli.test_cli import remedy, start_remedy, wait_for, write_spec
 from tests.flows.specs import tiny_spec
@@ -147,6 +150,47 @@ def test_slurm_ends_map_to_failure_reasons() -> None:
     # a failed node or preemption is relaunched unchanged; a time or memory limit is not
     assert reasons == {"TIMEOUT": False, "NODE_FAIL": True, "PREEMPTED": True,
                        "OUT_OF_MEMORY": False}  # fmt: skip
+
+
+def test_a_requeued_script_gets_its_newest_checkpoint_and_the_last_run_is_set_aside(
+    tmp_path: Path,
+) -> None:
+    """What the batch script runs on SLURM_RESTART_COUNT (requeue.py), on a job folder as
+    launch() writes it, with real checkpoints of a tiny model."""
+    spec = RunSpec.model_validate(
+        {"backend": "slurm", "entry_point": "train.py", "hyperparameters": {"lr": 0.1},
+         "hyperparameter_roles": {"resume": "resume"}}
+    )  # fmt: skip
+    paths = JobPaths(tmp_path / "jobs" / "j")
+    paths.root.mkdir(parents=True)
+    (paths.root / RUN_SPEC_FILE).write_text(spec.model_dump_json())
+    SlurmBackend(tmp_path).write_job("j", spec, paths)
+    assert "--resume" not in json.loads(paths.job.read_text())["command"]
+
+    said = prepare_restart(paths.root, 1)  # killed before its first checkpoint
+    assert said == "Slurm restart 1: no checkpoint yet, the job starts from its beginning"
+    assert "--resume" not in json.loads(paths.job.read_text())["command"]
+
+    paths.status.write_text('{"TrainingJobStatus": "Stopped"}')  # the run Slurm ended
+    paths.training_log.write_text("step 8\n")
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in (4, 8):
+        save_checkpoint(paths.checkpoints, model, optimizer, epoch=0, step=step,
+                        name=step_checkpoint_name(step))  # fmt: skip
+    said = prepare_restart(paths.root, 2)
+    newest = paths.checkpoints / step_checkpoint_name(8)
+    assert said == f"Slurm restart 2: warm start from {newest.resolve()} (step 8)"
+    record = json.loads(paths.job.read_text())
+    assert record["command"][-2:] == ["--resume", str(newest)]
+    assert json.loads(record["env"]["SM_HPS"])["resume"] == str(newest)
+    assert json.loads(paths.hyperparameters.read_text())["resume"] == str(newest)
+    assert not paths.status.exists() and not paths.training_log.exists()
+    aside = paths.root / "before-restart-2"
+    assert (aside / "status.json").exists() and (aside / "training.log").read_text() == "step 8\n"
+    assert json.loads((paths.root / "restart.json").read_text()) == {
+        "restart": 2, "checkpoint": str(newest.resolve()), "step": 8
+    }  # fmt: skip
 
 
 # --- on the cluster ------------------------------------------------------------------------
