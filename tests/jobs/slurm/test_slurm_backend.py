@@ -3,6 +3,7 @@ scontrol, squeue and scancel as they are, nothing of Slurm mocked."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -15,12 +16,14 @@ import torch
 from pydantic import ValidationError
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.jobs import backend_for, is_infrastructure_failure, known_backends
+from remedy.jobs.local.backend import pid_alive
 from remedy.jobs.local.layout import JobPaths
 from remedy.jobs.slurm import SlurmBackend
 from remedy.jobs.slurm.batch_script import batch_script
 from remedy.jobs.slurm.checks import SlurmSpecError, check_slurm_spec
 from remedy.jobs.slurm.controller import SlurmJob
 from remedy.jobs.slurm.requeue import RUN_SPEC_FILE, prepare_restart
+from remedy.records.report import run_figures, summary_lines
 from remedy.state_schema import (
     JobStatus,
     NextAction,
@@ -365,10 +368,14 @@ def test_real_explosion_under_slurm_is_stopped_repaired_and_completed(
     )
 
 
-def release_requeued(cluster: SlurmCluster, job_id: str) -> None:
+def release_requeued(cluster: SlurmCluster, backend: SlurmBackend, job: str, job_id: str) -> None:
     """Slurm holds a requeued job back (BeginTime, about two minutes); an administrator's
-    `scontrol update StartTime=now` lets it run again at once."""
+    `scontrol update StartTime=now` lets it run again at once, once the run Slurm ended has
+    ended here too (a second copy launched while the first still ends is refused and held)."""
     wait_for(lambda: slurm_state(cluster, job_id) == "PENDING", timeout=60)
+    status = backend.paths(job).status
+    last_run = json.loads(status.read_text())["supervisor_pid"] if status.exists() else None
+    wait_for(lambda: last_run is None or not pid_alive(last_run), timeout=60)
     cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
 
@@ -396,7 +403,7 @@ def test_a_requeued_job_goes_on_from_its_last_checkpoint(
     wait_for(lambda: any(c.step > 0 for c in backend.checkpoints(job)), timeout=120)
     job_id = backend.describe(job).backend_job_id
     slurm_cluster.run("scontrol", "requeue", job_id)
-    release_requeued(slurm_cluster, job_id)
+    release_requeued(slurm_cluster, backend, job, job_id)
     output, _ = flow.communicate(timeout=240)
     assert flow.returncode == 0, output
 
@@ -416,3 +423,41 @@ def test_a_requeued_job_goes_on_from_its_last_checkpoint(
     assert f"warm start from {restart['checkpoint']}: epoch" in logs  # the job's own word
     status = remedy("status", str(run_dir))
     assert "requeued 1x, each from its last checkpoint" in status.stdout
+    report = summary_lines(run_figures(run_dir))
+    assert "- requeued by the scheduler 1x, each time going on from the job's last checkpoint" in (
+        report
+    )
+
+
+@pytest.mark.slow
+def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """The node taken DOWN mid-run, as Slurm does to a node that stops answering: Slurm
+    kills the job (NODE FAILURE) and requeues it; the node returns (ReturnToService=2) and
+    the job goes on from its newest checkpoint to the end, under its one Slurm job id."""
+    backend = SlurmBackend(tmp_path / "run")
+    spec = tiny_spec(
+        backend="slurm", rules=[], add_batch_norm=1, num_epochs=40, checkpoint_every_steps=4
+    )
+    backend.launch("nodefail", spec)
+    wait_for(lambda: any(c.step > 0 for c in backend.checkpoints("nodefail")), timeout=120)
+    job_id = backend.describe("nodefail").backend_job_id
+    assert job_id is not None
+    try:
+        slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}", "State=DOWN",
+                          "Reason=remedy-test")  # fmt: skip
+        release_requeued(slurm_cluster, backend, "nodefail", job_id)
+        wait_for(lambda: backend.describe("nodefail").is_final, timeout=240)
+    finally:  # the node normally returns by itself; never leave the session's node down
+        with contextlib.suppress(subprocess.CalledProcessError):
+            slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}",
+                              "State=RESUME")  # fmt: skip
+    snapshot = backend.describe("nodefail")
+    assert snapshot.status is JobStatus.Completed, backend.logs("nodefail")
+    assert snapshot.requeues == 1 and snapshot.backend_job_id == job_id
+    assert snapshot.progress is not None and snapshot.progress.start_step > 0
+    assert snapshot.progress.step == 40 * 8
+    assert jobs_named(slurm_cluster, "nodefail") == [job_id]
+    logs = backend.logs("nodefail", tail=400)
+    assert "DUE TO NODE FAILURE" in logs and "Slurm restart 1: warm start from" in logs
