@@ -16,7 +16,6 @@ import torch
 from pydantic import ValidationError
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.jobs import backend_for, is_infrastructure_failure, known_backends
-from remedy.jobs.local.backend import pid_alive
 from remedy.jobs.local.layout import JobPaths
 from remedy.jobs.slurm import SlurmBackend
 from remedy.jobs.slurm.batch_script import batch_script
@@ -368,15 +367,22 @@ def test_real_explosion_under_slurm_is_stopped_repaired_and_completed(
     )
 
 
-def release_requeued(cluster: SlurmCluster, backend: SlurmBackend, job: str, job_id: str) -> None:
+def release_requeued(cluster: SlurmCluster, job_id: str) -> None:
     """Slurm holds a requeued job back (BeginTime, about two minutes); an administrator's
-    `scontrol update StartTime=now` lets it run again at once, once the run Slurm ended has
-    ended here too (a second copy launched while the first still ends is refused and held)."""
+    `scontrol update StartTime=now` lets it run again at once, once the node's slurmd has
+    let go of the run Slurm ended (a copy launched while it has not is refused, and held)."""
     wait_for(lambda: slurm_state(cluster, job_id) == "PENDING", timeout=60)
-    status = backend.paths(job).status
-    last_run = json.loads(status.read_text())["supervisor_pid"] if status.exists() else None
-    wait_for(lambda: last_run is None or not pid_alive(last_run), timeout=60)
+    wait_for(lambda: not job_steps_on_node(cluster, job_id), timeout=60)
     cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+
+
+def job_steps_on_node(cluster: SlurmCluster, job_id: str) -> bool:
+    """Whether the node still runs a step of the job (`scontrol listpids` asks its stepds)."""
+    try:
+        lines = cluster.run("scontrol", "listpids", job_id).strip().splitlines()
+    except subprocess.CalledProcessError:
+        return False  # no step of it here
+    return len(lines) > 1  # beyond the header
 
 
 @pytest.mark.slow
@@ -388,7 +394,7 @@ def test_a_requeued_job_goes_on_from_its_last_checkpoint(
     built-in job wrote, and completes; the flow watches the one job, never submits it
     again, and the attempt says it was requeued."""
     spec = tiny_spec(
-        backend="slurm", rules=[], add_batch_norm=1, num_epochs=40,
+        backend="slurm", rules=[], add_batch_norm=1, num_epochs=20,
         checkpoint_every_steps=4,
     )  # fmt: skip
     run_dir = tmp_path / "run"
@@ -403,7 +409,7 @@ def test_a_requeued_job_goes_on_from_its_last_checkpoint(
     wait_for(lambda: any(c.step > 0 for c in backend.checkpoints(job)), timeout=120)
     job_id = backend.describe(job).backend_job_id
     slurm_cluster.run("scontrol", "requeue", job_id)
-    release_requeued(slurm_cluster, backend, job, job_id)
+    release_requeued(slurm_cluster, job_id)
     output, _ = flow.communicate(timeout=240)
     assert flow.returncode == 0, output
 
@@ -413,7 +419,7 @@ def test_a_requeued_job_goes_on_from_its_last_checkpoint(
     assert attempt.outcome is JobStatus.Completed, output
     assert attempt.requeues == 1 and attempt.backend_job_id == job_id
     assert attempt.start_step > 0  # the requeued run went on from a checkpoint
-    assert attempt.start_step + attempt.steps_run == 40 * 8  # and trained to the end
+    assert attempt.start_step + attempt.steps_run == 20 * 8  # and trained to the end
     assert jobs_named(slurm_cluster, job) == [job_id]  # never submitted twice
     assert slurm_state(slurm_cluster, job_id) == "COMPLETED"
     restart = json.loads((backend.paths(job).root / "restart.json").read_text())
@@ -438,7 +444,7 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
     the job goes on from its newest checkpoint to the end, under its one Slurm job id."""
     backend = SlurmBackend(tmp_path / "run")
     spec = tiny_spec(
-        backend="slurm", rules=[], add_batch_norm=1, num_epochs=40, checkpoint_every_steps=4
+        backend="slurm", rules=[], add_batch_norm=1, num_epochs=20, checkpoint_every_steps=4
     )
     backend.launch("nodefail", spec)
     wait_for(lambda: any(c.step > 0 for c in backend.checkpoints("nodefail")), timeout=120)
@@ -447,7 +453,7 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
     try:
         slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}", "State=DOWN",
                           "Reason=remedy-test")  # fmt: skip
-        release_requeued(slurm_cluster, backend, "nodefail", job_id)
+        release_requeued(slurm_cluster, job_id)
         wait_for(lambda: backend.describe("nodefail").is_final, timeout=240)
     finally:  # the node normally returns by itself; never leave the session's node down
         with contextlib.suppress(subprocess.CalledProcessError):
@@ -457,7 +463,7 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
     assert snapshot.status is JobStatus.Completed, backend.logs("nodefail")
     assert snapshot.requeues == 1 and snapshot.backend_job_id == job_id
     assert snapshot.progress is not None and snapshot.progress.start_step > 0
-    assert snapshot.progress.step == 40 * 8
+    assert snapshot.progress.step == 20 * 8
     assert jobs_named(slurm_cluster, "nodefail") == [job_id]
     logs = backend.logs("nodefail", tail=400)
     assert "DUE TO NODE FAILURE" in logs and "Slurm restart 1: warm start from" in logs
