@@ -108,6 +108,9 @@ class JobSnapshot(Snapshot):
     queue_wait_s: float | None = Field(
         None, description="Seconds the job waited in its scheduler's queue before it ran."
     )
+    requeues: int | None = Field(
+        None, description="Times its scheduler requeued the job (Slurm); None: none can."
+    )
     rules: list[RuleEvaluation] = Field(default_factory=list)
     progress: Progress | None = None
     final_metrics: dict[str, float] = Field(

@@ -148,6 +148,7 @@ def record_progress(state: State, snapshot: JobSnapshot) -> State:
     if snapshot.backend_job_id is not None:  # a scheduler's job (Slurm): its id and queue wait
         fields["backend_job_id"] = snapshot.backend_job_id
         fields["queue_wait_s"] = snapshot.queue_wait_s
+        fields["requeues"] = snapshot.requeues
     windows = progress and windowed_losses(
         progress.steps_run, progress.first_losses, progress.last_losses
     )

@@ -113,6 +113,7 @@ class RunFigures:
     duration_s: float | None
     end_reason: str
     queue_wait_s: float | None = None  # of duration_s, in a scheduler's queue (Slurm)
+    requeues: int = 0  # times a scheduler requeued the run's jobs (Slurm)
     metric_names: list[str] = field(default_factory=list)  # the run's metric columns
     final_metrics: dict[str, float] = field(default_factory=dict)  # of the last attempt
 
@@ -144,6 +145,7 @@ def run_figures(run_dir: str | Path) -> RunFigures:
         final_accuracy=last.final_accuracy if last else None,
         duration_s=sum(durations) if durations else None,
         queue_wait_s=sum(waits) if waits else None,
+        requeues=sum(a.requeues or 0 for a in attempts),
         end_reason=redact(state.end_reason or "running"),
         metric_names=metric_names(state),
         final_metrics=dict(last.metrics) if last else {},
@@ -325,7 +327,13 @@ def queue_lines(figures: RunFigures) -> list[str]:
     if figures.queue_wait_s is None or figures.duration_s is None:
         return []
     ran = figures.duration_s - figures.queue_wait_s
-    return [f"- of the job time: {fmt(figures.queue_wait_s, 4)} s queued, {fmt(ran, 4)} s run"]
+    lines = [f"- of the job time: {fmt(figures.queue_wait_s, 4)} s queued, {fmt(ran, 4)} s run"]
+    if figures.requeues:
+        lines.append(
+            f"- requeued by the scheduler {figures.requeues}x, each time going on from the "
+            "job's last checkpoint"
+        )
+    return lines
 
 
 def markdown(state: State, figures: RunFigures) -> str:

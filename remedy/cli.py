@@ -396,7 +396,10 @@ def queue_line(attempt: Attempt) -> str:
     ran = None if attempt.duration_s is None or wait is None else attempt.duration_s - wait
     waited = "-" if wait is None else f"{wait:.0f} s"
     running = "-" if ran is None else f"{ran:.0f} s"
-    return f"job id {attempt.backend_job_id}; queue wait {waited}; run time {running}"
+    requeued = (
+        f"; requeued {attempt.requeues}x, each from its last checkpoint" if attempt.requeues else ""
+    )
+    return f"job id {attempt.backend_job_id}; queue wait {waited}; run time {running}{requeued}"
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

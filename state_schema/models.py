@@ -194,6 +194,12 @@ class Attempt(Strict):
         exclude_if=lambda value: value is None,
         description="The job's id in its scheduler (the Slurm job id).",
     )
+    requeues: int | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="Times the scheduler requeued the job (preemption, a failed node); each "
+        "run after the first went on from the job's last checkpoint.",
+    )
     start_step: int = Field(0, ge=0, description="Steps already done at launch (warm start).")
     curve: str | None = Field(
         None,

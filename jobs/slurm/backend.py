@@ -12,6 +12,10 @@ NODE_FAIL, PREEMPTED, OUT_OF_MEMORY, a scancel from outside).
 run_dir/jobs/<job>/slurm.json keeps the job's folder and its Slurm job id: written before
 sbatch (the folder) and right after (the id), so a flow that resumes adopts the job it
 submitted and never submits it twice.
+
+Slurm may requeue a running job (preemption, a failed node, `scontrol requeue`): the same
+job id runs its batch script again, which warm-starts it from its last checkpoint
+(requeue.py); the flow keeps watching the one job, whose snapshot counts the requeues.
 """
 
 from __future__ import annotations
@@ -26,19 +30,13 @@ from typing import Any
 
 from remedy.jobs.base import FINAL_JOB_STATUSES
 from remedy.jobs.local.backend import SUPERVISOR_END_S, LocalBackend
-from remedy.jobs.local.environment import job_command
 from remedy.jobs.local.layout import JobPaths, error_line, read_json
 from remedy.jobs.registry import register_backend
 from remedy.jobs.slurm import controller
-from remedy.jobs.slurm.batch_script import (
-    OUTPUT_FILE,
-    batch_script,
-    multi_node_command,
-    processes_per_node,
-    slurm_of,
-)
+from remedy.jobs.slurm.batch_script import OUTPUT_FILE, allocation_command, batch_script, slurm_of
 from remedy.jobs.slurm.checks import SlurmSpecError, check_slurm_spec
 from remedy.jobs.slurm.controller import SlurmError, SlurmJob
+from remedy.jobs.slurm.requeue import RUN_SPEC_FILE, prepared_restart
 from remedy.state_schema import JobStatus, RunSpec, write_atomic
 from remedy.state_schema.job_env import without_secrets
 
@@ -138,6 +136,8 @@ class SlurmBackend(LocalBackend):
             return
         paths = self.paths(job_name)
         if not paths.job.exists():
+            paths.root.mkdir(parents=True, exist_ok=True)
+            write_atomic(paths.root / RUN_SPEC_FILE, spec.model_dump_json())  # for a requeue
             self.write_job(job_name, spec, paths)
         script = paths.root / "job.sbatch"
         write_atomic(script, batch_script(job_name, spec, paths))
@@ -150,11 +150,7 @@ class SlurmBackend(LocalBackend):
         machine's: run_spec.slurm.gpus_per_node, torchrun per node, srun across nodes."""
         record = super().launch_record(job_name, spec, paths)
         record["gpus_per_job"] = slurm_of(spec).gpus_per_node or 0
-        processes = processes_per_node(spec)
-        if processes is not None and slurm_of(spec).nodes > 1:
-            record["command"] = multi_node_command(spec, processes)
-        elif processes is not None:
-            record["command"] = job_command(spec, paths, processes)
+        record["command"] = allocation_command(spec, paths, record["command"])
         return record
 
     # --- watch -----------------------------------------------------------------------
@@ -168,6 +164,9 @@ class SlurmBackend(LocalBackend):
         job_id = self.job_id(job_name)
         slurm = controller.job(job_id) if job_id else None
         stopping = paths.stop_request.exists()
+        requeued = slurm.restarts if slurm else prepared_restart(paths)
+        if slurm is not None and slurm.restarts > prepared_restart(paths):
+            status = {}  # the run Slurm ended and requeued wrote it; the next has not begun
         said = JobStatus(status.get("TrainingJobStatus", "InProgress"))
         where: dict[str, Any] = {
             "status": said,
@@ -179,6 +178,7 @@ class SlurmBackend(LocalBackend):
             "ended": status.get("TrainingEndTime") or (slurm and slurm.ended),
             "backend_job_id": job_id,
             "queue_wait_s": slurm.queue_wait_s if slurm else None,
+            "requeues": requeued,
         }
         if job_id is None:
             if age_s(record["created"]) > SUBMIT_TIMEOUT_S:
@@ -212,6 +212,10 @@ class SlurmBackend(LocalBackend):
             )
         elif not status:
             where["status_message"] = f"Slurm job {job_id} {slurm.state.lower()}, starting"
+        if requeued and not status:
+            where["status_message"] += (
+                f"; requeued by Slurm ({requeued}x): it goes on from its last checkpoint"
+            )
         return where
 
     def slurm_end(

@@ -15,7 +15,7 @@ import shlex
 import sys
 
 from remedy.jobs.local.backend import supervisor_command
-from remedy.jobs.local.environment import TORCHRUN_MODULE
+from remedy.jobs.local.environment import TORCHRUN_MODULE, job_command
 from remedy.jobs.local.gpus import GPU_LOCK_DIR_ENV
 from remedy.jobs.local.layout import JobPaths
 from remedy.state_schema import RunSpec, flag_arguments
@@ -24,6 +24,7 @@ from remedy.state_schema.slurm_spec import SlurmSpec
 
 RENDEZVOUS_HOST_ENV = "REMEDY_RDZV_HOST"  # the first node of the allocation
 RENDEZVOUS_PORT = 29400  # torchrun's c10d default
+REQUEUE_MODULE = "remedy.jobs.slurm.requeue"  # prepares a requeued job's next run
 OUTPUT_FILE = "slurm-%j.out"  # in the job's logs folder; %j: the Slurm job id
 
 
@@ -36,9 +37,10 @@ def sbatch_options(job_name: str, spec: RunSpec, paths: JobPaths) -> list[str]:
         f"--job-name={job_name}",
         f"--output={paths.logs / OUTPUT_FILE}",
         f"--chdir={paths.root}",
-        # A requeued job would train again from its start in the same folder; a preempted
-        # job ends instead (PREEMPTED), and the flow relaunches it.
-        "--no-requeue",
+        # Slurm may requeue the job (preemption, a failed node, scontrol requeue): it runs
+        # again in its folder, from its last checkpoint (requeue.py), its output appended.
+        "--requeue",
+        "--open-mode=append",
         *allocation_options(slurm_of(spec)),
     ]
 
@@ -72,6 +74,17 @@ def processes_per_node(spec: RunSpec) -> int | None:
     return wanted if wanted is not None else max(1, slurm_of(spec).gpus_per_node or 0)
 
 
+def allocation_command(spec: RunSpec, paths: JobPaths, command: list[str]) -> list[str]:
+    """The training command inside the allocation: torchrun on each node (srun across
+    nodes); `command`, the local one, for a job of one process."""
+    processes = processes_per_node(spec)
+    if processes is not None and slurm_of(spec).nodes > 1:
+        return multi_node_command(spec, processes)
+    if processes is not None:
+        return job_command(spec, paths, processes)
+    return command
+
+
 def multi_node_command(spec: RunSpec, processes: int) -> list[str]:
     """srun starts torchrun once on each node; every torchrun meets at the rendezvous on the
     first node (its host name is exported by the batch script, so bash expands it there)."""
@@ -98,6 +111,11 @@ def batch_script(job_name: str, spec: RunSpec, paths: JobPaths) -> str:
         'head -n 1)"',
         "# The allocation's GPUs are the job's own: no lease shared with other jobs.",
         f"export {GPU_LOCK_DIR_ENV}={shlex.quote(str(paths.root / 'gpu-locks'))}",
+        "# A requeued job (Slurm sets SLURM_RESTART_COUNT) goes on from its last checkpoint.",
+        'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
+        f"  {shlex.join([sys.executable, '-m', REQUEUE_MODULE, str(paths.root)])} "
+        '"$SLURM_RESTART_COUNT"',
+        "fi",
         f"exec {shlex.join(supervisor_command(paths))}",
     ]
     return "\n".join(lines) + "\n"

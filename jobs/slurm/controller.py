@@ -50,6 +50,7 @@ class SlurmJob:
     started: datetime | None
     ended: datetime | None
     exit_code: str | None  # "code:signal" of the batch script
+    restarts: int = 0  # how many times Slurm requeued it (its SLURM_RESTART_COUNT)
 
     @property
     def is_final(self) -> bool:
@@ -138,6 +139,7 @@ def job(job_id: str) -> SlurmJob | None:
             started=slurm_time(fields.get("StartTime")) if state not in PENDING_STATES else None,
             ended=slurm_time(fields.get("EndTime")) if state in FINAL_STATES else None,
             exit_code=fields.get("ExitCode"),
+            restarts=int(fields.get("Restarts") or 0),
         )
     if "Invalid job id" not in done.stderr:
         raise failure(command, done.stderr)

@@ -3,6 +3,7 @@ scontrol, squeue and scancel as they are, nothing of Slurm mocked."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+import torch
 from pydantic import ValidationError
 
 from remedy.flows.remediate import RemediateSettings, remediate
@@ -20,6 +22,8 @@ from remedy.jobs.slurm import SlurmBackend
 from remedy.jobs.slurm.batch_script import batch_script
 from remedy.jobs.slurm.checks import SlurmSpecError, check_slurm_spec
 from remedy.jobs.slurm.controller import SlurmJob
+from remedy.jobs.slurm.requeue import RUN_SPEC_FILE, prepare_restart
+from remedy.records.report import run_figures, summary_lines
 from remedy.state_schema import (
     JobStatus,
     NextAction,
@@ -28,6 +32,7 @@ from remedy.state_schema import (
     exploding_tensor_rule,
     load_state,
 )
+from remedy.training.checkpoint import save_checkpoint, step_checkpoint_name
 from tests.flows.specs import tiny_spec
 from tests.helpers.cli import remedy, start_remedy, wait_for, write_spec
 from tests.slurm_cluster import SlurmCluster
@@ -83,13 +88,23 @@ def test_slurm_fields_are_checked_naming_the_field() -> None:
         check_slurm_spec(RunSpec(backend="slurm", slurm={"shared_dir": "/no/such/folder"}))
 
 
-def test_the_cluster_refuses_an_allocation_before_launch(slurm_cluster: SlurmCluster) -> None:
+def test_the_cluster_refuses_an_allocation_before_launch(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
     """sbatch --test-only: the controller judges the allocation, nothing is submitted."""
     with pytest.raises(SlurmSpecError, match=r"run_spec\.slurm: .*--partition=gpu-nowhere"):
         check_slurm_spec(RunSpec(backend="slurm", slurm={"partition": "gpu-nowhere"}))
     too_many = slurm_cluster.cpus + 64
     with pytest.raises(SlurmSpecError, match=rf"--cpus-per-task={too_many}"):
         check_slurm_spec(RunSpec(backend="slurm", slurm={"cpus_per_task": too_many}))
+    # GPUs this node lacks (it has no gres), either way of asking: refused, nothing runs
+    for request in ("gpus-per-node", "gres"):
+        spec = RunSpec(backend="slurm", slurm={"gpus_per_node": 1, "gpu_request": request})
+        with pytest.raises(SlurmSpecError, match=r"run_spec\.slurm: .*gpu.*Invalid generic"):
+            check_slurm_spec(spec)
+    with pytest.raises(ValueError, match=r"run_spec\.slurm: .*Invalid generic resource"):
+        SlurmBackend(tmp_path / "run").launch("gpus", gated(slurm={"gpus_per_node": 1}))
+    assert not (tmp_path / "run" / "jobs" / "gpus" / "job.json").exists()
     check_slurm_spec(RunSpec(backend="slurm", slurm={"cpus_per_task": 1, "time_limit": "10"}))
     assert slurm_cluster.run("squeue", "-h", "--states=all").strip() == ""  # none submitted
 
@@ -109,7 +124,7 @@ def test_a_multi_node_job_runs_torchrun_on_every_node_with_a_rendezvous(tmp_path
     script = batch_script("j", spec, paths)
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gres=gpu:4",
                  "#SBATCH --partition=a100", "#SBATCH --time=1-00:00:00", "#SBATCH --exclusive",
-                 "#SBATCH --no-requeue", "#SBATCH --job-name=j"):  # fmt: skip
+                 "#SBATCH --requeue", "#SBATCH --job-name=j"):  # fmt: skip
         assert line in script.splitlines()
     assert 'export REMEDY_RDZV_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST"' in script
     assert script.rstrip().splitlines()[-1].endswith(f"remedy.jobs.local.supervisor {paths.root}")
@@ -137,6 +152,47 @@ def test_slurm_ends_map_to_failure_reasons() -> None:
     # a failed node or preemption is relaunched unchanged; a time or memory limit is not
     assert reasons == {"TIMEOUT": False, "NODE_FAIL": True, "PREEMPTED": True,
                        "OUT_OF_MEMORY": False}  # fmt: skip
+
+
+def test_a_requeued_script_gets_its_newest_checkpoint_and_the_last_run_is_set_aside(
+    tmp_path: Path,
+) -> None:
+    """What the batch script runs on SLURM_RESTART_COUNT (requeue.py), on a job folder as
+    launch() writes it, with real checkpoints of a tiny model."""
+    spec = RunSpec.model_validate(
+        {"backend": "slurm", "entry_point": "train.py", "hyperparameters": {"lr": 0.1},
+         "hyperparameter_roles": {"resume": "resume"}}
+    )  # fmt: skip
+    paths = JobPaths(tmp_path / "jobs" / "j")
+    paths.root.mkdir(parents=True)
+    (paths.root / RUN_SPEC_FILE).write_text(spec.model_dump_json())
+    SlurmBackend(tmp_path).write_job("j", spec, paths)
+    assert "--resume" not in json.loads(paths.job.read_text())["command"]
+
+    said = prepare_restart(paths.root, 1)  # killed before its first checkpoint
+    assert said == "Slurm restart 1: no checkpoint yet, the job starts from its beginning"
+    assert "--resume" not in json.loads(paths.job.read_text())["command"]
+
+    paths.status.write_text('{"TrainingJobStatus": "Stopped"}')  # the run Slurm ended
+    paths.training_log.write_text("step 8\n")
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in (4, 8):
+        save_checkpoint(paths.checkpoints, model, optimizer, epoch=0, step=step,
+                        name=step_checkpoint_name(step))  # fmt: skip
+    said = prepare_restart(paths.root, 2)
+    newest = paths.checkpoints / step_checkpoint_name(8)
+    assert said == f"Slurm restart 2: warm start from {newest.resolve()} (step 8)"
+    record = json.loads(paths.job.read_text())
+    assert record["command"][-2:] == ["--resume", str(newest)]
+    assert json.loads(record["env"]["SM_HPS"])["resume"] == str(newest)
+    assert json.loads(paths.hyperparameters.read_text())["resume"] == str(newest)
+    assert not paths.status.exists() and not paths.training_log.exists()
+    aside = paths.root / "before-restart-2"
+    assert (aside / "status.json").exists() and (aside / "training.log").read_text() == "step 8\n"
+    assert json.loads((paths.root / "restart.json").read_text()) == {
+        "restart": 2, "checkpoint": str(newest.resolve()), "step": 8
+    }  # fmt: skip
 
 
 # --- on the cluster ------------------------------------------------------------------------
@@ -309,3 +365,105 @@ def test_real_explosion_under_slurm_is_stopped_repaired_and_completed(
         json.loads((tmp_path / "jobs" / first.job_name / "slurm.json").read_text())["job_id"]
         == ids[0]
     )
+
+
+def release_requeued(cluster: SlurmCluster, job_id: str) -> None:
+    """Slurm holds a requeued job back (BeginTime, about two minutes); an administrator's
+    `scontrol update StartTime=now` lets it run again at once, once the node's slurmd has
+    let go of the run Slurm ended (a copy launched while it has not is refused, and held)."""
+    wait_for(lambda: slurm_state(cluster, job_id) == "PENDING", timeout=60)
+    wait_for(lambda: not job_steps_on_node(cluster, job_id), timeout=60)
+    cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+
+
+def job_steps_on_node(cluster: SlurmCluster, job_id: str) -> bool:
+    """Whether the node still runs a step of the job (`scontrol listpids` asks its stepds)."""
+    try:
+        lines = cluster.run("scontrol", "listpids", job_id).strip().splitlines()
+    except subprocess.CalledProcessError:
+        return False  # no step of it here
+    return len(lines) > 1  # beyond the header
+
+
+@pytest.mark.slow
+def test_a_requeued_job_goes_on_from_its_last_checkpoint(
+    slurm_cluster: SlurmCluster, prefect_api_url: str, tmp_path: Path
+) -> None:
+    """`scontrol requeue` mid-run (what Slurm does to a job preempted with PreemptMode=
+    REQUEUE): the same Slurm job runs again, warm-started from the newest checkpoint the
+    built-in job wrote, and completes; the flow watches the one job, never submits it
+    again, and the attempt says it was requeued."""
+    spec = tiny_spec(
+        backend="slurm", rules=[], add_batch_norm=1, num_epochs=20,
+        checkpoint_every_steps=4,
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    flow = start_remedy(
+        "run", str(write_spec(tmp_path / "spec.json", spec)), "--run-dir", str(run_dir),
+        "--poll-interval", "0.3", api_url=prefect_api_url,
+    )  # fmt: skip
+    backend = SlurmBackend(run_dir)
+    state_file = run_dir / "state.json"
+    wait_for(lambda: state_file.exists() and load_state(state_file).history.latest_job_name)
+    job = load_state(state_file).history.latest_job_name
+    wait_for(lambda: any(c.step > 0 for c in backend.checkpoints(job)), timeout=120)
+    job_id = backend.describe(job).backend_job_id
+    slurm_cluster.run("scontrol", "requeue", job_id)
+    release_requeued(slurm_cluster, job_id)
+    output, _ = flow.communicate(timeout=240)
+    assert flow.returncode == 0, output
+
+    final = load_state(state_file)
+    assert [a.job_name for a in final.history.attempts] == [job], output
+    attempt = final.history.attempts[0]
+    assert attempt.outcome is JobStatus.Completed, output
+    assert attempt.requeues == 1 and attempt.backend_job_id == job_id
+    assert attempt.start_step > 0  # the requeued run went on from a checkpoint
+    assert attempt.start_step + attempt.steps_run == 20 * 8  # and trained to the end
+    assert jobs_named(slurm_cluster, job) == [job_id]  # never submitted twice
+    assert slurm_state(slurm_cluster, job_id) == "COMPLETED"
+    restart = json.loads((backend.paths(job).root / "restart.json").read_text())
+    assert restart["restart"] == 1 and restart["step"] == attempt.start_step
+    logs = backend.logs(job, tail=400)
+    assert f"Slurm restart 1: warm start from {restart['checkpoint']}" in logs
+    assert f"warm start from {restart['checkpoint']}: epoch" in logs  # the job's own word
+    status = remedy("status", str(run_dir))
+    assert "requeued 1x, each from its last checkpoint" in status.stdout
+    report = summary_lines(run_figures(run_dir))
+    assert "- requeued by the scheduler 1x, each time going on from the job's last checkpoint" in (
+        report
+    )
+
+
+@pytest.mark.slow
+def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """The node taken DOWN mid-run, as Slurm does to a node that stops answering: Slurm
+    kills the job (NODE FAILURE) and requeues it; the node returns (ReturnToService=2) and
+    the job goes on from its newest checkpoint to the end, under its one Slurm job id."""
+    backend = SlurmBackend(tmp_path / "run")
+    spec = tiny_spec(
+        backend="slurm", rules=[], add_batch_norm=1, num_epochs=20, checkpoint_every_steps=4
+    )
+    backend.launch("nodefail", spec)
+    wait_for(lambda: any(c.step > 0 for c in backend.checkpoints("nodefail")), timeout=120)
+    job_id = backend.describe("nodefail").backend_job_id
+    assert job_id is not None
+    try:
+        slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}", "State=DOWN",
+                          "Reason=remedy-test")  # fmt: skip
+        release_requeued(slurm_cluster, job_id)
+        wait_for(lambda: backend.describe("nodefail").is_final, timeout=240)
+    finally:  # the node normally returns by itself; never leave the session's node down
+        with contextlib.suppress(subprocess.CalledProcessError):
+            slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}",
+                              "State=RESUME")  # fmt: skip
+    snapshot = backend.describe("nodefail")
+    assert snapshot.status is JobStatus.Completed, backend.logs("nodefail")
+    assert snapshot.requeues == 1 and snapshot.backend_job_id == job_id
+    assert snapshot.progress is not None and snapshot.progress.start_step > 0
+    assert snapshot.progress.step == 20 * 8
+    assert jobs_named(slurm_cluster, "nodefail") == [job_id]
+    logs = backend.logs("nodefail", tail=400)
+    assert "DUE TO NODE FAILURE" in logs and "Slurm restart 1: warm start from" in logs
