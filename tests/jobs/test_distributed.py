@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from remedy.debugger import create_trial, store
-from remedy.jobs import JobSnapshot
 from remedy.jobs.local import LocalBackend
 from remedy.state_schema import JobStatus, RunSpec
 from remedy.state_schema.run_spec import exploding_tensor_rule
 from tests.conftest import REPO
+from tests.helpers.local_jobs import wait_final
 
 pytestmark = pytest.mark.slow
 TWO_PROCESSES = {"torch_distributed": {"processes_per_host": 2}}
@@ -34,16 +34,6 @@ def ddp_spec(**flags: object) -> RunSpec:
         debugger_save_interval=1,  # gradients at every step: rules see each rank's
         rules=[exploding_tensor_rule()],  # one rule, the seed's: the tests count its steps
     )
-
-
-def wait_final(backend: LocalBackend, name: str, timeout: float = 300.0) -> JobSnapshot:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        snapshot = backend.describe(name)
-        if snapshot.is_final:
-            return snapshot
-        time.sleep(0.2)
-    raise AssertionError(f"{name} not final after {timeout}s: {backend.describe(name)}")
 
 
 def job_processes(job_dir: Path) -> list[int]:
@@ -75,7 +65,7 @@ def test_a_ddp_script_runs_unmodified_on_two_processes(tmp_path: Path) -> None:
     backend = LocalBackend(tmp_path / "run")
     backend.launch("ddp", ddp_spec(epochs=2))
     paths = backend.paths("ddp")
-    snapshot = wait_final(backend, "ddp")
+    snapshot = wait_final(backend, "ddp", timeout=300.0)
     log = backend.logs("ddp", tail=200)
     assert snapshot.status is JobStatus.Completed, log
     command = json.loads(paths.job.read_text())["command"]
@@ -118,7 +108,7 @@ def test_a_rule_firing_on_the_ranks_stops_every_rank(tmp_path: Path) -> None:
     )
     backend.launch("diverges", spec)
     paths = backend.paths("diverges")
-    snapshot = wait_final(backend, "diverges")
+    snapshot = wait_final(backend, "diverges", timeout=300.0)
     log = backend.logs("diverges", tail=300)
     assert snapshot.status is JobStatus.Stopped, log
     (rule,) = snapshot.rules
