@@ -182,6 +182,9 @@ def test_the_built_in_job_keeps_its_command_and_gets_the_same_environment(tmp_pa
     assert launch.env["REMEDY_NAN_GUARD"] == "stop" and "PYTHONPATH" not in launch.env
     every_job = {names.OUTPUT_DIR_ENV, names.CHECKPOINT_DIR_ENV, names.STOP_FILE_ENV}
     assert every_job | {names.TORCH_THREADS_ENV, *names.THREAD_ENVS} <= set(launch.env)
+    assert names.MAX_UPDATES_ENV not in launch.env  # a full launch: the job's own length
+    probe = job_launch(RunSpec(max_updates=50), "probe", paths, environ={})
+    assert probe.env[names.MAX_UPDATES_ENV] == "50"
 
 
 def test_script_and_module_commands_go_through_the_launcher(tmp_path: Path) -> None:

@@ -237,3 +237,13 @@ def test_the_command_line_form_and_path_roles_reach_the_entry_program(tmp_path: 
     assert form == {
         "hyperparameter_style": "name=value", "arguments": ["--config-name=small"], "bare_flags": []
     }  # fmt: skip
+
+
+def test_a_probes_bound_reaches_the_cloud_job(tmp_path: Path) -> None:
+    """run_spec.max_updates (a probe's) is the job's REMEDY_MAX_UPDATES, as locally; a
+    full launch has none."""
+    bounded = cloud_spec(tmp_path).model_copy(update={"max_updates": 50})
+    request = create_training_job_request(bounded, CloudPaths(BUCKET, "job"), REGION)
+    assert request["Environment"]["REMEDY_MAX_UPDATES"] == "50"
+    full = create_training_job_request(cloud_spec(tmp_path), CloudPaths(BUCKET, "job"), REGION)
+    assert "REMEDY_MAX_UPDATES" not in full["Environment"]
