@@ -53,6 +53,17 @@ def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | N
     start_loss (default: the attempt's own first loss)."""
     if attempt is None:
         return "no job was launched"
+    if (flaw := job_flaw(attempt)) is not None:
+        return flaw
+    if attempt.spec.success_criteria:
+        return unmet_criterion(attempt)
+    measured = measured_start(attempt) if start is None else start
+    return unjudged(attempt, measured) or untrained(attempt, measured) or at_chance(attempt)
+
+
+def job_flaw(attempt: Attempt) -> str | None:
+    """What is wrong with the attempt before its model's quality is asked: how its job
+    ended, a finding, a rule that could not judge, no update run."""
     if attempt.outcome is not JobStatus.Completed:
         return f"the job ended {attempt.outcome.value if attempt.outcome else 'running'}"
     if attempt.findings:
@@ -64,20 +75,16 @@ def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | N
         return f"rule {error.rule} could not judge the job: {error.message}"
     if attempt.steps_run <= 0:
         return "the job completed without running a single update"
-    if attempt.spec.success_criteria:
-        return unmet_criterion(attempt)
-    measured = measured_start(attempt) if start is None else start
-    return unjudged(attempt, measured) or untrained(attempt, measured) or at_chance(attempt)
+    return None
 
 
 def not_learned(attempt: Attempt | None, start: float | None = None) -> str | None:
     """Why a completed attempt whose job ran and reported its losses (and accuracy) is not
-    clean because its model learned nothing, in a few words; None otherwise. Not a flaw of
-    the job's reporting but of its training: the monitor turns it into a finding that the
-    policy repairs (NOT_TRAINED), as a rule's would be."""
-    if attempt is None or attempt.outcome is not JobStatus.Completed or attempt.findings:
-        return None
-    if attempt.rule_errors or attempt.steps_run <= 0 or attempt.spec.success_criteria:
+    clean because its model learned nothing, in a few words; None otherwise (judged by
+    success criteria, or the figures cannot tell). Not a flaw of the job's reporting but of
+    its training: the monitor turns it into a finding that the policy repairs
+    (NOT_TRAINED), as a rule's would be."""
+    if attempt is None or job_flaw(attempt) or attempt.spec.success_criteria:
         return None
     measured = measured_start(attempt) if start is None else start
     if unjudged(attempt, measured):
