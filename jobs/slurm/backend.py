@@ -210,6 +210,8 @@ class SlurmBackend(LocalBackend):
                 f"pending in Slurm's queue ({slurm.reason or slurm.state}), job {job_id}, "
                 f"waiting {wait:.0f} s"
             )
+            if slurm.pending_hint:
+                where["status_message"] += f"; {slurm.pending_hint}"
         elif not status:
             where["status_message"] = f"Slurm job {job_id} {slurm.state.lower()}, starting"
         if requeued and not status:

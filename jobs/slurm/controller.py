@@ -61,6 +61,19 @@ class SlurmJob:
         return self.state in PENDING_STATES
 
     @property
+    def pending_hint(self) -> str | None:
+        """What ends a wait that no scheduling will end by itself, for the person watching."""
+        reason = (self.reason or "").lower()
+        if "held" in reason:  # JobHeldAdmin, JobHeldUser, launch_failed_requeued_held
+            return f"held until released: `scontrol release {self.job_id}`"
+        if reason == "begintime" and self.restarts:  # Slurm's back-off for a requeued job
+            return (
+                "Slurm holds a requeued job back about two minutes; `scontrol update "
+                f"JobId={self.job_id} StartTime=now` starts it at once"
+            )
+        return None
+
+    @property
     def queue_wait_s(self) -> float | None:
         if self.submitted is None or self.started is None:
             return None

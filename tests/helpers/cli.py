@@ -38,10 +38,17 @@ def start_remedy(*args: str, api_url: str) -> subprocess.Popen:
     )
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float = 120.0,
+    explain: Callable[[], str] | None = None,
+) -> None:
+    """Polls `condition` until it holds; on timeout fails with what `explain` says of why."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
+        if time.monotonic() >= deadline:
+            why = f": {explain()}" if explain else ""
+            raise AssertionError(f"condition not met in time{why}")
         time.sleep(0.2)
 
 

@@ -215,6 +215,10 @@ def test_a_job_left_pending_shows_why_and_is_cancelled_on_stop(
         assert f"pending in Slurm's queue (Resources), job {snapshot.backend_job_id}" in (
             snapshot.status_message or ""
         )
+        assert "scontrol" not in (snapshot.status_message or "")  # resources free it by themselves
+        slurm_cluster.run("scontrol", "hold", snapshot.backend_job_id)  # only a person frees it
+        held = backend.describe("waits").status_message or ""
+        assert f"held until released: `scontrol release {snapshot.backend_job_id}`" in held, held
         backend.stop("waits")
         stopped = backend.describe("waits")
         assert stopped.status is JobStatus.Stopped and stopped.failure_reason is None
@@ -440,8 +444,10 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     """The node taken DOWN mid-run, as Slurm does to a node that stops answering: Slurm
-    kills the job (NODE FAILURE) and requeues it; the node returns (ReturnToService=2) and
-    the job goes on from its newest checkpoint to the end, under its one Slurm job id."""
+    kills the job (NODE FAILURE) and requeues it; the node returns to service (as an
+    administrator returns it: waiting for the controller's next ping of the node would make
+    the test's length depend on the machine's load) and the job goes on from its newest
+    checkpoint to the end, under its one Slurm job id."""
     backend = SlurmBackend(tmp_path / "run")
     spec = tiny_spec(
         backend="slurm", rules=[], add_batch_norm=1, num_epochs=20, checkpoint_every_steps=4
@@ -454,8 +460,18 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
         slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}", "State=DOWN",
                           "Reason=remedy-test")  # fmt: skip
         release_requeued(slurm_cluster, job_id)
-        wait_for(lambda: backend.describe("nodefail").is_final, timeout=240)
-    finally:  # the node normally returns by itself; never leave the session's node down
+        with contextlib.suppress(subprocess.CalledProcessError):  # it may be back already
+            slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}",
+                              "State=RESUME")  # fmt: skip
+        wait_for(
+            lambda: backend.describe("nodefail").is_final,
+            timeout=240,
+            explain=lambda: (
+                slurm_cluster.run("scontrol", "show", "job", job_id)
+                + slurm_cluster.run("scontrol", "show", "node", slurm_cluster.node)
+            ),
+        )
+    finally:  # never leave the session's node down
         with contextlib.suppress(subprocess.CalledProcessError):
             slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}",
                               "State=RESUME")  # fmt: skip
