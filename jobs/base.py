@@ -126,6 +126,10 @@ class JobBackend(ABC):
     """One place jobs run. Subclasses set `name` and register with @register_backend."""
 
     name: ClassVar[str]
+    # Whether the job runs its code from this machine's folders (local processes, a cluster
+    # sharing them), so preflight looks for the code, GPUs and warm start here; a backend
+    # that uploads source_dir elsewhere has only the uploaded script checked.
+    code_runs_here: ClassVar[bool] = False
 
     def __init__(self, run_dir: str | Path) -> None:
         # The run's folder, where a backend may keep its jobs. Absolute: a job runs in its own

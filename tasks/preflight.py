@@ -18,7 +18,6 @@ from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from remedy.jobs import backend_class
-from remedy.jobs.local.environment import check_argv_limits
 from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
 from remedy.records.report_store import reports_store
 from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
@@ -47,16 +46,11 @@ def preflight(spec: RunSpec) -> None:
 
 
 def check_code(spec: RunSpec) -> None:
-    """The job's code, found the way the job will look for it, and its command line."""
-    if spec.backend == "sagemaker":
-        check_cloud(spec)
+    """The job's code, found the way the job will look for it (its command line is its
+    backend's check)."""
+    if not backend_class(spec.backend).code_runs_here:
+        check_uploaded(spec)
         return
-    if spec.backend not in ("local", "slurm"):  # a Slurm job runs the local launcher
-        return
-    try:
-        check_argv_limits(spec)
-    except ValueError as error:
-        raise PreflightError(str(error)) from None
     try:
         gpus_wanted(spec.gpus_per_job, len(visible_devices(os.environ)))
     except GpuSettingError as error:
@@ -83,10 +77,10 @@ def check_code(spec: RunSpec) -> None:
             raise PreflightError(f"run_spec.data_path: {error}") from None
 
 
-def check_cloud(spec: RunSpec) -> None:
-    """A cloud job's script in source_dir (its spec: the backend's check, jobs/sagemaker/
-    checks.py: fields, instance type, region, image, the request against the service's
-    model)."""
+def check_uploaded(spec: RunSpec) -> None:
+    """The script in the source_dir a backend uploads (a cloud job; its other fields are its
+    backend's check, e.g. jobs/sagemaker/checks.py: instance type, region, image, the
+    request against the service's model)."""
     if spec.source_dir is not None and spec.is_script:
         check_script(spec.entry_point, Path(spec.source_dir).resolve(), True)
 

@@ -133,6 +133,7 @@ def place_warm_start(checkpoint: Path, checkpoints: Path) -> None:
 @register_backend
 class LocalBackend(JobBackend):
     name = "local"
+    code_runs_here = True  # and a Slurm job's, which runs this launcher on shared folders
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:

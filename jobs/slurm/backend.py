@@ -85,6 +85,7 @@ class SlurmBackend(LocalBackend):
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:
+        super().check(spec)  # the same launcher and command line
         check_slurm_spec(spec)
 
     # --- where a job's files are -----------------------------------------------------
