@@ -9,6 +9,7 @@ from remedy.strategies.base import STRATEGIES, Strategy, get_strategy, register_
 from remedy.strategies.plan import plan_next
 from remedy.strategies.policies import (
     POLICIES,
+    Decision,
     Policy,
     check_policy_name,
     get_policy,
@@ -26,6 +27,7 @@ for _module in pkgutil.iter_modules(__path__):
 
 __all__ = [
     "Checkpoint",
+    "Decision",
     "POLICIES",
     "STRATEGIES",
     "Policy",

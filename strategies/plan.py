@@ -9,7 +9,7 @@ from remedy.state_schema import Finding, NextAction, PlannedChange, ProbeCandida
 from remedy.state_schema.transitions import end, spec_changes, update_current_attempt
 from remedy.strategies.base import Strategy
 from remedy.strategies.outcomes import classify
-from remedy.strategies.policies import Policy, get_policy
+from remedy.strategies.policies import Policy, get_policy, nothing_for
 from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 
 
@@ -27,21 +27,22 @@ def plan_next(
     findings = state.findings if findings is None else findings
     state = with_result(state, findings)
     policy = get_policy(state.policy)
+    clean = None
     if policy.warm_start:
         attempt = state.current_attempt
-        policy.clean_checkpoint = pick_checkpoint(
+        clean = pick_checkpoint(
             checkpoints,
             findings,
             state.run_spec.debugger_save_interval,
             start_step=attempt.start_step if attempt else 0,
             skipped=state.run_spec.skip_steps,
         )
-    strategy = policy.choose(state, findings)
-    if strategy is None:
-        return end(state, policy.nothing_left(state, findings))
-    candidates = policy.alternatives(state, strategy) if probing else []
+    decision = policy.decide(state, findings, clean)
+    if decision.strategy is None:
+        return end(state, decision.why_none or nothing_for(policy, findings))
+    candidates = decision.probe if probing else ()
     if len(candidates) > 1 and probes_left(state) >= len(candidates):
-        probes = [ProbeCandidate(**proposal(state, c, policy)) for c in candidates]
+        probes = [ProbeCandidate(**proposal(state, c, policy, clean)) for c in candidates]
         return state.model_copy(
             update={
                 "probes": probes,
@@ -50,7 +51,8 @@ def plan_next(
                 "findings": findings,
             }
         )
-    proposed = proposal(state, strategy, policy)
+    strategy = decision.strategy
+    proposed = proposal(state, strategy, policy, clean)
     state = strategy.bump_counter(state)
     return state.model_copy(
         update={
@@ -63,15 +65,17 @@ def plan_next(
     )
 
 
-def proposal(state: State, strategy: Strategy, policy: Policy) -> dict[str, Any]:
+def proposal(
+    state: State, strategy: Strategy, policy: Policy, clean: Checkpoint | None
+) -> dict[str, Any]:
     """What applying the strategy makes of the run_spec: the new spec (warm-started from
-    the policy's clean checkpoint when the strategy keeps the weights), why, and what
-    changed."""
+    the clean checkpoint when the policy warm-starts and the strategy keeps the weights),
+    why, and what changed."""
     before = state.run_spec
     after = strategy.apply(before)
     reason = strategy.reason(before, after)
     if policy.warm_start:
-        warm = policy.clean_checkpoint if strategy.keeps_weights() else None
+        warm = clean if strategy.keeps_weights() else None
         after = after.model_copy(
             update={
                 "init_checkpoint": warm.path if warm else None,

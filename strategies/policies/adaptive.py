@@ -14,12 +14,11 @@ spent. A user's policy_config replaces the order for the findings it names.
 from __future__ import annotations
 
 from remedy.state_schema import Finding, PolicyStep, State
-from remedy.strategies.base import Strategy
 from remedy.strategies.outcomes import Trouble, rule_class, trouble
-from remedy.strategies.policies.base import Policy, register_policy
+from remedy.strategies.policies.base import Decision, Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, cheap_first, walk
 from remedy.strategies.search_lr import SearchLR
-from remedy.strategies.warm_start import update_of
+from remedy.strategies.warm_start import Checkpoint, update_of
 
 
 def rungs(*names: str | tuple[str, int]) -> list[PolicyStep]:
@@ -138,17 +137,15 @@ class AdaptivePolicy(Policy):
     description = "per-finding strategy orders, cheap first, skip what failed, warm start"
     warm_start = True
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_walks: dict[str, Walk] = {}
-
-    def orders(self, state: State, finding: Finding) -> list[PolicyStep]:
+    def orders(
+        self, state: State, finding: Finding, clean_checkpoint: Checkpoint | None
+    ) -> list[PolicyStep]:
         configured = state.policy_config or {}
         for key in (finding.rule, rule_class(finding, state.run_spec)):
             if key in configured:
                 return list(configured[key])  # the user's order, as written
         kind = trouble(finding, state.run_spec)
-        if self.clean_checkpoint is None and kind in FROM_SCRATCH:
+        if clean_checkpoint is None and kind in FROM_SCRATCH:
             order = list(FROM_SCRATCH[kind])
         else:
             order = cheap_first(ORDERS[kind])
@@ -156,7 +153,7 @@ class AdaptivePolicy(Policy):
             order.insert(0, PolicyStep(strategy="drop_bad_samples", max_times=1))
         if (
             kind is Trouble.spike
-            and self.clean_checkpoint is not None
+            and clean_checkpoint is not None
             and not after_rate_rise(state, finding)
         ):
             # A late spike after a sound stretch: roll back past it first (twice at most);
@@ -164,25 +161,22 @@ class AdaptivePolicy(Policy):
             order.insert(0, PolicyStep(strategy="rollback_and_skip", max_times=2))
         return order
 
-    def choose(self, state: State, findings: list[Finding]) -> Strategy | None:
-        self.last_walks = {}
+    def decide(
+        self, state: State, findings: list[Finding], clean_checkpoint: Checkpoint | None
+    ) -> Decision:
+        walks: dict[str, Walk] = {}
         for finding in findings or [Finding(rule="ExplodingTensor")]:
-            result = walk(state, self.orders(state, finding), findings)
-            self.last_walks[finding.rule] = result
-            if result.chosen is not None:
-                return result.chosen
-        return None
-
-    def alternatives(self, state: State, chosen: Strategy) -> list[Strategy]:
-        """A rate to search: a few rates of the bracket, probed side by side, so one round
-        of short probes does what a launch per rate would."""
-        if isinstance(chosen, SearchLR):
-            return list(chosen.spread(state.run_spec))
-        return [chosen]
-
-    def nothing_left(self, state: State, findings: list[Finding]) -> str:
+            walks[finding.rule] = result = walk(
+                state, self.orders(state, finding, clean_checkpoint), findings
+            )
+            if (chosen := result.chosen) is not None:
+                # A rate to search: a few rates of the bracket, probed side by side, so one
+                # round of short probes does what a launch per rate would.
+                spread = chosen.spread(state.run_spec) if isinstance(chosen, SearchLR) else ()
+                return Decision(chosen, probe=tuple(spread))
         parts = [
             f"{rule}: tried or ruled out {'; '.join(w.skipped) or 'nothing'}"
-            for rule, w in self.last_walks.items()
+            for rule, w in walks.items()
         ]
-        return f"policy 'adaptive' has no strategy left ({' | '.join(parts)})"
+        why = f"policy 'adaptive' has no strategy left ({' | '.join(parts)})"
+        return Decision.nothing_left(why)

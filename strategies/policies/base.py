@@ -13,6 +13,7 @@ import ast
 import importlib
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -23,6 +24,22 @@ from remedy.strategies.warm_start import Checkpoint
 POLICIES: dict[str, type[Policy]] = {}
 
 
+@dataclass(frozen=True)
+class Decision:
+    """A policy's answer for the findings that ended an attempt: the strategy to apply next,
+    or none (the run ends, saying `why_none`). `probe`: candidates to try briefly side by side
+    before the full relaunch (the rate's bracket), the strategy among them; fewer than two,
+    no probes."""
+
+    strategy: Strategy | None
+    why_none: str = ""
+    probe: tuple[Strategy, ...] = ()
+
+    @classmethod
+    def nothing_left(cls, why: str) -> Decision:
+        return cls(None, why_none=why)
+
+
 class Policy:
     name: ClassVar[str]
     description: ClassVar[str] = ""
@@ -30,24 +47,19 @@ class Policy:
     # checkpoint taken before the problem began instead of from scratch.
     warm_start: ClassVar[bool] = False
 
-    def __init__(self) -> None:
-        # Set by the planner before choose(): the checkpoint a strategy that keeps the
-        # weights would start from (None: every strategy starts from scratch).
-        self.clean_checkpoint: Checkpoint | None = None
-
-    def choose(self, state: State, findings: list[Finding]) -> Strategy | None:
-        """The strategy to apply next, or None when nothing is left to try."""
+    def decide(
+        self, state: State, findings: list[Finding], clean_checkpoint: Checkpoint | None
+    ) -> Decision:
+        """What to do about `findings`. `clean_checkpoint`: the checkpoint a strategy that
+        keeps the weights would start from (None: every strategy starts from scratch; always
+        None unless the policy sets warm_start)."""
         raise NotImplementedError
 
-    def alternatives(self, state: State, chosen: Strategy) -> list[Strategy]:
-        """Candidates to probe side by side before committing to a full relaunch, the
-        choice first; one (or none) means no probes."""
-        return [chosen]
 
-    def nothing_left(self, state: State, findings: list[Finding]) -> str:
-        """Why choose() returned None, for the end reason."""
-        found = ", ".join(sorted({f.rule for f in findings})) or "no finding"
-        return f"policy {self.name!r} has no strategy left for {found}"
+def nothing_for(policy: Policy, findings: list[Finding]) -> str:
+    """The end reason of a policy that gave no reason of its own."""
+    found = ", ".join(sorted({f.rule for f in findings})) or "no finding"
+    return f"policy {policy.name!r} has no strategy left for {found}"
 
 
 def register_policy(cls: type[Policy]) -> type[Policy]:

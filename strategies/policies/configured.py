@@ -14,9 +14,9 @@ loaded. Relaunches warm-start when the chosen strategy keeps the weights.
 from __future__ import annotations
 
 from remedy.state_schema import Finding, State
-from remedy.strategies.base import Strategy
-from remedy.strategies.policies.base import Policy, register_policy
+from remedy.strategies.policies.base import Decision, Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, walk
+from remedy.strategies.warm_start import Checkpoint
 
 ANY = "*"
 
@@ -27,26 +27,24 @@ class ConfiguredPolicy(Policy):
     description = "finding -> ordered strategies with limits, from policy_config"
     warm_start = True
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_walks: dict[str, Walk] = {}
-
-    def choose(self, state: State, findings: list[Finding]) -> Strategy | None:
+    def decide(
+        self, state: State, findings: list[Finding], clean_checkpoint: Checkpoint | None
+    ) -> Decision:
         config = state.policy_config or {}
-        self.last_walks = {}
+        if not config:
+            return Decision.nothing_left(
+                "policy 'config' needs policy_config in the payload; none was given"
+            )
+        walks: dict[str, Walk] = {}
         for finding in findings:
             rungs = config.get(finding.rule, config.get(ANY, []))
-            result = walk(state, rungs, findings)
-            self.last_walks[finding.rule] = result
+            walks[finding.rule] = result = walk(state, rungs, findings)
             if result.chosen is not None:
-                return result.chosen
-        return None
-
-    def nothing_left(self, state: State, findings: list[Finding]) -> str:
-        if not state.policy_config:
-            return "policy 'config' needs policy_config in the payload; none was given"
+                return Decision(result.chosen)
         parts = [
             f"{rule}: {'; '.join(w.skipped) or 'no strategies configured'}"
-            for rule, w in self.last_walks.items()
+            for rule, w in walks.items()
         ]
-        return f"policy 'config' has no strategy left ({' | '.join(parts) or 'no finding'})"
+        return Decision.nothing_left(
+            f"policy 'config' has no strategy left ({' | '.join(parts) or 'no finding'})"
+        )

@@ -1,9 +1,9 @@
 from remedy.state_schema import Finding, State
 from remedy.strategies.add_batch_norm import AddBatchNorm
-from remedy.strategies.base import Strategy
 from remedy.strategies.lower_lr import LowerLR
 from remedy.strategies.lower_warmup_lr import LowerWarmupLR
-from remedy.strategies.policies.base import Policy, register_policy
+from remedy.strategies.policies.base import Decision, Policy, nothing_for, register_policy
+from remedy.strategies.warm_start import Checkpoint
 
 
 @register_policy
@@ -18,13 +18,15 @@ class SeedPolicy(Policy):
     description = "lower warmup LR while warmup/5 >= 1e-3, then add batch norm, then LR x 0.9"
     ladder = (LowerWarmupLR(), AddBatchNorm(), LowerLR())
 
-    def choose(self, state: State, findings: list[Finding]) -> Strategy | None:
+    def decide(
+        self, state: State, findings: list[Finding], clean_checkpoint: Checkpoint | None
+    ) -> Decision:
         spec = state.run_spec
-        return next((s for s in self.ladder if s.understood_by(spec) and s.applies(spec)), None)
-
-    def nothing_left(self, state: State, findings: list[Finding]) -> str:
+        for step in self.ladder:
+            if step.understood_by(spec) and step.applies(spec):
+                return Decision(step)
         steps = [
-            f"{step.name}: {step.not_understood(state.run_spec) or 'nothing left to change'}"
+            f"{step.name}: {step.not_understood(spec) or 'nothing left to change'}"
             for step in self.ladder
         ]
-        return f"{super().nothing_left(state, findings)} ({'; '.join(steps)})"
+        return Decision.nothing_left(f"{nothing_for(self, findings)} ({'; '.join(steps)})")

@@ -7,7 +7,7 @@ from pathlib import Path
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.records.messages import final_message
 from remedy.state_schema import Finding, JobStatus, NextAction, RunSpec, State, load_state
-from remedy.strategies import POLICIES, Policy, Strategy, get_policy, register_policy
+from remedy.strategies import POLICIES, Checkpoint, Decision, Policy, get_policy, register_policy
 from remedy.strategies.drop_bad_samples import DropBadSamples
 from remedy.training.bundle import read_bundle
 from remedy.training.replay import replay
@@ -25,11 +25,13 @@ if POLICY not in POLICIES:
 
         name = POLICY
 
-        def choose(self, state: State, findings: list[Finding]) -> Strategy | None:
+        def decide(
+            self, state: State, findings: list[Finding], clean_checkpoint: Checkpoint | None
+        ) -> Decision:
             drop = DropBadSamples.for_findings(findings)
             if drop.applies(state.run_spec):
-                return drop
-            return get_policy("seed").choose(state, findings)
+                return Decision(drop)
+            return get_policy("seed").decide(state, findings, clean_checkpoint)
 
 
 def test_a_corrupt_record_is_caught_traced_dropped_and_the_run_completes(

@@ -85,5 +85,5 @@ def test_the_seed_policy_still_ignores_which_rule_fired() -> None:
     state = begin_attempt(State(), "j1")
     state = update_current_attempt(state, outcome=JobStatus.Stopped)
     finding = Finding(rule="NonFiniteGradient", data_problem=DataProblem(samples=[23]))
-    chosen = get_policy("seed").choose(state, [finding])
+    chosen = get_policy("seed").decide(state, [finding], None).strategy
     assert chosen is not None and chosen.name == "lower_warmup_lr"

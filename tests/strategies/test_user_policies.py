@@ -11,6 +11,8 @@ import pytest
 from remedy.state_schema import Finding, NextAction, State
 from remedy.state_schema.transitions import begin_attempt
 from remedy.strategies import (
+    POLICIES,
+    Decision,
     Policy,
     check_policy_name,
     get_policy,
@@ -74,9 +76,9 @@ def test_policy_config_can_be_a_json_file(tmp_path: Path) -> None:
 class AlwaysBatchNorm(Policy):
     name = "always_batch_norm_test"
 
-    def choose(self, state, findings):  # noqa: ANN001, ANN201
+    def decide(self, state, findings, clean_checkpoint):  # noqa: ANN001, ANN201
         strategy = get_strategy("add_batch_norm")
-        return strategy if strategy.applies(state.run_spec) else None
+        return Decision(strategy if strategy.applies(state.run_spec) else None)
 
 
 def test_a_registered_python_policy_is_used_by_name() -> None:
@@ -88,12 +90,12 @@ def test_a_registered_python_policy_is_used_by_name() -> None:
 
 def test_a_python_policy_by_import_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "my_policies.py").write_text(
-        "from remedy.strategies import Policy, get_strategy\n"
+        "from remedy.strategies import Decision, Policy, get_strategy\n"
         "class LrOnly(Policy):\n"
         "    name = 'lr_only'\n"
-        "    def choose(self, state, findings):\n"
+        "    def decide(self, state, findings, clean_checkpoint):\n"
         "        s = get_strategy('lower_lr_10x')\n"
-        "        return s if s.applies(state.run_spec) else None\n"
+        "        return Decision(s if s.applies(state.run_spec) else None)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert get_policy("my_policies:LrOnly").name == "lr_only"
@@ -136,3 +138,19 @@ def test_a_python_policy_is_checked_without_importing_its_module(
     assert get_policy("side_effects:Mine").name == "mine"  # use imports it
     assert marker.exists()
     sys.modules.pop("side_effects", None)
+
+
+def test_the_policy_class_of_docs_policies_md_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docs' example, copied as a user would: it chooses, then ends with its reason."""
+    docs = (Path(__file__).parents[2] / "docs" / "policies.md").read_text()
+    code = docs.split("# my_policies.py", 1)[1].split("\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "docs_policies.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    check_policy_name("docs_policies:Cautious")
+    chosen, final = ladder(State(policy="docs_policies:Cautious"), FIRED)
+    assert chosen == ["lower_lr_10x", "add_batch_norm"]
+    assert final.end_reason == "cautious: lower_lr_10x and add_batch_norm were tried"
+    sys.modules.pop("docs_policies", None)
+    POLICIES.pop("cautious", None)
