@@ -58,7 +58,10 @@ RUNNING = (JobStatus.InProgress, JobStatus.Stopping)
 class RemediateSettings(BaseModel):
     poll_interval_s: float = Field(2.0, gt=0, description="Seconds between job status polls.")
     max_wait_s: float = Field(
-        600.0, gt=0, description="Longest a monitor call waits for a change before reporting."
+        600.0,
+        gt=0,
+        title="Monitor Max Wait (s)",  # apart from the spot jobs' max_wait_s in the same form
+        description="Longest a monitor call waits for a change before reporting.",
     )
     notify_config: str | None = Field(
         None,

@@ -285,6 +285,7 @@ class RunSpec(Hyperparameters):
     )
     max_wait_s: int | None = Field(
         None,
+        title="Spot Max Wait (s)",  # apart from the monitor's max_wait_s in the same form
         ge=1,
         le=28 * 86400,
         description="Cloud backend, spot: the longest a job may wait for capacity and run, "

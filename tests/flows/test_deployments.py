@@ -256,6 +256,11 @@ def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
     assert "default" not in properties["source_dir"]
     text = str(schema)
     assert "<hidden>" not in text and "&lt;hidden&gt;" in text
+    # one page of the form: no two inputs with the same label (two "Max Wait S" were)
+    page = [properties, cloud["properties"], schema["definitions"]["SlurmSpec"]["properties"]]
+    page += [schema["definitions"][name]["properties"] for name in ("RemediateSettings", "Budgets")]
+    titles = [field.get("title") for group in page for field in group.values()]
+    assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
 
     for parameters in (
         {"run_spec": {"init_checkpoint": "/ckpt", "start_epoch": 2}},
