@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, is_infrastructure_failure
-from remedy.records.verdict import run_flaw, run_not_learned
+from remedy.records.verdict import run_flaw, run_verdict_finding
 from remedy.state_schema import (
-    NOT_TRAINED,
     DataProblem,
     Finding,
     JobStatus,
@@ -202,8 +201,8 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
     if not seen.settled:
         return state.model_copy(update={"next_action": NextAction.monitor})
     if seen.job_status is JobStatus.Completed:
-        if (why := run_not_learned(state)) is not None:
-            return not_trained(state, why)  # repaired as a rule's finding would be
+        if (found := run_verdict_finding(state)) is not None:
+            return verdict_found(state, found)  # repaired as a rule's finding would be
         if (flaw := run_flaw(state)) is not None:
             return end(state, f"completed, but the run is not clean: {flaw}")
         attempt = state.current_attempt
@@ -224,12 +223,9 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
     return end(state, f"the job was stopped outside the flow{why}")
 
 
-def not_trained(state: State, why: str) -> State:
-    """A completed run whose model learned nothing although no rule fired: a finding of
-    its own (NOT_TRAINED), at the attempt's last update, so the policy repairs it."""
-    attempt = state.current_attempt
-    step = max(attempt.steps_run - 1, 0) if attempt else None  # a hook step: in the launch
-    found = Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=step, message=why)
+def verdict_found(state: State, found: Finding) -> State:
+    """A completed run that no rule faulted, found wanting by the verdict (records/verdict.py:
+    its model learned nothing, or too slowly): its finding, so the policy repairs it."""
     state = update_current_attempt(state, findings=[found])
     return state.model_copy(
         update={

@@ -10,17 +10,34 @@ not report, or whose last value was not finite, is not met), or, when none are g
   ln 10, a uniform guess), whichever is lower: a first loss inflated by an unstable start
   is no baseline; and
 - where the job's classes are known (run_spec.num_classes; the built-in job's 10), its test
-  accuracy is clearly above chance.
+  accuracy is clearly above chance; and
+- its loss was not still speeding up at its end (a launch of 60 updates or more): the last
+  third of its steps did not take the loss down by SPEEDING_UP times what the middle third
+  did, nor by more than SPEEDING_UP_DROP of the untrained loss. A healthy descent slows as
+  the model learns (every healthy run of benchmarks/repair_quality.py: the last third took
+  0.05-0.65 of the middle one's drop; a tiny job stopped early, still descending in a
+  line: 1.16); one that gains pace at its end was held back by its learning rate (a
+  GPT-style job at 1/1000 of its rate, whose schedule raises it towards its floor: 1.76).
 A run is clean when its last attempt is. A completed attempt whose figures were there to
-judge and whose model learned nothing (not_learned) is more than a flaw: the monitor makes
-it a finding (NOT_TRAINED) that the policy repairs.
+judge and that fails these (verdict_finding) is more than a flaw: the monitor makes it a
+finding that the policy repairs, NOT_TRAINED when its model learned nothing,
+LEARNING_TOO_SLOWLY when it was still speeding up. success_criteria replace all of this.
 """
 
 from __future__ import annotations
 
 import math
 
-from remedy.state_schema import NOT_TRAINED, Attempt, JobStatus, RunSpec, State
+from remedy.state_schema import (
+    LEARNING_TOO_SLOWLY,
+    NOT_TRAINED,
+    VERDICT_FINDINGS,
+    Attempt,
+    Finding,
+    JobStatus,
+    RunSpec,
+    State,
+)
 
 # "Clearly below": the final loss at least this share of the untrained loss's size lower.
 LOSS_DROP = 0.1
@@ -30,6 +47,10 @@ LOSS_DROP = 0.1
 # error is tiny: 0.112 on 10,000 images is 4 of them above 0.1, and still no model).
 CHANCE_STANDARD_ERRORS = 3.0
 CHANCE_MARGIN = 0.05
+# "Still speeding up": the last third's drop SPEEDING_UP times the middle third's or more,
+# and at least SPEEDING_UP_DROP of the untrained loss (below it, two drops of noise).
+SPEEDING_UP = 1.5
+SPEEDING_UP_DROP = 0.05
 
 
 def start_loss(state: State) -> float | None:
@@ -58,7 +79,12 @@ def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | N
     if attempt.spec.success_criteria:
         return unmet_criterion(attempt)
     measured = measured_start(attempt) if start is None else start
-    return unjudged(attempt, measured) or untrained(attempt, measured) or at_chance(attempt)
+    return (
+        unjudged(attempt, measured)
+        or untrained(attempt, measured)
+        or at_chance(attempt)
+        or speeding_up(attempt)
+    )
 
 
 def job_flaw(attempt: Attempt) -> str | None:
@@ -68,7 +94,9 @@ def job_flaw(attempt: Attempt) -> str | None:
         return f"the job ended {attempt.outcome.value if attempt.outcome else 'running'}"
     if attempt.findings:
         found = attempt.findings[0]
-        return found.message if found.rule == NOT_TRAINED else f"{found.rule} reported an issue"
+        if found.rule in VERDICT_FINDINGS:
+            return found.message
+        return f"{found.rule} reported an issue"
     if attempt.rule_errors:
         # A rule that could not judge (read nothing, broken) leaves the job unwatched.
         error = attempt.rule_errors[0]
@@ -78,18 +106,43 @@ def job_flaw(attempt: Attempt) -> str | None:
     return None
 
 
-def not_learned(attempt: Attempt | None, start: float | None = None) -> str | None:
-    """Why a completed attempt whose job ran and reported its losses (and accuracy) is not
-    clean because its model learned nothing, in a few words; None otherwise (judged by
-    success criteria, or the figures cannot tell). Not a flaw of the job's reporting but of
-    its training: the monitor turns it into a finding that the policy repairs
-    (NOT_TRAINED), as a rule's would be."""
+def verdict_finding(attempt: Attempt | None, start: float | None = None) -> Finding | None:
+    """The verdict's finding on a completed attempt whose job ran and reported its losses
+    (and accuracy): NOT_TRAINED when its model learned nothing, LEARNING_TOO_SLOWLY when its
+    loss was still speeding up at its end; None otherwise (judged by success criteria, the
+    figures cannot tell, or it trained). Not a flaw of the job's reporting but of its
+    training: the monitor records it, and the policy repairs it as a rule's finding, at the
+    attempt's last update."""
     if attempt is None or job_flaw(attempt) or attempt.spec.success_criteria:
         return None
     measured = measured_start(attempt) if start is None else start
     if unjudged(attempt, measured):
         return None
-    return untrained(attempt, measured) or at_chance(attempt)
+    step = max(attempt.steps_run - 1, 0)  # a hook step: in the launch
+    if why := untrained(attempt, measured) or at_chance(attempt):
+        return Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=step, message=why)
+    if why := speeding_up(attempt):
+        return Finding(
+            rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=step, message=why
+        )
+    return None
+
+
+def speeding_up(attempt: Attempt) -> str | None:
+    """Why the attempt's loss was still speeding up at its end; None when it was not, or
+    its descent is not known (loss_thirds)."""
+    if len(attempt.loss_thirds) != 4:
+        return None
+    start, third, two_thirds, end = attempt.loss_thirds
+    middle, last = third - two_thirds, two_thirds - end
+    if last >= SPEEDING_UP * middle and last >= SPEEDING_UP_DROP * abs(start):
+        return (
+            f"the model was still learning ever faster when the run ended: its loss fell "
+            f"{last:.3g} in the last third of its steps ({two_thirds:.4g} -> {end:.4g}), "
+            f"{SPEEDING_UP:g}x or more the {middle:.3g} of the middle third ({third:.4g} -> "
+            f"{two_thirds:.4g}), as when a learning rate far too small holds a run back"
+        )
+    return None
 
 
 def unmet_criterion(attempt: Attempt) -> str | None:
@@ -207,8 +260,8 @@ def run_flaw(state: State) -> str | None:
     return attempt_flaw(state.current_attempt, start_loss(state))
 
 
-def run_not_learned(state: State) -> str | None:
-    return not_learned(state.current_attempt, start_loss(state))
+def run_verdict_finding(state: State) -> Finding | None:
+    return verdict_finding(state.current_attempt, start_loss(state))
 
 
 def run_is_clean(state: State) -> bool:

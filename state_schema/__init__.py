@@ -24,7 +24,9 @@ from remedy.state_schema.io import (
 from remedy.state_schema.metric_definitions import MetricDefinition
 from remedy.state_schema.models import (
     DEFAULT_POLICY,
+    LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
+    VERDICT_FINDINGS,
     Attempt,
     AttemptKind,
     AttemptResult,
@@ -64,7 +66,9 @@ __all__ = [
     "Budgets",
     "Checkpoint",
     "DataProblem",
+    "LEARNING_TOO_SLOWLY",
     "NOT_TRAINED",
+    "VERDICT_FINDINGS",
     "Finding",
     "History",
     "Hyperparameters",

@@ -5,7 +5,9 @@ one batch each: a single mini-batch loss is noisy, and a first step's loss can b
 
 A job keeps up to LOSS_WINDOW finite losses of each end (LossWindows) and writes them to
 its progress file as first_losses / last_losses; the verdict (records/verdict.py) takes
-the median of a window of them, sized to the steps the launch ran.
+the median of a window of them, sized to the steps the launch ran. Of a completed launch
+the monitor also takes windows at a third and two thirds of its steps (loss_thirds): a
+descent still speeding up at the end tells of a learning rate holding the run back.
 """
 
 from __future__ import annotations
@@ -56,3 +58,25 @@ def windowed_losses(
         return None
     size = window_size(steps_run, first, last)
     return statistics.median(first[:size]), statistics.median(last[-size:]), size
+
+
+# The fewest steps whose thirds say anything: windows of 5 steps, well apart.
+THIRDS_MIN_STEPS = 60
+
+
+def loss_thirds(losses: list[float | None]) -> list[float]:
+    """Medians of a window at the start, a third, two thirds and the end of a launch's step
+    losses (None: a non-finite step); [] for a launch too short to tell, or one with a
+    window without a finite loss."""
+    n = len(losses)
+    if n < THIRDS_MIN_STEPS:
+        return []
+    size = min(LOSS_WINDOW, n // 12)
+    starts = (0, n // 3 - size // 2, 2 * n // 3 - size // 2, n - size)
+    medians = []
+    for start in starts:
+        window = [x for x in losses[start : start + size] if x is not None and math.isfinite(x)]
+        if not window:
+            return []
+        medians.append(statistics.median(window))
+    return medians

@@ -67,6 +67,13 @@ class DataProblem(Strict):
 # fired (records/verdict.py, not_learned, says when): its rule and rule class. The policy
 # repairs it as a rule's finding (a plateau: the rate is wrong, which way unknown).
 NOT_TRAINED = "NotTrained"
+# The other finding of a completed run (records/verdict.py, speeding_up, says when): its loss
+# fell faster in its last third than in its middle third, as a run held back by a learning
+# rate far too small does. Repaired as a stall: the rate goes up.
+LEARNING_TOO_SLOWLY = "LearningTooSlowly"
+# Findings judged at a run's end, not at a step where trouble began: nothing before them is
+# a sound place to go on from, so a relaunch starts cold.
+VERDICT_FINDINGS = frozenset({NOT_TRAINED, LEARNING_TOO_SLOWLY})
 
 
 class Finding(Strict):
@@ -173,6 +180,12 @@ class Attempt(Strict):
     )
     loss_window: int | None = Field(
         None, ge=1, description="Steps in each of those windows (at most 20, a quarter of the run)."
+    )
+    loss_thirds: list[float] = Field(
+        default_factory=list,
+        description="Median training loss of a window at the start, a third, two thirds and "
+        "the end of a completed launch (from its step records): how its descent went. Empty: "
+        "not completed, or too short to tell.",
     )
     metrics: dict[str, float] = Field(
         default_factory=dict,

@@ -17,6 +17,7 @@ from statistics import median
 from typing import Any
 
 from remedy.state_schema import (
+    LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
     Attempt,
     AttemptResult,
@@ -62,6 +63,8 @@ TROUBLE: dict[str, Trouble] = {
     # The verdict's own finding: the run completed, no rule fired, its model learned
     # nothing. A rate far too small crawls, one far too high sits on a noise floor.
     NOT_TRAINED: Trouble.plateau,
+    # The verdict's other finding: still speeding up at its end, the rate held it back.
+    LEARNING_TOO_SLOWLY: Trouble.stall,
     "VanishingGradient": Trouble.vanishing,
     "SaturatedActivation": Trouble.vanishing,
     "DeadRelu": Trouble.dead_units,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from remedy.state_schema import NOT_TRAINED, Checkpoint, Finding
+from remedy.state_schema import VERDICT_FINDINGS, Checkpoint, Finding
 from remedy.state_schema.hyperparameters import StepWindow
 
 
@@ -37,13 +37,14 @@ def last_clean_step(
     the gradients saved one interval earlier and found nothing, so the weights before
     that interval were still sound; anything later may already be poisoned. With several
     findings the earliest counts. A finding without a step tells nothing: no warm start.
-    A model that learned nothing (NOT_TRAINED, at the run's end) has nothing worth keeping,
-    and its checkpoints leave a relaunch no updates to learn in: no warm start either.
+    A verdict's finding (VERDICT_FINDINGS, at the run's end: a model that learned nothing,
+    or too slowly) leaves nothing worth keeping, and its checkpoints leave a relaunch no
+    updates to learn in: no warm start either.
     """
     steps = [f.step for f in findings if f.step is not None]
     if not steps or len(steps) != len(findings):
         return None
-    if any(f.rule_class == NOT_TRAINED for f in findings):
+    if any(f.rule_class in VERDICT_FINDINGS for f in findings):
         return None
     return update_of(min(steps), start_step, skipped) - 1 - save_interval
 

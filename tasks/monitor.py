@@ -7,6 +7,7 @@ polling happens inside the task (a few seconds apart) so the flow keeps few task
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -18,8 +19,10 @@ from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.observe import decide, observe, progress_line
 from remedy.records.publish import publish_progress
-from remedy.state_schema import NextAction, State
-from remedy.state_schema.transitions import end
+from remedy.state_schema import JobStatus, NextAction, State
+from remedy.state_schema.loss_windows import loss_thirds
+from remedy.state_schema.transitions import end, update_current_attempt
+from remedy.strategies.outcomes import step_losses
 from remedy.tasks.plan import learned
 from remedy.tasks.retry import BACKEND_RETRIES
 
@@ -73,8 +76,16 @@ def monitor(
             logger.info(line)
             publish_progress(state, snapshot, line)
         if seen.key != before or seen.settled or now - started >= max_wait_s:
+            if seen.settled and snapshot.status is JobStatus.Completed:
+                state = with_descent(state, backend.metrics(job_name))
             decided = decide(state, seen, snapshot, backend.metrics_location(job_name))
             if decided.next_action is NextAction.end and seen.settled:
                 decided = learned(decided, run_dir)  # the last attempt's outcome, recorded
             return decided
         time.sleep(poll_interval_s)
+
+
+def with_descent(state: State, records: list[dict[str, Any]]) -> State:
+    """The completed attempt's descent (loss_thirds, from its step records): the verdict
+    reads whether it was still speeding up at its end."""
+    return update_current_attempt(state, loss_thirds=loss_thirds(step_losses(records)))

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from remedy.records.verdict import attempt_flaw, run_flaw, run_is_clean
-from remedy.state_schema import Finding, JobStatus, RuleStatus, RunSpec, State
+from remedy.state_schema import (
+    LEARNING_TOO_SLOWLY,
+    NOT_TRAINED,
+    Finding,
+    JobStatus,
+    RuleStatus,
+    RunSpec,
+    State,
+)
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 
 
@@ -155,19 +163,69 @@ def test_a_script_states_its_baseline() -> None:
 
 
 def test_a_model_that_learned_nothing_is_a_finding_the_policy_can_repair() -> None:
-    """not_learned: only where the figures were there to judge, and the model learned
+    """verdict_finding: only where the figures were there to judge, and the model learned
     nothing; a job that did not report enough is a flaw of its reporting, not repaired."""
-    from remedy.records.verdict import run_not_learned
+    from remedy.records.verdict import run_verdict_finding
+
+    def why(state: State) -> str | None:
+        found = run_verdict_finding(state)
+        assert found is None or (found.rule == found.rule_class == NOT_TRAINED and found.step == 11)
+        return found.message if found else None
 
     flat = ended(initial_loss=2.30, final_loss=2.25)
-    assert run_not_learned(flat) == run_flaw(flat)
-    assert "did not train" in run_not_learned(flat)
+    assert why(flat) == run_flaw(flat)
+    assert "did not train" in why(flat)
     at_chance = ended(initial_loss=2.30, final_loss=1.2, final_accuracy=0.11)
-    assert "did not learn: test accuracy 0.11" in run_not_learned(at_chance)
-    assert run_not_learned(ended()) is None  # it trained
-    assert run_not_learned(ended(final_loss=None)) is None  # unjudged: no final loss
-    assert run_not_learned(ended(final_accuracy=None)) is None  # unjudged: no accuracy
+    assert "did not learn: test accuracy 0.11" in why(at_chance)
+    assert why(ended()) is None  # it trained
+    assert why(ended(final_loss=None)) is None  # unjudged: no final loss
+    assert why(ended(final_accuracy=None)) is None  # unjudged: no accuracy
     assert "no test:accuracy was reported" in run_flaw(ended(final_accuracy=None))
-    assert run_not_learned(ended(outcome=JobStatus.Failed, final_loss=2.3)) is None
+    assert why(ended(outcome=JobStatus.Failed, final_loss=2.3)) is None
     found = ended(final_loss=2.3, findings=[Finding(rule="Overfit")])
-    assert run_not_learned(found) is None  # the rule's finding is repaired
+    assert why(found) is None  # the rule's finding is repaired
+
+
+def test_a_loss_still_speeding_up_at_the_end_is_a_finding_the_policy_can_repair() -> None:
+    """The descents of benchmarks/repair_quality.py's runs (loss_thirds: the start, a third,
+    two thirds, the end): the GPT-style job at 1/1000 of its rate is still gaining pace at
+    its end; the same job at its rate, and a healthy long run, slow down."""
+    from remedy.records.verdict import run_verdict_finding
+
+    script = State(run_spec=RunSpec(source_dir=".", entry_point="train.py"))
+    slow = ended(
+        script, initial_loss=5.7, final_loss=4.682, loss_thirds=[5.703, 5.596, 5.265, 4.682]
+    )
+    found = run_verdict_finding(slow)
+    assert found is not None and found.rule == found.rule_class == LEARNING_TOO_SLOWLY
+    assert found.message == run_flaw(slow)
+    assert "fell 0.583 in the last third of its steps (5.265 -> 4.682), 1.5x or more the 0.331" in (
+        found.message
+    )
+    # the same job at its rate, a healthy long run, and the tiny built-in job stopped early
+    # while still descending in a line (tests/flows/test_clean_means_trained.py: 1.16x)
+    for healthy in (
+        [5.558, 4.032, 2.972, 2.716],
+        [5.416, 2.683, 2.301, 2.068],
+        [2.653, 1.813, 1.311, 0.731],
+    ):
+        assert run_is_clean(
+            ended(script, initial_loss=5.5, final_loss=healthy[-1], loss_thirds=healthy)
+        )
+    # a flat end: two drops of noise are no pace either way (under 5 % of the start)
+    assert run_is_clean(ended(final_loss=1.3, loss_thirds=[2.3, 1.40, 1.36, 1.30]))
+    # success criteria replace the verdict's own judgement
+    met = RunSpec(success_criteria=[{"metric": "test:accuracy", "op": ">=", "value": 0.5}])
+    judged = ended(
+        State(run_spec=met), loss_thirds=[5.7, 5.6, 5.3, 4.7], metrics={"test:accuracy": 0.6}
+    )
+    assert run_verdict_finding(judged) is None and run_is_clean(judged)
+
+
+def test_the_thirds_of_a_launch_are_windows_of_its_step_losses() -> None:
+    from remedy.state_schema.loss_windows import THIRDS_MIN_STEPS, loss_thirds
+
+    assert loss_thirds([1.0] * (THIRDS_MIN_STEPS - 1)) == []  # too short to tell
+    losses: list[float | None] = [float(120 - i) for i in range(120)]
+    losses[0] = None  # a non-finite step is left out of its window
+    assert loss_thirds(losses) == [115.0, 80.5, 40.5, 5.5]
