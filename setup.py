@@ -25,7 +25,8 @@ for folder in FOLDERS:
         raise SystemExit(f"setup.py: remedy/{folder} must link to ../{folder}")
 
 package_dir = {"remedy": "remedy"}
-# remedy/ itself is the package root (the CLI); its links are added folder by folder below.
+# remedy/ itself is the package root (its own subpackage: the CLI, remedy/cli/); its links are
+# added folder by folder below.
 own = find_packages("remedy", exclude=[*FOLDERS, *(f"{folder}.*" for folder in FOLDERS)])
 packages = ["remedy", *(f"remedy.{p}" for p in own)]
 for folder in FOLDERS:

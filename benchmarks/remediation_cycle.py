@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from remedy.cli import configure_prefect_environment  # noqa: E402
+from remedy.cli.main import configure_prefect_environment  # noqa: E402
 
 configure_prefect_environment()
 

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remedy.cli import configure_prefect_environment  # noqa: E402
+from remedy.cli.main import configure_prefect_environment  # noqa: E402
 
 configure_prefect_environment()
 

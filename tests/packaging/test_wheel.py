@@ -38,9 +38,9 @@ def test_wheel_holds_one_import_package_remedy(installed: Installed) -> None:
     assert {n.split("/")[0] for n in names} == {"remedy", dist_info}, sorted(names)
     for folder in FOLDERS:
         assert f"remedy/{folder}/__init__.py" in names, folder
-    assert "remedy/cli.py" in names
+    assert "remedy/cli/main.py" in names
     assert "remedy/state_schema/state.schema.json" in names
-    assert "remedy/automations/gave_up.yaml" in names  # `remedy automation`'s default
+    assert "remedy/cli/automations/gave_up.yaml" in names  # `remedy automation`'s default
 
 
 INSTALLED_NAMESPACE = f"""
@@ -56,7 +56,7 @@ assert remedy.__file__.startswith(sys.prefix), remedy.__file__
 from remedy.debugger import Hook
 schema = importlib.resources.files("remedy.state_schema") / "state.schema.json"
 assert json.loads(schema.read_text())["title"], "state.schema.json has no title"
-automation = importlib.resources.files("remedy") / "automations" / "gave_up.yaml"
+automation = importlib.resources.files("remedy.cli") / "automations" / "gave_up.yaml"
 assert "remedy.gave_up" in automation.read_text(), "the automation file names no event"
 # Every module imports from the wheel alone (none names a bare folder or the checkout).
 modules = [m.name for m in pkgutil.walk_packages(remedy.__path__, "remedy.")]

@@ -29,7 +29,7 @@ from remedy.state_schema import Budgets, RunSpec, State
 
 REPO = Path(__file__).resolve().parents[2]
 # package data: read as an installed package reads it, not from the checkout's tree
-AUTOMATION = importlib.resources.files("remedy") / "automations" / "gave_up.yaml"
+AUTOMATION = importlib.resources.files("remedy.cli") / "automations" / "gave_up.yaml"
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from remedy.cli import check_policy
-from remedy.errors import UsageError
+from remedy.cli.errors import UsageError
+from remedy.cli.main import check_policy
 from remedy.state_schema import PayloadError, load_state
 from remedy.tasks.allowed_code import SHELL, allow_for_this_shell
 from remedy.tasks.preflight import PreflightError, preflight

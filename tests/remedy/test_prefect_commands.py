@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from remedy.errors import UsageError
-from remedy.prefect_commands import remediate_parameters, search_parameters
+from remedy.cli.errors import UsageError
+from remedy.cli.prefect_commands import remediate_parameters, search_parameters
 from tests.conftest import healthy, start_remedy_server
 
 
@@ -145,7 +145,7 @@ def test_the_server_listens_beyond_loopback_only_with_authentication() -> None:
 def test_serve_allow_source_extends_what_served_runs_may_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from remedy.prefect_commands import allow_sources
+    from remedy.cli.prefect_commands import allow_sources
     from remedy.tasks.allowed_code import ALLOWED_SOURCE_DIRS_ENV, allowed_source_dirs
 
     monkeypatch.setenv(ALLOWED_SOURCE_DIRS_ENV, "/opt/team-code")

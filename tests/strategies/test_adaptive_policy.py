@@ -107,7 +107,7 @@ def test_policy_config_overrides_the_order_for_the_findings_it_names() -> None:
 
 
 def test_adaptive_is_the_default_and_the_demo_keeps_the_seed_ladder() -> None:
-    from remedy.cli import demo_state
+    from remedy.cli.main import demo_state
 
     assert State().policy == "adaptive"
     assert demo_state().policy == "seed"

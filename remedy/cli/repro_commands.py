@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from remedy.errors import UsageError
+from remedy.cli.errors import UsageError
 
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED = 0, 1
 

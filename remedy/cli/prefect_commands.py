@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from remedy.errors import UsageError
+from remedy.cli.errors import UsageError
 
 
 def require_api(doing: str) -> None:
-    from remedy.cli import configure_prefect_environment
+    from remedy.cli.main import configure_prefect_environment
 
     configure_prefect_environment()
     if not os.environ.get("PREFECT_API_URL"):
@@ -97,12 +97,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 # Package data, so that `remedy automation` works from a plain install (no checkout).
-AUTOMATION_FILE = "remedy/automations/gave_up.yaml"
+AUTOMATION_FILE = "remedy/cli/automations/gave_up.yaml"
 
 
 def shipped_automation() -> str:
     """The path of the automation file the package ships."""
-    return str(importlib.resources.files("remedy") / "automations" / "gave_up.yaml")
+    return str(importlib.resources.files("remedy.cli") / "automations" / "gave_up.yaml")
 
 
 def cmd_automation(args: argparse.Namespace) -> int:
@@ -244,7 +244,7 @@ def search_parameters(path: str | None) -> dict[str, Any]:
 
 def cmd_server(args: argparse.Namespace) -> int:
     """A local Prefect server with its UI: SQLite by default, PostgreSQL by one URL."""
-    from remedy.local_server import ServerError, local_server_port, stop_background_server
+    from remedy.cli.local_server import ServerError, local_server_port, stop_background_server
 
     try:
         if args.stop:

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from remedy.errors import UsageError
+from remedy.cli.errors import UsageError
 
 ROWS = [
     ("policy", lambda f: f.policy),

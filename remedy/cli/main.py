@@ -30,7 +30,7 @@ from types import FrameType
 
 from pydantic import ValidationError
 
-from remedy.errors import UsageError
+from remedy.cli.errors import UsageError
 from remedy.state_schema import (
     Attempt,
     Budgets,
@@ -50,10 +50,10 @@ EXIT_OK, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Modules that add subcommands: each has register(commands) adding parsers whose
 # handler(args) returns an exit status and raises UsageError for bad input.
 COMMAND_MODULES: list[str] = [
-    "remedy.repro_commands",
-    "remedy.prefect_commands",
-    "remedy.debugger_commands",
-    "remedy.report_commands",
+    "remedy.cli.repro_commands",
+    "remedy.cli.prefect_commands",
+    "remedy.cli.debugger_commands",
+    "remedy.cli.report_commands",
 ]
 
 
@@ -243,7 +243,7 @@ def prefect_server(keep_server: bool = False) -> Iterator[None]:
     machine) and ended with it."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from remedy.local_server import (
+    from remedy.cli.local_server import (
         ServerError,
         local_server_api,
         server_answers,
@@ -280,7 +280,7 @@ def start_temporary_server() -> None:
     watchdog ends it even if remedy is killed."""
     from prefect.server.api.server import SubprocessASGIServer
 
-    from remedy.watchdog import start_watchdog
+    from remedy.cli.watchdog import start_watchdog
 
     server = SubprocessASGIServer()  # the instance Prefect's client takes in ephemeral mode
     server.start()

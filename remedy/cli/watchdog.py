@@ -1,4 +1,4 @@
-"""python -m remedy.watchdog PARENT_PID CHILD_PID: end CHILD once PARENT is gone.
+"""python -m remedy.cli.watchdog PARENT_PID CHILD_PID: end CHILD once PARENT is gone.
 
 `remedy run` starts Prefect's temporary server as a child process and stops it when it
 exits. Killed with SIGKILL it stops nothing, and the server would run on for ever: this
@@ -46,7 +46,7 @@ def watch(parent: int, child: int) -> None:
 def start_watchdog(child: int) -> subprocess.Popen[bytes]:
     """Watch this process on behalf of `child`."""
     return subprocess.Popen(
-        [sys.executable, "-m", "remedy.watchdog", str(os.getpid()), str(child)],
+        [sys.executable, "-m", "remedy.cli.watchdog", str(os.getpid()), str(child)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,  # holding remedy's output open would keep a reader of
         stderr=subprocess.DEVNULL,  # it waiting until the watchdog ends

@@ -22,7 +22,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from remedy.errors import UsageError
+from remedy.cli.errors import UsageError
 
 EXIT_OK, EXIT_ISSUES = 0, 1
 
