@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from remedy.state_schema import NOT_TRAINED, JobStatus, load_state
+from remedy.state_schema import LEARNING_TOO_SLOWLY, NOT_TRAINED, JobStatus, load_state
 from tests.flows.specs import tiny_spec
 
 AT_CHANCE = {
@@ -112,3 +112,50 @@ def test_a_rate_too_small_to_learn_anything_is_repaired(
     assert code == 0, (state.end_reason, output[-3000:])
     assert last.spec.role("learning_rate") > 0.001
     assert last.final_accuracy is not None and last.final_accuracy > 0.2
+
+
+@pytest.mark.slow
+def test_a_run_still_speeding_up_at_its_end_is_the_verdicts_finding(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The GPT-style example (nanoGPT's style: warmup, cosine decay to min_lr) with its rate
+    typed 1000x too small: no rule fires and its loss falls well below the untrained
+    model's, but its schedule lifts the rate towards min_lr, so the loss is still speeding
+    up when the run ends (benchmarks/repair_quality.py: 1.76x the middle third's drop). The
+    verdict's finding ends the one launch allowed, not clean; a higher rate is what the
+    policy would try (tests/strategies/test_adaptive_policy.py)."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    corpus = tmp_path / "corpus"
+    subprocess.run(
+        [sys.executable, str(examples / "word_lm" / "generate_corpus.py"), "--out", str(corpus)],
+        check=True,
+        timeout=120,
+    )
+    flags = {
+        "data": str(corpus), "learning_rate": 6e-6,
+        "min_lr": 6e-4, "max_iters": 400, "lr_decay_iters": 400,
+    }  # fmt: skip
+    spec = {
+        "base_job_name": "gpt-slow",
+        "source_dir": str(examples / "gpt_lm"),
+        "entry_point": "train.py",
+        "hyperparameters": flags,
+        "hyperparameter_roles": {"learning_rate": "learning_rate", "output_dir": "out_dir"},
+        "rules": [],
+    }
+    one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}
+    code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
+    assert code != 0, output[-3000:]
+    state = load_state(run_dir / "state.json")
+    (attempt,) = state.history.attempts
+    assert attempt.outcome is JobStatus.Completed and attempt.steps_run == 400
+    assert [(f.rule, f.rule_class) for f in attempt.findings] == [
+        (LEARNING_TOO_SLOWLY, LEARNING_TOO_SLOWLY)
+    ]
+    start, third, two_thirds, end = attempt.loss_thirds
+    assert end < 0.9 * start  # trained, by the untrained model's measure
+    assert two_thirds - end >= 1.5 * (third - two_thirds)
+    assert state.end_reason is not None and state.end_reason.startswith(
+        "max_num_retraining (1) reached; the last attempt: the model was still learning ever "
+        "faster when the run ended"
+    ), state.end_reason

@@ -127,6 +127,23 @@ def test_a_model_that_learned_nothing_is_repaired_as_a_plateau() -> None:
     assert probed.history.attempts[0].result.kind is ResultKind.plateaued
 
 
+def test_a_run_still_speeding_up_at_its_end_is_repaired_as_a_stall_from_a_cold_start() -> None:
+    """The verdict's other finding: the rate held the run back, so it goes up only (10x,
+    100x, 1000x when probed), and nothing of the slow run is kept."""
+    from remedy.state_schema import LEARNING_TOO_SLOWLY
+
+    slow = Finding(rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=399)
+    end_checkpoint = Checkpoint(path="/ckpt/400", epoch=0, step=400)
+    probed = plan_next(launched(script(6e-6)), [slow], [end_checkpoint], probing=True)
+    rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
+    assert rates == pytest.approx([6e-5, 6e-4, 6e-3])
+    assert all(p.run_spec.init_checkpoint is None for p in probed.probes)
+    assert probed.history.attempts[0].result.kind is ResultKind.stalled
+    relaunched = plan_next(launched(script(6e-6)), [slow], [end_checkpoint])
+    assert relaunched.planned_change.strategy == "search_lr_up"
+    assert lr_of(relaunched) == pytest.approx(6e-5) and relaunched.run_spec.init_checkpoint is None
+
+
 def test_stalls_raise_the_rate_tenfold_until_a_rate_diverges_then_bisect() -> None:
     state = plan_next(launched(script(1e-6)), [stalled()])
     assert state.planned_change.strategy == "search_lr_up" and lr_of(state) == pytest.approx(1e-5)
