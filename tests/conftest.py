@@ -207,14 +207,23 @@ def moto_server() -> Iterator[str]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A test marked adversarial(SUITE, fails_as=OUTCOME) is one case of SUITE."""
+    """A test marked adversarial(SUITE, fails_as=OUTCOME) is one case of SUITE: its outcome
+    travels on the report (from a worker too, under pytest -n)."""
     report = yield
     mark = item.get_closest_marker("adversarial")
     if mark is not None and (report.when == "call" or (report.when == "setup" and report.failed)):
         outcome = "handled cleanly" if report.passed else mark.kwargs["fails_as"]
         if not report.skipped:
-            adversarial.record(mark.args[0], {outcome: 1})
+            report.user_properties.append(("adversarial", (mark.args[0], outcome)))
     return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Counted where the summary is printed: the main process, whichever ran the test."""
+    for name, value in report.user_properties:
+        if name == "adversarial":
+            suite, outcome = value
+            adversarial.record(suite, {outcome: 1})
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -223,3 +232,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("adversarial suite (issue 13)")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+# -- running in parallel (pytest -n 2, pytest-xdist) ----------------------------------------
+
+# Tests that share one thing of the machine, or a costly session fixture, run on one worker:
+# the Slurm cluster (one per machine), the `remedy server` of --keep-server (one per
+# machine), the installed wheel's venv (minutes to build: once).
+ONE_WORKER = {
+    "tests/jobs/slurm/": "slurm",
+    "tests/cli/test_keep_server.py": "local-server",
+    "tests/packaging/": "packaging",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        for prefix, group in ONE_WORKER.items():
+            if item.nodeid.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
