@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -25,7 +25,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.flows.run_form import RunSpecForm
+from remedy.flows.run_form import MODEL_FORM, RunSpecForm
 from remedy.state_schema import DEFAULT_POLICY, Activation, Budgets, RunSpec, State
 from remedy.state_schema.private import hidden_state
 from remedy.tasks.leaderboard import open_search, publish_leaderboard
@@ -226,9 +226,9 @@ def flow_run_of(future: Any) -> dict[str, Any]:
 # the flow decorator's TaskRunner[PrefectFuture[Any]].
 @flow(name="search", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)  # type: ignore[arg-type]
 def search(
-    space: SearchSpace = SearchSpace(),  # noqa: B008 (pydantic defaults for the UI form)
+    space: Annotated[SearchSpace, MODEL_FORM] = SearchSpace(),  # noqa: B008 (the UI's defaults)
     base_spec: RunSpecForm = RunSpec(),  # noqa: B008 (shown as the run form)
-    settings: SearchSettings = SearchSettings(),  # noqa: B008
+    settings: Annotated[SearchSettings, MODEL_FORM] = SearchSettings(),  # noqa: B008
     search_dir: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run every candidate of a search space through the remediation flow and rank them.

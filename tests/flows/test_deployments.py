@@ -279,3 +279,17 @@ def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
 
     sent = {"run_spec": {"sagemaker": {"sm_role": "arn:aws:iam::1:role/r", "bucket": "b"}}}
     assert hide_private(sent)["run_spec"]["sagemaker"] == {"sm_role": HIDDEN, "bucket": HIDDEN}
+
+
+def test_the_search_form_orders_its_fields_and_opens_nullables_typeable() -> None:
+    """The search's own models get the run form's treatment (flows/run_form.py): ordered,
+    titled, a nullable field on its typed input with null as "unset"."""
+    from remedy.flows.deployments import search_deployment
+
+    schema = search_deployment()._parameter_openapi_schema.model_dump(exclude_unset=True)
+    for name in ("SearchSpace", "SearchSettings"):
+        fields = schema["definitions"][name]["properties"]
+        assert [field["position"] for field in fields.values()] == list(range(len(fields)))
+        assert all(field.get("title") for field in fields.values())
+    timeout = schema["definitions"]["SearchSettings"]["properties"]["worker_timeout_s"]
+    assert timeout["anyOf"][1] == {"enum": [None], "title": "unset"}
