@@ -117,3 +117,13 @@ def test_schema_file_is_up_to_date() -> None:
     assert SCHEMA_PATH.read_text() == schema_text(), (
         "state_schema/state.schema.json is stale: run `python -m remedy.state_schema`"
     )
+
+
+def test_the_payloads_rule_status_words_hold_every_word_the_debugger_writes() -> None:
+    """The debugger stands alone (it imports nothing of ours), so it spells its statuses
+    itself; the payload's RuleStatus carries each of them (plus the original monitor's
+    summaries), so no status a rule writes is unknown to the state."""
+    from remedy.debugger.status import RuleStatus as Written
+    from remedy.state_schema import RuleStatus
+
+    assert {word.value for word in Written} <= {word.value for word in RuleStatus}
