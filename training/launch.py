@@ -224,7 +224,7 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
         print_script_traceback(exc)
         code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
-        stop.check_file()  # one the watcher has not polled yet counts too (below)
+        stop.check_file(now_anyway=True)  # one not seen yet counts too (below)
         stop.close()  # no StopTraining from here on
         try:
             capture.report_pending()  # the last update, when lagged: the guard sees it too

@@ -11,7 +11,8 @@
                     the file is never more than that behind, and the last step is always
                     written (flush(), result(), close())
     metrics.jsonl   one JSON line per step ({"type": "step", ...}), and whatever else the
-                    job adds (the built-in job: {"type": "epoch", ...})
+                    job adds (the built-in job: {"type": "epoch", ...}); flushed with
+                    progress.json, not every step (a write per step costs as much)
     result.json     at the end: status Completed or Stopped, steps, final_train_loss, ...
 
 Every file is strict JSON: non-finite numbers (NaN, +-inf) are written as null. JSON files
@@ -83,18 +84,20 @@ class ProgressFiles:
         metrics = self._open_metrics()
         if metrics is not None:
             metrics.write(json.dumps({"type": "step"} | record, allow_nan=False) + "\n")
-            metrics.flush()
-        self._pending = record | {"start_step": self.start_step, "first_loss": self.first_loss}
-        self._pending |= self.loss_windows.fields()
+        self._pending = record
         if time.monotonic() - self._written_at >= self.interval_s:
             self.flush()
 
     def flush(self) -> None:
-        """Write the latest step to progress.json now, if it is not there yet."""
+        """Write the latest step to progress.json now, if it is not there yet, and the
+        step lines to metrics.jsonl."""
+        if self._metrics is not None:
+            self._metrics.flush()
         if self._pending is None or self._taken(PROGRESS_FILE):
             return
         path = self.folder / PROGRESS_FILE
-        write_json_atomic(path, self._pending)
+        latest = self._pending | {"start_step": self.start_step, "first_loss": self.first_loss}
+        write_json_atomic(path, latest | self.loss_windows.fields())
         self._expected[PROGRESS_FILE] = _stat(path)
         self._pending = None
         self._written_at = time.monotonic()
