@@ -1,6 +1,6 @@
 """Local job backend: each job is a detached supervisor process under <run_dir>/jobs/.
 
-launch() writes the job's folder and its launch record (job.json: the training command,
+launch() writes the job's folder and its launch record (job.json, launch_record.py: the training
 working directory and environment, environment.py) and starts the supervisor, which runs
 the training process and the rule evaluator and escalates a stop request (escalation.py).
 """
@@ -36,6 +36,7 @@ from remedy.jobs.base import (
 )
 from remedy.jobs.local.environment import check_argv_limits, job_launch, path_flags
 from remedy.jobs.local.escalation import Escalation
+from remedy.jobs.local.launch_record import LaunchRecord
 from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_written_by_job
 from remedy.jobs.local.log_metrics import final_values, read_records
 from remedy.jobs.local.process_tree import descendants, signal_process
@@ -173,26 +174,32 @@ class LocalBackend(JobBackend):
         write_atomic(paths.hyperparameters, json.dumps(hyperparameters, indent=2))
         write_atomic(paths.debugger_config, json.dumps(debugger_config(spec, paths.tensors)))
         write_atomic(paths.rules, json.dumps(rule_configs(spec), indent=2))
-        write_atomic(paths.job, json.dumps(self.launch_record(job_name, spec, paths), indent=2))
+        self.launch_record(job_name, spec, paths).write(paths.job)
 
-    def launch_record(self, job_name: str, spec: RunSpec, paths: JobPaths) -> dict[str, Any]:
+    def launch_record(self, job_name: str, spec: RunSpec, paths: JobPaths) -> LaunchRecord:
         """job.json: what the supervisor runs (environment.py) and how it escalates a stop."""
         launch = job_launch(spec, job_name, paths)
-        return {
-            "job_name": job_name,
-            "entry_point": spec.entry_point,
-            "created": datetime.now(UTC).isoformat(),
-            # the supervisor finds these in the training log (log_metrics.py)
-            "metric_definitions": [d.model_dump() for d in spec.metric_definitions],
-            "command": launch.command,
-            "cwd": launch.cwd,
-            "env": launch.env,
-            "stop_grace_s": spec.stop_grace_s,
-            "kill_after_s": spec.kill_after_s,
-            "gpus_per_job": spec.gpus_per_job,
-            "progress_timeout_s": spec.progress_timeout_s,
-            "progress_timeout": spec.progress_timeout,
-        }
+        return LaunchRecord(
+            job_name=job_name,
+            entry_point=spec.entry_point,
+            created=datetime.now(UTC).isoformat(),
+            metric_definitions=spec.metric_definitions,
+            command=launch.command,
+            cwd=launch.cwd,
+            env=launch.env,
+            stop_grace_s=spec.stop_grace_s,
+            kill_after_s=spec.kill_after_s,
+            gpus_per_job=spec.gpus_per_job,
+            progress_timeout_s=spec.progress_timeout_s,
+            progress_timeout=spec.progress_timeout,
+        )
+
+    def launched(self, job_name: str, paths: JobPaths) -> LaunchRecord:
+        """The job's launch record (JobNotFound: never launched here)."""
+        record = LaunchRecord.read(paths.job)
+        if record is None:
+            raise JobNotFound(f"no job named {job_name!r} in {self.run_dir}")
+        return record
 
     def _supervisor_pid(self, paths: JobPaths) -> int | None:
         """supervisor.pid, else what the supervisor wrote itself (a launch that died
@@ -209,9 +216,7 @@ class LocalBackend(JobBackend):
 
     def describe(self, job_name: str) -> JobSnapshot:
         paths = self.paths(job_name)
-        record = read_json(paths.job)
-        if record is None:
-            raise JobNotFound(f"no job named {job_name!r} in {self.run_dir}")
+        record = self.launched(job_name, paths)
         status = read_json(paths.status) or {}  # written by the supervisor alone
         result = read_json_written_by_job(paths.result) or {}
         where = self.whereabouts(paths, record, status, result)
@@ -228,7 +233,7 @@ class LocalBackend(JobBackend):
         )
 
     def whereabouts(
-        self, paths: JobPaths, record: dict[str, Any], status: dict[str, Any], result: dict
+        self, paths: JobPaths, record: LaunchRecord, status: dict[str, Any], result: dict
     ) -> dict[str, Any]:
         """The snapshot's fields saying where the job is (status, failure_reason,
         secondary_status, status_message, created, started, ended), from the supervisor's
@@ -253,7 +258,7 @@ class LocalBackend(JobBackend):
             "failure_reason": failure_reason,
             "secondary_status": status.get("SecondaryStatus"),
             "status_message": status.get("StatusMessage"),
-            "created": record["created"],
+            "created": record.created,
             "started": status.get("TrainingStartTime"),
             "ended": status.get("TrainingEndTime"),
         }
@@ -264,7 +269,7 @@ class LocalBackend(JobBackend):
         metric_definitions), which wins: the user named it. Non-finite values are left out."""
         return result_metrics(result) | final_values(read_records(paths.log_metrics))
 
-    def _lost_reason(self, paths: JobPaths, record: dict, status: dict) -> str | None:
+    def _lost_reason(self, paths: JobPaths, record: LaunchRecord, status: dict) -> str | None:
         """Why a job that is not final can never finish, or None while it may."""
         if self._supervisor_alive(paths):
             return None
@@ -278,7 +283,7 @@ class LocalBackend(JobBackend):
                 "ClientError: the job's supervisor exited before starting the job: "
                 f"{error_line(paths.supervisor_log)}"
             )
-        created = datetime.fromisoformat(record["created"])
+        created = datetime.fromisoformat(record.created)
         if (datetime.now(UTC) - created).total_seconds() > START_TIMEOUT_S:
             return "InternalServerError: the job's supervisor never started"
         return None
@@ -318,8 +323,8 @@ class LocalBackend(JobBackend):
                 # A full disk takes no stop file: SIGTERM tells the supervisor instead
                 # (it stops the training process at once, without the grace).
                 self._signal_supervisor(paths, signal.SIGTERM)
-        record = read_json(paths.job) or {}
-        escalation = Escalation(record.get("stop_grace_s", 10.0), record.get("kill_after_s", 20.0))
+        record = self.launched(job_name, paths)
+        escalation = Escalation(record.stop_grace_s, record.kill_after_s)
         if self._wait_final(job_name, escalation.longest_s + SUPERVISOR_END_S):
             return
         self._signal_group(paths, signal.SIGKILL)

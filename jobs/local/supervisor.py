@@ -42,13 +42,13 @@ from remedy.jobs.local.gpus import (
     try_lease,
     visible_devices,
 )
+from remedy.jobs.local.launch_record import LaunchRecord, LaunchRecordError
 from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_written_by_job
 from remedy.jobs.local.log_metrics import LogMetrics
 from remedy.jobs.local.process_tree import become_subreaper, end_descendants
 from remedy.jobs.local.progress_watch import ProgressWatch, floor_s
 from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, without_secrets
-from remedy.state_schema.metric_definitions import MetricDefinition
 
 EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
 EVALUATOR_KILL_S = 30.0
@@ -65,12 +65,15 @@ def utc_now() -> str:
 class Supervisor:
     def __init__(self, job_dir: Path) -> None:
         self.paths = JobPaths(job_dir)
-        self.record = read_json(self.paths.job) or {}
+        record = LaunchRecord.read(self.paths.job)
+        if record is None:
+            raise LaunchRecordError(f"{self.paths.job}: no launch record")
+        self.record = record
         self.status: dict[str, Any] = {
-            "TrainingJobName": self.record.get("job_name", job_dir.name),
+            "TrainingJobName": record.job_name,
             "TrainingJobStatus": "InProgress",
             "SecondaryStatus": "Starting",
-            "CreationTime": self.record.get("created", utc_now()),
+            "CreationTime": record.created,
             "supervisor_pid": os.getpid(),
         }
         self.stop_signalled = False
@@ -83,12 +86,9 @@ class Supervisor:
         self.progress = ProgressWatch(self.trainer_started, None, adaptive=False, floor=0.0)
         self.next_health_check = 0.0
         self.job_devices: str | None = None  # CUDA_VISIBLE_DEVICES for the training process
-        self.escalation = Escalation(
-            grace_s=float(self.record.get("stop_grace_s", 10.0)),
-            kill_after_s=float(self.record.get("kill_after_s", 20.0)),
-        )
+        self.escalation = Escalation(grace_s=record.stop_grace_s, kill_after_s=record.kill_after_s)
         self.log_metrics = LogMetrics(
-            [MetricDefinition.model_validate(d) for d in self.record.get("metric_definitions", [])],
+            record.metric_definitions,
             log=self.paths.training_log,
             out=self.paths.log_metrics,
             progress=self.paths.progress,
@@ -110,14 +110,14 @@ class Supervisor:
         return self.stop_signalled or self.paths.stop_request.exists()
 
     def start_trainer(self) -> subprocess.Popen[bytes]:
-        env = without_secrets(os.environ) | self.record["env"]
+        env = without_secrets(os.environ) | self.record.env
         if self.job_devices is not None:
             env[CUDA_VISIBLE_DEVICES] = self.job_devices
         read_end, write_end = os.pipe()  # capped_log.py copies it into training.log
         try:
             trainer = subprocess.Popen(
-                self.record["command"],
-                cwd=self.record["cwd"],
+                self.record.command,
+                cwd=self.record.cwd,
                 stdout=write_end,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -208,7 +208,7 @@ class Supervisor:
             str(self.paths.rules),
             str(self.paths.rule_status),
             str(self.paths.stop_request),
-            self.record.get("evaluator_poll_interval", 0.5),
+            self.record.evaluator_poll_interval,
         )
         log = self.paths.evaluator_log.open("ab")
         env = without_secrets(os.environ) | {"PYTHONUNBUFFERED": "1"}  # not the job's paths
@@ -252,7 +252,7 @@ class Supervisor:
         job ends first: asked to stop, or a GPU setting it cannot meet (status written)."""
         devices = visible_devices(os.environ)
         try:
-            wanted = gpus_wanted(self.record.get("gpus_per_job"), len(devices))
+            wanted = gpus_wanted(self.record.gpus_per_job, len(devices))
             per_gpu = jobs_per_gpu(os.environ)
         except GpuSettingError as error:
             self.end_before_training("Failed", f"ClientError: {error}")
@@ -304,8 +304,8 @@ class Supervisor:
         self.trainer_started = time.time()
         self.progress = ProgressWatch(
             self.trainer_started,
-            self.record.get("progress_timeout_s"),
-            adaptive=self.record.get("progress_timeout", "adaptive") == "adaptive",
+            self.record.progress_timeout_s,
+            adaptive=self.record.progress_timeout == "adaptive",
             floor=floor_s(),
         )
         self.evaluator = self.start_evaluator()
@@ -364,10 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m remedy.jobs.local.supervisor JOB_DIR", file=sys.stderr)
         return 2
     job_dir = Path(args[0])
-    if not (job_dir / "job.json").exists():
-        print(f"{job_dir}: no job.json (not a launched job folder)", file=sys.stderr)
+    try:
+        supervisor = Supervisor(job_dir)
+    except LaunchRecordError as error:
+        print(f"{job_dir}: {error} (not a launched job folder)", file=sys.stderr)
         return 2
-    return Supervisor(job_dir).run()
+    return supervisor.run()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from typing import Any
 
 from remedy.jobs.base import FINAL_JOB_STATUSES
 from remedy.jobs.local.backend import SUPERVISOR_END_S, LocalBackend
+from remedy.jobs.local.launch_record import LaunchRecord
 from remedy.jobs.local.layout import JobPaths, error_line, read_json
 from remedy.jobs.registry import register_backend
 from remedy.jobs.slurm import controller
@@ -146,22 +147,25 @@ class SlurmBackend(LocalBackend):
         job_id = controller.submit(script, env)
         write_atomic(pointer, json.dumps({"job_dir": str(paths.root), "job_id": job_id}))
 
-    def launch_record(self, job_name: str, spec: RunSpec, paths: JobPaths) -> dict[str, Any]:
+    def launch_record(self, job_name: str, spec: RunSpec, paths: JobPaths) -> LaunchRecord:
         """The local record, but GPUs and processes are the allocation's, not this
         machine's: run_spec.slurm.gpus_per_node, torchrun per node, srun across nodes."""
         record = super().launch_record(job_name, spec, paths)
-        record["gpus_per_job"] = slurm_of(spec).gpus_per_node or 0
-        record["command"] = allocation_command(spec, paths, record["command"])
-        return record
+        return record.model_copy(
+            update={
+                "gpus_per_job": slurm_of(spec).gpus_per_node or 0,
+                "command": allocation_command(spec, paths, record.command),
+            }
+        )
 
     # --- watch -----------------------------------------------------------------------
     def whereabouts(
-        self, paths: JobPaths, record: dict[str, Any], status: dict[str, Any], result: dict
+        self, paths: JobPaths, record: LaunchRecord, status: dict[str, Any], result: dict
     ) -> dict[str, Any]:
         """The supervisor's word (status.json) where it has the last one, Slurm's where
         only Slurm knows: the queue, and ends that killed the supervisor or came from
         outside (a final status of Stopped that no stop request asked for)."""
-        job_name = record["job_name"]
+        job_name = record.job_name
         job_id = self.job_id(job_name)
         slurm = controller.job(job_id) if job_id else None
         stopping = paths.stop_request.exists()
@@ -174,7 +178,7 @@ class SlurmBackend(LocalBackend):
             "failure_reason": status.get("FailureReason"),
             "secondary_status": status.get("SecondaryStatus"),
             "status_message": status.get("StatusMessage"),
-            "created": (slurm and slurm.submitted) or record["created"],
+            "created": (slurm and slurm.submitted) or record.created,
             "started": status.get("TrainingStartTime") or (slurm and slurm.started),
             "ended": status.get("TrainingEndTime") or (slurm and slurm.ended),
             "backend_job_id": job_id,
@@ -182,7 +186,7 @@ class SlurmBackend(LocalBackend):
             "requeues": requeued,
         }
         if job_id is None:
-            if age_s(record["created"]) > SUBMIT_TIMEOUT_S:
+            if age_s(record.created) > SUBMIT_TIMEOUT_S:
                 return where | {"status": JobStatus.Failed, "failure_reason": NEVER_SUBMITTED}
             return where | {"status": JobStatus.InProgress, "status_message": "submitting"}
         if said is JobStatus.Completed or (said is JobStatus.Stopped and stopping):
@@ -253,15 +257,15 @@ class SlurmBackend(LocalBackend):
         if not paths.stop_request.exists():
             request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
             write_atomic(paths.stop_request, json.dumps(request))
-        record = read_json(paths.job) or {}
+        record = self.launched(job_name, paths)
         queued = snapshot.secondary_status == "Pending"
-        if not queued and self.wait_final(job_name, float(record.get("stop_grace_s", 10.0))):
+        if not queued and self.wait_final(job_name, record.stop_grace_s):
             return
         job_id = self.job_id(job_name)
         if job_id is None:
             return  # never submitted: describe() says so once SUBMIT_TIMEOUT_S has passed
         controller.cancel(job_id)
-        if self.wait_final(job_name, float(record.get("kill_after_s", 20.0)) + SUPERVISOR_END_S):
+        if self.wait_final(job_name, record.kill_after_s + SUPERVISOR_END_S):
             return
         controller.cancel(job_id, "KILL")
         if not self.wait_final(job_name, SCANCEL_KILL_WAIT_S):

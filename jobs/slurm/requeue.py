@@ -24,6 +24,7 @@ from pathlib import Path
 
 from remedy.jobs.base import read_checkpoint
 from remedy.jobs.local.environment import job_launch
+from remedy.jobs.local.launch_record import LaunchRecord, LaunchRecordError
 from remedy.jobs.local.layout import JobPaths, read_json
 from remedy.jobs.slurm.batch_script import allocation_command
 from remedy.state_schema import RunSpec, write_atomic
@@ -92,14 +93,16 @@ def warm_start(paths: JobPaths, checkpoint: Path) -> None:
     checkpoint (already in its checkpoint folder: nothing is copied)."""
     launched = json.loads((paths.root / RUN_SPEC_FILE).read_text())
     spec = RunSpec.model_validate(launched | {"init_checkpoint": str(checkpoint)})
-    record = json.loads(paths.job.read_text())
+    record = LaunchRecord.read(paths.job)
+    if record is None:
+        raise LaunchRecordError(f"{paths.job}: no launch record to warm-start")
     hyperparameters = spec.job_hyperparameters(
         output_dir=str(paths.model), resume=str(paths.checkpoints / checkpoint.name)
     )
     write_atomic(paths.hyperparameters, json.dumps(hyperparameters, indent=2))
-    launch = job_launch(spec, record["job_name"], paths)
+    launch = job_launch(spec, record.job_name, paths)
     command = allocation_command(spec, paths, launch.command)  # as SlurmBackend.launch_record
-    write_atomic(paths.job, json.dumps(record | {"command": command, "env": launch.env}))
+    record.model_copy(update={"command": command, "env": launch.env}).write(paths.job)
 
 
 def main(argv: list[str]) -> int:

@@ -128,7 +128,7 @@ def test_a_multi_node_job_runs_torchrun_on_every_node_with_a_rendezvous(tmp_path
         assert line in script.splitlines()
     assert 'export REMEDY_RDZV_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST"' in script
     assert script.rstrip().splitlines()[-1].endswith(f"remedy.jobs.local.supervisor {paths.root}")
-    command = backend.launch_record("j", spec, paths)["command"]
+    command = backend.launch_record("j", spec, paths).command
     assert command[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     torchrun = command[6]
     for part in ("-m torch.distributed.run", "--nnodes=2", "--nproc-per-node=4",
