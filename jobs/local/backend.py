@@ -1,7 +1,8 @@
 """Local job backend: each job is a detached supervisor process under <run_dir>/jobs/.
 
-launch() writes the job's folder and its launch record (job.json, launch_record.py: the training
-working directory and environment, environment.py) and starts the supervisor, which runs
+launch() writes the job's folder and its launch record (job.json, launch_record.py: the
+training command, working directory and environment, environment.py) and starts the
+supervisor, which runs
 the training process and the rule evaluator and escalates a stop request (escalation.py).
 """
 
