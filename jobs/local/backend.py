@@ -2,8 +2,8 @@
 
 launch() writes the job's folder and its launch record (job.json, launch_record.py: the
 training command, working directory and environment, environment.py) and starts the
-supervisor, which runs
-the training process and the rule evaluator and escalates a stop request (escalation.py).
+supervisor, which runs the training process and the rule evaluator and escalates a stop
+request (escalation.py).
 """
 
 from __future__ import annotations
