@@ -95,7 +95,9 @@ class Hyperparameters(Strict):
 
     # --- fields of the original run_spec -------------------------------------------
     base_job_name: str = Field(
-        "complex-resnet-model", description="Job names are this plus a launch timestamp."
+        "complex-resnet-model",
+        description="Job names are this plus a launch timestamp. Not given: a script's own "
+        "name (fit.py: fit), else the seed's complex-resnet-model.",
     )
     warmup_learning_rate: float = Field(0.1, gt=0, description="Learning rate of epoch 0.")
     learning_rate: float = Field(0.1, gt=0, description="Learning rate after the warmup epoch.")

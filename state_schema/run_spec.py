@@ -438,6 +438,16 @@ class RunSpec(Hyperparameters):
     )
 
     @model_validator(mode="after")
+    def _named_after_the_script(self) -> Self:
+        """A script's jobs are named after it (fit.py: fit-<launch time>) unless
+        base_job_name is given; the seed's name stays the built-in job's."""
+        if "base_job_name" not in self.model_fields_set and self.is_script:
+            stem = re.sub(r"[^A-Za-z0-9]+", "-", self.entry_point.rsplit("/", 1)[-1][:-3])
+            if stem.strip("-"):
+                self.base_job_name = stem.strip("-")[:40]
+        return self
+
+    @model_validator(mode="after")
     def _spot_wait(self) -> Self:
         if self.max_wait_s is not None and self.max_wait_s < self.max_run_s:
             raise ValueError(

@@ -336,3 +336,12 @@ def test_a_misspelled_field_gets_a_did_you_mean_at_its_place() -> None:
     with pytest.raises(PayloadError) as raised:  # nothing close: no guess
         state_from_document({"zzz": 1})
     assert str(raised.value).endswith("zzz: Extra inputs are not permitted")
+
+
+def test_a_scripts_jobs_are_named_after_it_unless_named() -> None:
+    assert RunSpec.model_validate(WORD_LM).base_job_name == "main"
+    assert RunSpec(entry_point="src/fit model.py", source_dir=".").base_job_name == "fit-model"
+    assert RunSpec.model_validate(WORD_LM | {"base_job_name": "word-lm"}).base_job_name == "word-lm"
+    assert RunSpec().base_job_name == "complex-resnet-model"  # the built-in job: the seed's
+    named = RunSpec.model_validate(WORD_LM)
+    assert RunSpec.model_validate(named.model_dump()).base_job_name == "main"  # kept as saved
