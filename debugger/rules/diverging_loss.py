@@ -29,10 +29,12 @@ class DivergingLoss(LossWindowRule):
     A ratio to the best also misses a loss that never got far below where it started: a
     small LSTM language model at a learning rate 50x too high goes from ln(vocabulary)
     (a uniform guess) to 7x that and stays there, finite. So the loss is also judged
-    against the loss scale of the problem: the mode's first saved loss (the untrained
-    model's, about ln(classes) for a classifier): `patience` windows in a row above
-    `initial_factor` (1.1) x it (clearly worse than the model before it learned anything)
-    fire too. One
+    against the loss scale of the problem: the untrained model's loss, about ln(classes)
+    for a classifier: the mode's first saved loss, or its first window's mean where that
+    is higher (one batch is noise: a regression's first batch at 0.51, its first window at
+    0.62, a flat loss around 0.64 after it, under a rate far too small to move it):
+    `patience` windows in a row above `initial_factor` (1.1) x it (clearly worse than the
+    model before it learned anything) fire too. One
     window above it is a transient spike, which recovers at a high but workable learning
     rate; it is not stopped. None (LEGACY_DEFAULTS, and a warm-started job's) turns this off.
 
@@ -137,7 +139,8 @@ class DivergingLoss(LossWindowRule):
         return False
 
     def _above_initial(self, step: int, mode: ModeKeys, loss: str, mean: float) -> bool:
-        initial = self._initial.get(mode)
+        first, window = self._initial.get(mode), self.first_mean(mode)
+        initial = first if window is None or first is None else max(first, window)
         if self.initial_factor is None or initial is None or initial <= 0:
             return False
         above = mean > self.initial_factor * initial
@@ -146,8 +149,9 @@ class DivergingLoss(LossWindowRule):
             return False
         message = (
             f"mean {loss} over the last {self.num_steps} {mode.value} steps is {mean:.4g}, "
-            f"above {self.initial_factor:g}x the first saved loss {initial:.4g} (the untrained "
-            f"model's) for {self._above[mode]} windows in a row, at step {step}"
+            f"above {self.initial_factor:g}x the untrained model's {initial:.4g} (its first "
+            f"saved loss, or its first window's mean where higher) for {self._above[mode]} "
+            f"windows in a row, at step {step}"
         )
         return self.fire(step, mode, loss, message)
 
