@@ -31,10 +31,12 @@ class DivergingLoss(LossWindowRule):
     (a uniform guess) to 7x that and stays there, finite. So the loss is also judged
     against the loss scale of the problem: the untrained model's loss, about ln(classes)
     for a classifier: the mode's first saved loss, or its first window's mean where that
-    is higher (one batch is noise: a regression's first batch at 0.51, its first window at
-    0.62, a flat loss around 0.64 after it, under a rate far too small to move it):
-    `patience` windows in a row above `initial_factor` (1.1) x it (clearly worse than the
-    model before it learned anything) fire too. One
+    is higher but within NOISE_BAND x the first loss (one batch is noise: a regression's
+    first batch at 0.51, its first window at 0.62, a flat loss around 0.64 after it, under
+    a rate far too small to move it; a first window far above the first loss is the
+    divergence itself: 0.51, then 85, 20245, ...): `patience` windows in a row above
+    `initial_factor` (1.1) x it (clearly worse than the model before it learned anything)
+    fire too. One
     window above it is a transient spike, which recovers at a high but workable learning
     rate; it is not stopped. None (LEGACY_DEFAULTS, and a warm-started job's) turns this off.
 
@@ -56,6 +58,7 @@ class DivergingLoss(LossWindowRule):
 
     name = "DivergingLoss"
     num_steps = 5
+    NOISE_BAND = 2.0  # a first window's mean up to this x the first loss is its noise
     LEGACY_DEFAULTS = {
         "min_loss_fraction": 0.0,
         "initial_factor": None,
@@ -139,8 +142,9 @@ class DivergingLoss(LossWindowRule):
         return False
 
     def _above_initial(self, step: int, mode: ModeKeys, loss: str, mean: float) -> bool:
-        first, window = self._initial.get(mode), self.first_mean(mode)
-        initial = first if window is None or first is None else max(first, window)
+        initial, window = self._initial.get(mode), self.first_mean(mode)
+        if initial is not None and window is not None and initial < window:
+            initial = window if window <= self.NOISE_BAND * initial else initial
         if self.initial_factor is None or initial is None or initial <= 0:
             return False
         above = mean > self.initial_factor * initial
@@ -150,8 +154,8 @@ class DivergingLoss(LossWindowRule):
         message = (
             f"mean {loss} over the last {self.num_steps} {mode.value} steps is {mean:.4g}, "
             f"above {self.initial_factor:g}x the untrained model's {initial:.4g} (its first "
-            f"saved loss, or its first window's mean where higher) for {self._above[mode]} "
-            f"windows in a row, at step {step}"
+            f"saved loss, or its first window's mean where that is its noise) for "
+            f"{self._above[mode]} windows in a row, at step {step}"
         )
         return self.fire(step, mode, loss, message)
 

@@ -218,3 +218,28 @@ def test_a_language_model_far_too_hot_is_repaired_by_the_rate_search(
     assert summary.count("| probe:search_lr_down |") == 3, summary
     status = remedy("status", "run", cwd=tmp_path)
     assert status.count("probe:search_lr_down") == 3, status
+
+
+@pytest.mark.slow
+def test_a_regression_at_a_rate_far_too_small_is_not_called_diverging_and_is_repaired(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """examples/sine_regression (Adam, MultiStepLR, MSE, no classes) at 1/1000 of its rate:
+    its loss sits flat around 0.64, above its first batch's 0.51 by noise alone. That was
+    once DivergingLoss at step 9, and the rate was cut further; the stall is found instead
+    (TinyUpdates), the probes raise the rate, and the relaunch trains."""
+    spec = {
+        "source_dir": str(REPO / "examples" / "sine_regression"),
+        "entry_point": "fit.py",
+        "hyperparameters": {"lr": 3e-6},
+        "hyperparameter_roles": {"learning_rate": "lr"},
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, output[-3000:] + (state.end_reason or "")
+    first, last = state.history.runs
+    assert [f.rule for f in first.findings] == ["TinyUpdates"], first.findings
+    assert all(f.rule != "DivergingLoss" for a in state.history.attempts for f in a.findings)
+    assert last.spec.script_hyperparameters["lr"] > 3e-6
+    assert last.outcome is JobStatus.Completed
+    assert last.final_window_loss is not None and last.final_window_loss < 0.1
