@@ -6,7 +6,9 @@ Two ways in:
   as handled cleanly when it passes, as OUTCOME (what its failure would mean) when it fails;
 - a test of many cases (the fuzzers, the bad-spec corpus) calls `record(SUITE, counts)`.
 
-tests/conftest.py collects the marks and prints the table (pytest's terminal summary).
+tests/conftest.py collects both and prints the table (pytest's terminal summary). Under
+workers (pytest -n) a test's counts travel on its report to the main process, which tallies
+them: record() only notes them where the test runs (drain() hands them to the report).
 """
 
 from __future__ import annotations
@@ -15,17 +17,30 @@ from collections import Counter
 from collections.abc import Mapping
 
 OUTCOMES = ("handled cleanly", "crashed", "hung", "silently wrong", "lost", "leaked")
-COUNTS: dict[str, Counter[str]] = {}
+COUNTS: dict[str, Counter[str]] = {}  # tallied, in the process that prints the table
+PENDING: list[tuple[str, dict[str, int]]] = []  # recorded by the running test, not yet reported
 
 
 def record(suite: str, counts: Mapping[str, int]) -> None:
-    """Add a suite's cases: `counts` maps outcomes (OUTCOMES) to numbers of cases."""
+    """A suite's cases: `counts` maps outcomes (OUTCOMES) to numbers of cases."""
     unknown = set(counts) - set(OUTCOMES) - {"cases"}
     assert not unknown, f"not an outcome: {sorted(unknown)}"
-    tally = COUNTS.setdefault(suite, Counter())
+    PENDING.append((suite, dict(counts)))
+
+
+def drain() -> list[tuple[str, dict[str, int]]]:
+    """What the running test recorded since the last drain (for its report)."""
+    found = PENDING[:]
+    PENDING.clear()
+    return found
+
+
+def tally(suite: str, counts: Mapping[str, int]) -> None:
+    """Add a suite's cases to the table."""
+    table = COUNTS.setdefault(suite, Counter())
     for outcome in OUTCOMES:
-        tally[outcome] += counts.get(outcome, 0)
-    tally["cases"] += sum(counts.get(outcome, 0) for outcome in OUTCOMES)
+        table[outcome] += counts.get(outcome, 0)
+    table["cases"] += sum(counts.get(outcome, 0) for outcome in OUTCOMES)
 
 
 def summary() -> list[str]:

@@ -214,7 +214,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if mark is not None and (report.when == "call" or (report.when == "setup" and report.failed)):
         outcome = "handled cleanly" if report.passed else mark.kwargs["fails_as"]
         if not report.skipped:
-            report.user_properties.append(("adversarial", (mark.args[0], outcome)))
+            report.user_properties.append(("adversarial", (mark.args[0], {outcome: 1})))
+    for suite, counts in adversarial.drain():  # a fuzzer's or a corpus's many cases
+        report.user_properties.append(("adversarial", (suite, counts)))
     return report
 
 
@@ -222,8 +224,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Counted where the summary is printed: the main process, whichever ran the test."""
     for name, value in report.user_properties:
         if name == "adversarial":
-            suite, outcome = value
-            adversarial.record(suite, {outcome: 1})
+            suite, counts = value
+            adversarial.tally(suite, counts)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
