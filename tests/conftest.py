@@ -234,24 +234,3 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("adversarial suite (issue 13)")
         for line in lines:
             terminalreporter.write_line(line)
-
-
-# -- running in parallel (pytest -n 2, pytest-xdist) ----------------------------------------
-
-# Tests that share one thing of the machine, or a costly session fixture, run on one worker:
-# the Slurm cluster (one per machine), the `remedy server` of --keep-server (one per
-# machine), the installed wheel's venv (minutes to build: once).
-ONE_WORKER = {
-    "tests/jobs/slurm/": "slurm",
-    "tests/cli/test_keep_server.py": "local-server",
-    "tests/packaging/": "packaging",
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        for prefix, group in ONE_WORKER.items():
-            if item.nodeid.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
