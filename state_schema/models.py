@@ -64,7 +64,7 @@ class DataProblem(Strict):
 
 
 # The finding the monitor makes of a completed run whose model learned nothing while no rule
-# fired (records/verdict.py, not_learned, says when): its rule and rule class. The policy
+# fired (records/verdict.py, verdict_finding, says when): its rule and rule class. The policy
 # repairs it as a rule's finding (a plateau: the rate is wrong, which way unknown).
 NOT_TRAINED = "NotTrained"
 # The other finding of a completed run (records/verdict.py, speeding_up, says when): its loss

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Any, Literal, Self
 
 from pydantic import (
@@ -442,9 +443,9 @@ class RunSpec(Hyperparameters):
         """A script's jobs are named after it (fit.py: fit-<launch time>) unless
         base_job_name is given; the seed's name stays the built-in job's."""
         if "base_job_name" not in self.model_fields_set and self.is_script:
-            stem = re.sub(r"[^A-Za-z0-9]+", "-", self.entry_point.rsplit("/", 1)[-1][:-3])
-            if stem.strip("-"):
-                self.base_job_name = stem.strip("-")[:40]
+            stem = re.sub(r"[^A-Za-z0-9]+", "-", PurePosixPath(self.entry_point).stem).strip("-")
+            if stem:
+                self.base_job_name = stem[:40]
         return self
 
     @model_validator(mode="after")

@@ -76,11 +76,14 @@ def monitor(
             logger.info(line)
             publish_progress(state, snapshot, line)
         if seen.key != before or seen.settled or now - started >= max_wait_s:
+            records = None  # the job's step records, read once where needed
             if seen.settled and snapshot.status is JobStatus.Completed:
-                state = with_descent(state, backend.metrics(job_name))
+                records = backend.metrics(job_name)
+                state = with_descent(state, records)
             decided = decide(state, seen, snapshot, backend.metrics_location(job_name))
             if decided.next_action is NextAction.end and seen.settled:
-                decided = learned(decided, run_dir)  # the last attempt's outcome, recorded
+                # the last attempt's outcome, recorded
+                decided = learned(decided, run_dir, records)
             return decided
         time.sleep(poll_interval_s)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -38,14 +39,17 @@ def available_checkpoints(state: State, run_dir: str) -> list[Checkpoint]:
     return found
 
 
-def learned(state: State, run_dir: str) -> State:
+def learned(
+    state: State, run_dir: str, records: Sequence[Mapping[str, Any]] | None = None
+) -> State:
     """The current attempt with what the policy learns from it: its first losses and its
-    gradient norms before the finding (from the job's step records), and its outcome
-    classified (diverged at s, stalled, trained, no effect)."""
+    gradient norms before the finding (from the job's step records, read here unless
+    given), and its outcome classified (diverged at s, stalled, trained, no effect)."""
     attempt = state.current_attempt
     if attempt is None:
         return state
-    records = backend_for(attempt.spec.backend, run_dir).metrics(attempt.job_name)
+    if records is None:
+        records = backend_for(attempt.spec.backend, run_dir).metrics(attempt.job_name)
     state = update_current_attempt(state, **digest(attempt, records))
     return with_result(state, state.findings)
 

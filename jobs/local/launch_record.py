@@ -30,11 +30,13 @@ class LaunchRecord(BaseModel):
     command: list[str]
     cwd: str
     env: dict[str, str]
-    stop_grace_s: float = 10.0  # a stop request, then SIGTERM after this
-    kill_after_s: float = 20.0  # then SIGKILL after this
-    gpus_per_job: int | None = None
-    progress_timeout_s: float | None = None
-    progress_timeout: Literal["adaptive", "fixed"] = "adaptive"
+    # from the run_spec, whose defaults they are: a stop request, then SIGTERM after
+    # stop_grace_s, then SIGKILL kill_after_s later
+    stop_grace_s: float
+    kill_after_s: float
+    gpus_per_job: int | None
+    progress_timeout_s: float | None
+    progress_timeout: Literal["adaptive", "fixed"]
     evaluator_poll_interval: float = 0.5  # seconds between the rule evaluator's passes
 
     @classmethod
