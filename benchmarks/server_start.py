@@ -1,11 +1,14 @@
 """What a short `remedy run` spends before its first launch: with Prefect's temporary server
-(started per run) against a `remedy server` already running on this machine (reused).
+(started per run), with `--keep-server` (its first run starts a background server that later
+runs reuse) and with a `remedy server` already running on this machine (reused).
 
     python benchmarks/server_start.py [--repeats 3] [--quick]
 
 Each repeat runs `remedy run` on a job that completes in a second, once per mode, the modes
-interleaved (so both see the same load), and times from the command's start to the flow's
-"launched attempt 1" line. Prints each time, the medians and their ratio. --quick: one
+interleaved (so all see the same load), and times from the command's start to the flow's
+"launched attempt 1" line. `--keep-server`'s run is timed with no server up (it starts one),
+then stopped with `remedy server --stop`; its database is kept across repeats, as a user's is
+from one day to the next. Prints each time, the medians and the ratios. --quick: one
 repeat. Run it on a quiet machine and say the load (`uptime`) with the figures.
 """
 
@@ -38,14 +41,23 @@ def env() -> dict[str, str]:
     return clean | {"OMP_NUM_THREADS": "1"}
 
 
-def time_to_first_launch(workdir: Path, name: str, reuses: bool) -> float:
+def time_to_first_launch(
+    workdir: Path, name: str, says: str, options: tuple[str, ...] = (), home: Path | None = None
+) -> float:
+    """Seconds from `remedy run` to its first launch; `says`: how remedy must name the
+    server it used (so the mode measured is the mode meant)."""
     spec = workdir / "spec.json"
     spec.write_text(SPEC)
     run_dir = workdir / name
     command = [*remedy(), "run", str(spec), "--run-dir", str(run_dir), "--poll-interval", "0.3"]
     started = time.monotonic()
     process = subprocess.Popen(
-        command, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [*command, *options],
+        cwd=REPO,
+        env=env() | ({"PREFECT_HOME": str(home)} if home else {}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert process.stdout is not None
     launched = None
@@ -53,14 +65,20 @@ def time_to_first_launch(workdir: Path, name: str, reuses: bool) -> float:
     for line in process.stdout:
         if launched is None and "launched attempt 1" in line:
             launched = time.monotonic() - started
-        if "Prefect server at" in line or "temporary Prefect server" in line:
+        if "Prefect server at" in line:
             server_lines.append(line.strip())
     if process.wait() != 0 or launched is None:
         raise SystemExit(f"remedy run failed or never launched ({name})")
-    said = "a running `remedy server`" if reuses else "temporary Prefect server"
-    if not any(said in line for line in server_lines):  # measured what it says it measures
-        raise SystemExit(f"{name}: expected {said!r}, remedy said {server_lines}")
+    if not any(says in line for line in server_lines):
+        raise SystemExit(f"{name}: expected {says!r}, remedy said {server_lines}")
     return launched
+
+
+def stop_kept_server(home: Path) -> None:
+    subprocess.run(
+        [*remedy(), "server", "--stop"], cwd=REPO, env=env() | {"PREFECT_HOME": str(home)},
+        check=True, capture_output=True,
+    )  # fmt: skip
 
 
 def server_up() -> bool:
@@ -97,26 +115,46 @@ def main() -> None:
     args = parser.parse_args()
     repeats = 1 if args.quick else args.repeats
     workdir = Path(tempfile.mkdtemp(prefix="remedy-server-bench-"))
-    temporary: list[float] = []
-    reused: list[float] = []
+    kept_home = workdir / "kept-home"  # --keep-server's database, kept across repeats
+    times: dict[str, list[float]] = {"temporary": [], "keep": [], "reused": []}
     try:
         for repeat in range(repeats):
-            temporary.append(time_to_first_launch(workdir, f"temporary-{repeat}", False))
+            if server_up():
+                raise SystemExit(f"a server already listens on port {PORT}: stop it first")
+            times["temporary"].append(
+                time_to_first_launch(workdir, f"temporary-{repeat}", "temporary Prefect server")
+            )
+            try:  # its first run starts the server: timed with it
+                times["keep"].append(
+                    time_to_first_launch(
+                        workdir,
+                        f"keep-{repeat}",
+                        "kept for later runs",
+                        ("--keep-server",),
+                        kept_home,
+                    )  # fmt: skip
+                )
+            finally:
+                stop_kept_server(kept_home)
             server = start_server(workdir)  # started outside the timed part: it is reused
             try:
-                reused.append(time_to_first_launch(workdir, f"reused-{repeat}", True))
+                times["reused"].append(
+                    time_to_first_launch(workdir, f"reused-{repeat}", "a running `remedy server`")
+                )
             finally:
                 server.terminate()
                 server.wait(timeout=60)
-            print(f"repeat {repeat + 1}: temporary {temporary[-1]:.1f} s, reused "
-                  f"{reused[-1]:.1f} s", flush=True)  # fmt: skip
+            print(f"repeat {repeat + 1}: " + ", ".join(f"{mode} {values[-1]:.1f} s"
+                  for mode, values in times.items()), flush=True)  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    before, after = statistics.median(temporary), statistics.median(reused)
+    temporary, keep, reused = (statistics.median(times[mode]) for mode in times)
     print(f"\n`remedy run` start to first launch, median of {repeats}:")
-    print(f"  temporary server per run: {before:.1f} s")
-    print(f"  running local server:     {after:.1f} s")
-    print(f"  ratio temporary / reused: {before / after:.1f}x")
+    print(f"  temporary server per run:             {temporary:.1f} s")
+    print(f"  --keep-server, the run that starts it: {keep:.1f} s")
+    print(f"  running local server (later runs):     {reused:.1f} s")
+    print(f"  ratio temporary / reused: {temporary / reused:.1f}x; "
+          f"--keep-server's first / temporary: {keep / temporary:.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def remediate(
     policy: PolicyName = DEFAULT_POLICY,
     policy_config: dict[str, list[PolicyStep]] | None = None,
     settings: Annotated[RemediateSettings, MODEL_FORM] = RemediateSettings(),  # noqa: B008
-    run_dir: str | None = None,
+    run_dir: str = "",
     # A whole payload (the seed format, a saved state.json) for the API and the CLI; when
     # given it is the run's state and the four above are not used. Not in the form.
     state: SkipJsonSchema[State | None] = None,
@@ -114,7 +114,8 @@ def remediate(
         policy_config: Finding -> ordered strategies with limits (policy 'config', and
             'adaptive' for the findings it names).
         settings: Polling, notifications and the report.
-        run_dir: Where the run keeps its state and jobs (default: runs/BASE_JOB_NAME-FLOW_RUN_NAME).
+        run_dir: Where the run keeps its state and jobs, on the machine that runs the flow
+            (empty: RUNS/BASE_JOB_NAME-FLOW_RUN_NAME, RUNS being $REMEDY_RUNS_DIR or ./runs).
     """
     settings = settings or RemediateSettings()
     hide_parameters()  # the UI shows parameters: no role ARN or bucket there
@@ -123,8 +124,11 @@ def remediate(
         state = State(
             run_spec=run_spec, budgets=budgets, policy=policy, policy_config=policy_config
         )
-    check_spec(state, run_dir, flow_run.name)  # a spec no job can start from: nothing created
-    run_dir, state = open_run(state, run_dir, flow_run.name)  # a retry resumes, never redoes
+    # Empty (the form's untouched field) is the default folder: a plain text field in the
+    # form, where a nullable one would open on Prefect's type toggle.
+    given_dir = run_dir or None
+    check_spec(state, given_dir, flow_run.name)  # a spec no job can start from: nothing created
+    run_dir, state = open_run(state, given_dir, flow_run.name)  # a retry resumes, never redoes
     state = ensure_launched(state, run_dir)
 
     while state.next_action is not NextAction.end:

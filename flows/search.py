@@ -229,7 +229,7 @@ def search(
     space: Annotated[SearchSpace, MODEL_FORM] = SearchSpace(),  # noqa: B008 (the UI's defaults)
     base_spec: RunSpecForm = RunSpec(),  # noqa: B008 (shown as the run form)
     settings: Annotated[SearchSettings, MODEL_FORM] = SearchSettings(),  # noqa: B008
-    search_dir: str | None = None,
+    search_dir: str = "",
 ) -> list[dict[str, Any]]:
     """Run every candidate of a search space through the remediation flow and rank them.
 
@@ -240,13 +240,13 @@ def search(
             own, and each candidate's base_job_name gets -c<number>.
         settings: Candidates at once, deployments or in process, the budgets and policy of
             every candidate, their remediation settings and notifications.
-        search_dir: Where the candidates' run folders and the leaderboard go (default:
-            runs/search-<time>-<flow run name>).
+        search_dir: Where the candidates' run folders and the leaderboard go (empty:
+            RUNS/search-TIME-FLOW_RUN_NAME, RUNS being $REMEDY_RUNS_DIR or ./runs).
     """
     logger = get_run_logger()
     hide_parameters()  # the UI shows parameters: no role ARN or bucket there
     quiet_task_runs()  # no "Finished in state Completed()" line per task run
-    search_dir = open_search(search_dir, flow_run.name)
+    search_dir = open_search(search_dir or None, flow_run.name)  # empty: the default, as run_dir
     specs = space.candidates(base_spec)
     if settings.use_deployments and (warning := check_deployment(settings.deployment)):
         logger.warning(warning)

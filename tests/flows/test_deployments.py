@@ -254,6 +254,9 @@ def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
     unset = {"enum": [None], "title": "unset"}
     assert properties["source_dir"]["anyOf"] == [{"type": "string"}, unset]
     assert "default" not in properties["source_dir"]
+    # the run folder: a plain text field, empty for the default folder (no type toggle)
+    run_dir = schema["properties"]["run_dir"]
+    assert (run_dir["type"], run_dir["default"], "anyOf" in run_dir) == ("string", "", False)
     text = str(schema)
     assert "<hidden>" not in text and "&lt;hidden&gt;" in text
     # one page of the form: no two inputs with the same label (two "Max Wait S" were)
@@ -293,3 +296,9 @@ def test_the_search_form_orders_its_fields_and_opens_nullables_typeable() -> Non
         assert all(field.get("title") for field in fields.values())
     timeout = schema["definitions"]["SearchSettings"]["properties"]["worker_timeout_s"]
     assert timeout["anyOf"][1] == {"enum": [None], "title": "unset"}
+    search_dir = schema["properties"]["search_dir"]  # as the run form's run_dir
+    assert (search_dir["type"], search_dir["default"], "anyOf" in search_dir) == (
+        "string",
+        "",
+        False,
+    )

@@ -211,6 +211,10 @@ def test_the_run_form_holds_only_what_a_person_chooses(
             source_dir = field(page, "Source Dir (Optional)").get_by_role("textbox")
             source_dir.fill("examples")
             assert source_dir.input_value() == "examples"
+            run_dir = field(page, "run_dir (Optional)").get_by_role("textbox")  # no toggle
+            assert run_dir.input_value() == ""  # empty: the folder named after the job
+            run_dir.fill("runs/mine")
+            assert run_dir.input_value() == "runs/mine"
             # what a person sees, the whole form, kept with the test's files (tmp_path)
             height = whole_form_screenshot(page, tmp_path / "form.png")
             assert png_size(tmp_path / "form.png")[1] >= height > 1000
