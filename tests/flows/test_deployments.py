@@ -297,8 +297,5 @@ def test_the_search_form_orders_its_fields_and_opens_nullables_typeable() -> Non
     timeout = schema["definitions"]["SearchSettings"]["properties"]["worker_timeout_s"]
     assert timeout["anyOf"][1] == {"enum": [None], "title": "unset"}
     search_dir = schema["properties"]["search_dir"]  # as the run form's run_dir
-    assert (search_dir["type"], search_dir["default"], "anyOf" in search_dir) == (
-        "string",
-        "",
-        False,
-    )
+    shown = (search_dir["type"], search_dir["default"], "anyOf" in search_dir)
+    assert shown == ("string", "", False)
