@@ -34,6 +34,12 @@ MAX_UPDATES_ENV = "REMEDY_MAX_UPDATES"  # run_spec.max_updates: the job stops it
 TORCH_THREADS_ENV = "REMEDY_TORCH_THREADS"  # torch.set_num_threads
 THREAD_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the same count, read at torch's import
 
+# What a job writes in its output folder (docs/job-contract.md); the backends read them.
+PROGRESS_FILE = "progress.json"  # the latest step: the monitor's live view
+METRICS_FILE = "metrics.jsonl"  # one line per step (and per epoch, the built-in job's)
+RESULT_FILE = "result.json"  # at the end: Completed or Stopped, steps, final losses
+RULE_STATUS_DIR = "rule_status"  # the NaN guard's rule status, unless REMEDY_RULE_STATUS_DIR
+
 # The module that runs a user's script or module with zero-code capture:
 #   python -m remedy.training.launch SCRIPT.py ARGS...  |  ... -m MODULE ARGS...
 LAUNCHER_MODULE = "remedy.training.launch"

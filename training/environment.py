@@ -17,6 +17,7 @@ from remedy.state_schema.job_env import (
     MAX_UPDATES_ENV,
     NAN_GUARD_ENV,
     OUTPUT_DIR_ENV,
+    RULE_STATUS_DIR,
     RULE_STATUS_DIR_ENV,
     STOP_FILE_ENV,
     TORCH_THREADS_ENV,
@@ -67,7 +68,7 @@ class JobEnvironment:
         output_dir = path(OUTPUT_DIR_ENV)
         status_dir = path(RULE_STATUS_DIR_ENV)
         if status_dir is None and output_dir is not None:
-            status_dir = output_dir / "rule_status"  # as training/guard.py does
+            status_dir = output_dir / RULE_STATUS_DIR  # as training/guard.py does
         return cls(
             output_dir=output_dir,
             stop_file=path(STOP_FILE_ENV),

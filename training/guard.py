@@ -38,7 +38,7 @@ from remedy.debugger import store
 from remedy.debugger.modes import ModeKeys
 from remedy.debugger.status import RuleStatus, RuleStatusRecord, status_path
 from remedy.state_schema import Hyperparameters
-from remedy.state_schema.job_env import RULE_STATUS_DIR_ENV, STOP_FILE_ENV
+from remedy.state_schema.job_env import RULE_STATUS_DIR, RULE_STATUS_DIR_ENV, STOP_FILE_ENV
 from remedy.training.bundle import write_bundle
 from remedy.training.data import DataSplit
 from remedy.training.replay import find_bad_records, replay
@@ -85,7 +85,7 @@ def rule_status_dir(output_dir: Path) -> Path:
     """$REMEDY_RULE_STATUS_DIR, or OUTPUT_DIR/rule_status when it is not set: the backend
     names the folder it reads rule statuses from; a job run by hand uses its own."""
     folder = os.environ.get(RULE_STATUS_DIR_ENV)
-    return Path(folder) if folder else output_dir / "rule_status"
+    return Path(folder) if folder else output_dir / RULE_STATUS_DIR
 
 
 class NanGuard:

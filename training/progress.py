@@ -34,11 +34,9 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from remedy.state_schema.job_env import METRICS_FILE, PROGRESS_FILE, RESULT_FILE
 from remedy.state_schema.loss_windows import LossWindows
 
-PROGRESS_FILE = "progress.json"
-METRICS_FILE = "metrics.jsonl"
-RESULT_FILE = "result.json"
 PROGRESS_INTERVAL_S = 0.05  # at most 20 progress.json writes a second
 
 
@@ -61,6 +59,9 @@ class ProgressFiles:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.start_step = start_step
+        # what the job knows of its length (the built-in job: steps_per_epoch, total_steps),
+        # in progress.json only
+        self.length: dict[str, int] = {}
         self.interval_s = interval_s
         self.first_loss: float | None = None
         self._first_seen = False
@@ -88,6 +89,13 @@ class ProgressFiles:
         if time.monotonic() - self._written_at >= self.interval_s:
             self.flush()
 
+    def add(self, record: dict[str, Any]) -> None:
+        """Another line of metrics.jsonl (the built-in job's {"type": "epoch", ...})."""
+        metrics = self._open_metrics()
+        if metrics is not None:
+            line = {k: _json_number(v) for k, v in record.items()}
+            metrics.write(json.dumps(line, allow_nan=False) + "\n")
+
     def flush(self) -> None:
         """Write the latest step to progress.json now, if it is not there yet, and the
         step lines to metrics.jsonl."""
@@ -96,7 +104,8 @@ class ProgressFiles:
         if self._pending is None or self._taken(PROGRESS_FILE):
             return
         path = self.folder / PROGRESS_FILE
-        latest = self._pending | {"start_step": self.start_step, "first_loss": self.first_loss}
+        latest = self._pending | self.length
+        latest |= {"start_step": self.start_step, "first_loss": self.first_loss}
         write_json_atomic(path, latest | self.loss_windows.fields())
         self._expected[PROGRESS_FILE] = _stat(path)
         self._pending = None

@@ -6,14 +6,17 @@ unknown key or a bad value ends the job with exit status 2 and an error naming F
 field, before anything is written.
 
 Trains the configurable ResNet with SGD + momentum on CIFAR-10 or synthetic images and
-writes into DIR (JSON written to a temporary file, then renamed into place):
-  progress.json   after every step: step, epoch, loss, accuracy, grad_norm (total L2 norm of
-                  the gradients), learning_rate, wall_time,
-                  steps_per_epoch, total_steps, start_step, first_loss (the loss of this
-                  launch's first step; null when it was not finite), first_losses /
+writes into DIR the files every job writes (training/progress.py, as the launcher does for a
+script; JSON written to a temporary file, then renamed into place):
+  progress.json   after every step (steps closer than 50 ms share one write): step,
+                  epoch, loss, accuracy, grad_norm (total L2 norm of the gradients),
+                  learning_rate, wall_time, steps_per_epoch, total_steps, start_step,
+                  first_loss (the loss of this launch's first step; null when it was not
+                  finite), first_losses /
                   last_losses (the first and latest finite losses of this launch, whose
                   windows "the model trained" is judged by: state_schema/loss_windows.py)
-  metrics.jsonl   one line per step ("type": "step") and per epoch ("type": "epoch")
+  metrics.jsonl   one line per step ("type": "step") and per epoch ("type": "epoch"),
+                  flushed with progress.json
   checkpoints/    every checkpoint_every_epochs epochs (epoch-NNNN) and, with
                   checkpoint_every_steps, mid-epoch too (step-NNNNNNNNN, the
                   keep_checkpoints most recent kept); safetensors + JSON
@@ -35,7 +38,8 @@ The environment says where the backend wants things and how it will ask the job 
   REMEDY_DEBUGGER_CONFIG   a debugger config file: the tensor debugger's hook is active
   REMEDY_STOP_FILE         a stop request is this file appearing, or SIGTERM: the current
                            step finishes, the hook is closed, result.json says "Stopped" and
-                           the process exits 0
+                           the process exits 0 (training/stopping.py, as for a script: a
+                           SIGTERM not honoured within its grace, mid-evaluation, stops there)
   REMEDY_MAX_UPDATES       a probe's bound: stop so after this many updates of this launch
   REMEDY_RULE_STATUS_DIR   where the NaN guard writes its rule status (default
                            DIR/rule_status), the folder the backend reads rule statuses from
@@ -48,11 +52,9 @@ import argparse
 import json
 import math
 import os
-import signal
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import torch
@@ -61,7 +63,6 @@ from torch import nn
 from remedy.debugger import Hook, ModeKeys
 from remedy.state_schema import Hyperparameters, PayloadError, load_hyperparameters
 from remedy.state_schema.job_env import MAX_UPDATES_ENV
-from remedy.state_schema.loss_windows import LossWindows
 from remedy.training.build import build_model_and_optimizer, total_grad_norm
 from remedy.training.checkpoint import (
     prune_step_checkpoints,
@@ -69,36 +70,16 @@ from remedy.training.checkpoint import (
     step_checkpoint_name,
 )
 from remedy.training.data import DataSplit, load_cifar10, make_synthetic
-from remedy.training.environment import positive_int
+from remedy.training.environment import JobEnvironment
 from remedy.training.guard import NanGuard
-from remedy.training.progress import finite_or_none, write_json_atomic
+from remedy.training.progress import ProgressFiles, finite_or_none
 from remedy.training.rule_tensors import save_accuracy, save_classification
 from remedy.training.schedule import learning_rate_for_epoch
+from remedy.training.stopping import StopRequest, StopTraining
 from remedy.training.warm_start import restore
 
 LOG_EVERY = 10  # steps between progress lines on stdout
 EVAL_BATCH_SIZE = 500
-
-
-class StopRequest:
-    """SIGTERM or the stop file: both ask the loop to end after the current step. So does
-    REMEDY_MAX_UPDATES (a probe's bound): after that many updates of this launch."""
-
-    def __init__(self) -> None:
-        self.signalled = False
-        stop_file = os.environ.get("REMEDY_STOP_FILE")
-        self.stop_file = Path(stop_file) if stop_file else None
-        self.max_updates = positive_int(os.environ, MAX_UPDATES_ENV)
-        signal.signal(signal.SIGTERM, self.on_sigterm)
-
-    def bound_reached(self, updates: int) -> bool:
-        return self.max_updates is not None and updates >= self.max_updates
-
-    def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        self.signalled = True
-
-    def __bool__(self) -> bool:
-        return self.signalled or (self.stop_file is not None and self.stop_file.exists())
 
 
 def training_device(choice: str) -> torch.device:
@@ -156,6 +137,25 @@ def evaluate(
     return total_loss / len(data), correct / len(data)
 
 
+def warm_start(
+    config: Hyperparameters, model: nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[int, int]:
+    """The (epoch, step) this launch goes on from: its init_checkpoint's, restored into the
+    model and optimizer, else (start_epoch, 0)."""
+    if not config.init_checkpoint:
+        return config.start_epoch, 0
+    hyper = {"weight_decay": config.weight_decay}
+    if config.optimizer == "momentum":
+        hyper["momentum"] = config.momentum
+    warm = restore(config.init_checkpoint, model, optimizer, hyper)
+    print(
+        f"warm start from {config.init_checkpoint}: epoch {warm.epoch}, step {warm.step}, "
+        f"optimizer state {'restored' if warm.optimizer_restored else 'fresh'}",
+        flush=True,
+    )
+    return warm.epoch, warm.step
+
+
 def train(
     config: Hyperparameters,
     output_dir: Path,
@@ -163,10 +163,11 @@ def train(
     checkpoint_dir: Path | None = None,
 ) -> dict[str, Any]:
     device = training_device(config.device) if device is None else device
-    stop = StopRequest()  # first, so that an early SIGTERM is a clean stop too
-    output_dir.mkdir(parents=True, exist_ok=True)
-    if os.environ.get("REMEDY_TORCH_THREADS"):
-        torch.set_num_threads(int(os.environ["REMEDY_TORCH_THREADS"]))
+    env = JobEnvironment.from_environ()
+    stop = StopRequest(env.stop_file).install()  # first: an early SIGTERM is a clean stop too
+    progress = ProgressFiles(output_dir)  # the files of every job (training/progress.py)
+    if env.torch_threads is not None:
+        torch.set_num_threads(env.torch_threads)
     torch.manual_seed(config.seed)
 
     # data, model, optimizer
@@ -176,20 +177,11 @@ def train(
     model, optimizer = build_model_and_optimizer(config)
     model.to(device)  # in place: the optimizer keeps its parameters; a warm start follows
     criterion = nn.CrossEntropyLoss()
-    start_epoch, start_step = config.start_epoch, 0
-    if config.init_checkpoint:
-        hyper = {"weight_decay": config.weight_decay}
-        if config.optimizer == "momentum":
-            hyper["momentum"] = config.momentum
-        warm = restore(config.init_checkpoint, model, optimizer, hyper)
-        start_epoch, start_step = warm.epoch, warm.step
-        print(
-            f"warm start from {config.init_checkpoint}: epoch {warm.epoch}, step {warm.step}, "
-            f"optimizer state {'restored' if warm.optimizer_restored else 'fresh'}",
-            flush=True,
-        )
+    start_epoch, start_step = warm_start(config, model, optimizer)
     steps_per_epoch = math.ceil(len(train_data) / config.batch_size)
     total_steps = steps_per_epoch * config.num_epochs
+    progress.start_step = start_step
+    progress.length = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
     shuffle = torch.Generator().manual_seed(config.seed)
     for _ in range(start_epoch):  # a warm start sees the data order the full run would have
         torch.randperm(len(train_data), generator=shuffle)
@@ -210,143 +202,130 @@ def train(
         f"debugger {'on' if hook is not None else 'off'}",
         flush=True,
     )
-    metrics = (output_dir / "metrics.jsonl").open("w")
     checkpoints = checkpoint_dir or output_dir / "checkpoints"
-    step, epochs_completed, train_loss, stopped = start_step, start_epoch, math.nan, False
+    step, epochs_completed, train_loss = start_step, start_epoch, math.nan
     skipped = 0  # batches passed over by skip_steps
-    first_loss: float | None = None  # this launch's first step
-    loss_windows = LossWindows()  # its first and latest losses: "trained" is judged by them
     test_loss: float | None = None
     test_accuracy: float | None = None
+    stopped_by: str | None = None
     started = time.time()
 
     # A warm start from a step checkpoint goes on mid-epoch: the batches of its epoch that
     # were trained already are drawn (the data order stays the full run's) and passed over.
     done_in_epoch = min(max(start_step - start_epoch * steps_per_epoch, 0), steps_per_epoch)
-    for epoch in range(start_epoch, config.num_epochs):
-        lr = learning_rate_for_epoch(
-            epoch, config.warmup_learning_rate, config.learning_rate, config.warmup_epochs
-        )
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        model.train()
-        if hook is not None:
-            hook.set_mode(ModeKeys.TRAIN)
+    try:
+        for epoch in range(start_epoch, config.num_epochs):
+            lr = learning_rate_for_epoch(
+                epoch, config.warmup_learning_rate, config.learning_rate, config.warmup_epochs
+            )
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            model.train()
+            if hook is not None:
+                hook.set_mode(ModeKeys.TRAIN)
 
-        order = torch.randperm(len(train_data), generator=shuffle)
-        passed_over, done_in_epoch = done_in_epoch, 0
-        # contact tracing: which samples, which step
-        guard.new_epoch(epoch, step + 1 - passed_over, order)
-        for batch in order.split(config.batch_size)[passed_over:]:
-            if window := next((w for w in config.skip_steps if step + 1 in w), None):
-                # Drawn but not trained on (a rollback past a spike): the steps after it
-                # see the very batches they would have seen.
-                if not skipped or step + 1 == window.first:
-                    print(f"skip_steps: passing over steps {window.first}-{window.last}")
+            order = torch.randperm(len(train_data), generator=shuffle)
+            passed_over, done_in_epoch = done_in_epoch, 0
+            # contact tracing: which samples, which step
+            guard.new_epoch(epoch, step + 1 - passed_over, order)
+            for batch in order.split(config.batch_size)[passed_over:]:
+                if window := next((w for w in config.skip_steps if step + 1 in w), None):
+                    # Drawn but not trained on (a rollback past a spike): the steps after
+                    # it see the very batches they would have seen.
+                    if not skipped or step + 1 == window.first:
+                        print(f"skip_steps: passing over steps {window.first}-{window.last}")
+                    step += 1
+                    skipped += 1
+                    continue
+
+                # one step
+                images = train_data.images[batch].to(device, non_blocking=True)
+                labels = train_data.labels[batch].to(device, non_blocking=True)
+                guard.before_step()
+                logits = model(images)
+                loss = criterion(logits, labels)
+                save_classification(hook, logits.detach(), labels)  # before the update
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = total_grad_norm(model)
+                train_loss = loss.item()
+                # A non-finite loss or gradient is never applied: the guard keeps the
+                # weights clean, writes a repro bundle, and stops the job or skips the batch.
+                if guard.passes(step + 1, epoch, train_loss, grad_norm, batch):
+                    if config.grad_clip_norm is not None:  # the norm logged is before clipping
+                        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip_norm)
+                    optimizer.step()
                 step += 1
-                skipped += 1
-                continue
-            images = train_data.images[batch].to(device, non_blocking=True)
-            labels = train_data.labels[batch].to(device, non_blocking=True)
-            guard.before_step()
-            logits = model(images)
-            loss = criterion(logits, labels)
-            save_classification(hook, logits.detach(), labels)  # before the update writes the step
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = total_grad_norm(model)
-            train_loss = loss.item()
-            if step == start_step:
-                first_loss = finite_or_none(train_loss)
-            loss_windows.add(train_loss)
-            # A non-finite loss or gradient is never applied: the guard keeps the weights
-            # clean, writes a repro bundle, and stops the job or skips the batch.
-            if guard.passes(step + 1, epoch, train_loss, grad_norm, batch):
-                if config.grad_clip_norm is not None:  # the norm logged is before clipping
-                    nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip_norm)
-                optimizer.step()
-            step += 1
-            every = config.checkpoint_every_steps
-            if every and step % every == 0 and not guard.stop:
-                name = step_checkpoint_name(step)
-                save_checkpoint(checkpoints, model, optimizer, epoch=epoch, step=step, name=name)
-                prune_step_checkpoints(checkpoints, config.keep_checkpoints)
+                every = config.checkpoint_every_steps
+                if every and step % every == 0 and not guard.stop:
+                    name = step_checkpoint_name(step)
+                    save_checkpoint(
+                        checkpoints, model, optimizer, epoch=epoch, step=step, name=name
+                    )
+                    prune_step_checkpoints(checkpoints, config.keep_checkpoints)
 
-            accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
-            now = time.time()
-            record = {
-                "step": step,
-                "epoch": epoch,
-                "loss": finite_or_none(train_loss),
-                "accuracy": accuracy,
-                "grad_norm": finite_or_none(grad_norm),
-                "learning_rate": lr,
-                "wall_time": now,
-            }
-            metrics.write(json.dumps({"type": "step"} | record, allow_nan=False) + "\n")
-            metrics.flush()
-            progress = record | {
-                "steps_per_epoch": steps_per_epoch,
-                "total_steps": total_steps,
-                "start_step": start_step,
-                "first_loss": first_loss,
-                **loss_windows.fields(),
-            }
-            write_json_atomic(output_dir / "progress.json", progress)
-            if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:
-                print(
-                    f"step {step}/{total_steps} epoch {epoch} loss {train_loss:.4f} "
-                    f"accuracy {accuracy:.3f} lr {lr:g} ({(now - started) / step:.3f} s/step)",
-                    flush=True,
-                )
-            if stop or guard.stop or stop.bound_reached(step - start_step):
-                stopped = True
-                break
-        if stopped:
-            print(f"stop requested: stopping after step {step}", flush=True)
-            break
+                # what the monitor reads
+                accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
+                now = time.time()
+                progress.step(
+                    step, train_loss, epoch=epoch, accuracy=accuracy, grad_norm=grad_norm,
+                    learning_rate=lr, wall_time=now,
+                )  # fmt: skip
+                if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:
+                    print(
+                        f"step {step}/{total_steps} epoch {epoch} loss {train_loss:.4f} "
+                        f"accuracy {accuracy:.3f} lr {lr:g} ({(now - started) / step:.3f} s/step)",
+                        flush=True,
+                    )
 
-        # end of epoch: test evaluation, then maybe a checkpoint
-        model.eval()
-        if hook is not None:
-            hook.set_mode(ModeKeys.EVAL)
-        loss_value, test_accuracy = evaluate(model, criterion, test_data, device, hook)
-        save_accuracy(hook, test_accuracy)
-        test_loss = finite_or_none(loss_value)
-        epochs_completed = epoch + 1
-        record = {
-            "type": "epoch",
-            "epoch": epoch,
-            "step": step,
-            "test_loss": test_loss,
-            "test_accuracy": test_accuracy,
-            "wall_time": time.time(),
-        }
-        metrics.write(json.dumps(record, allow_nan=False) + "\n")
-        metrics.flush()
-        print(
-            f"epoch {epoch} done: step {step} test_loss {loss_value:.4f} "
-            f"test_accuracy {test_accuracy:.3f} ({time.time() - started:.1f} s)",
-            flush=True,
-        )
-        every = config.checkpoint_every_epochs
-        if every and epochs_completed % every == 0:
-            save_checkpoint(checkpoints, model, optimizer, epoch=epochs_completed, step=step)
+                # a stop asked for from outside, by the guard, or by a probe's bound
+                if guard.stop:
+                    stop.request("the NaN guard")
+                if env.max_updates is not None and step - start_step >= env.max_updates:
+                    stop.request(f"{MAX_UPDATES_ENV}: {env.max_updates} updates run")
+                stop.check_file()
+                stop.raise_if_requested()
 
-    metrics.close()
+            # end of epoch: test evaluation, then maybe a checkpoint
+            model.eval()
+            if hook is not None:
+                hook.set_mode(ModeKeys.EVAL)
+            loss_value, test_accuracy = evaluate(model, criterion, test_data, device, hook)
+            save_accuracy(hook, test_accuracy)
+            test_loss = finite_or_none(loss_value)
+            epochs_completed = epoch + 1
+            progress.add(
+                {"type": "epoch", "epoch": epoch, "step": step, "test_loss": test_loss,
+                 "test_accuracy": test_accuracy, "wall_time": time.time()}
+            )  # fmt: skip
+            print(
+                f"epoch {epoch} done: step {step} test_loss {loss_value:.4f} "
+                f"test_accuracy {test_accuracy:.3f} ({time.time() - started:.1f} s)",
+                flush=True,
+            )
+            every = config.checkpoint_every_epochs
+            if every and epochs_completed % every == 0:
+                save_checkpoint(checkpoints, model, optimizer, epoch=epochs_completed, step=step)
+    except StopTraining as request:
+        stopped_by = request.reason
+        print(f"stop requested ({stopped_by}): stopping after step {step}", flush=True)
+    finally:
+        stop.close()  # no StopTraining from here on: the results are being written
+
     guard.close(step)
     if hook is not None:
         hook.close()
-    result = {
-        "status": "Stopped" if stopped else "Completed",
-        "steps": step,
-        "epochs_completed": epochs_completed,
-        "final_loss": test_loss,
-        "final_accuracy": test_accuracy,
-        "final_train_loss": finite_or_none(train_loss),
-        "skipped_steps": skipped,
-    }
-    write_json_atomic(output_dir / "result.json", result)
+    result = progress.result(
+        "Stopped" if stopped_by else "Completed",
+        step,
+        epochs_completed=epochs_completed,
+        final_loss=test_loss,
+        final_accuracy=test_accuracy,
+        final_train_loss=train_loss,
+        skipped_steps=skipped,
+    )
+    progress.close()
+    assert result is not None  # only a script writing its own files keeps result.json
     print(f"{result['status']}: {json.dumps(result)}", flush=True)
     return result
 

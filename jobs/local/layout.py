@@ -8,6 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from remedy.state_schema.job_env import (
+    METRICS_FILE,
+    PROGRESS_FILE,
+    RESULT_FILE,
+    RULE_STATUS_DIR,
+)
+
 
 @dataclass(frozen=True)
 class JobPaths:
@@ -47,7 +54,7 @@ class JobPaths:
 
     @property
     def rule_status(self) -> Path:
-        return self.root / "rule_status"
+        return self.root / RULE_STATUS_DIR
 
     @property
     def status(self) -> Path:  # written only by the supervisor
@@ -63,15 +70,15 @@ class JobPaths:
 
     @property
     def progress(self) -> Path:
-        return self.root / "progress.json"
+        return self.root / PROGRESS_FILE
 
     @property
     def metrics(self) -> Path:
-        return self.root / "metrics.jsonl"
+        return self.root / METRICS_FILE
 
     @property
     def result(self) -> Path:
-        return self.root / "result.json"
+        return self.root / RESULT_FILE
 
     @property
     def log_metrics(self) -> Path:  # metric records found in the log (log_metrics.py)

@@ -45,7 +45,7 @@ from remedy.jobs.sagemaker.service_model import check_request
 from remedy.jobs.sagemaker.snapshot import job_snapshot, scrub
 from remedy.jobs.sagemaker.source import pack, upload
 from remedy.state_schema import CHECKPOINT_META_FILE, Checkpoint, JobStatus, RunSpec, write_atomic
-from remedy.state_schema.job_env import without_secrets
+from remedy.state_schema.job_env import RESULT_FILE, RULE_STATUS_DIR, without_secrets
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 STOP_POLL_S = 5.0
@@ -176,7 +176,7 @@ class SageMakerBackend(JobBackend):
         metrics = {}
         if progress and isinstance(progress.get("loss"), (int, float)):
             metrics["train:loss"] = float(progress["loss"])
-        metrics |= result_metrics(read_json_written_by_job(paths.job_reports / "result.json") or {})
+        metrics |= result_metrics(read_json_written_by_job(paths.job_reports / RESULT_FILE) or {})
         return job_snapshot(
             job_name,
             described,
@@ -192,7 +192,7 @@ class SageMakerBackend(JobBackend):
         its watcher is gone, a rule still pending never will be judged: Error, saying so."""
         paths = self.paths(job_name)
         found = {}
-        for folder in (paths.rule_status, paths.job_reports / "rule_status"):
+        for folder in (paths.rule_status, paths.job_reports / RULE_STATUS_DIR):
             for path in sorted(folder.glob("*.json")):
                 if status := read_json_written_by_job(path):
                     with contextlib.suppress(ValueError):

@@ -39,8 +39,10 @@ PREFIX = "remedy sagemaker entry:"
 BUILTIN = "remedy.training.train"
 HYPERPARAMETERS_FILE = "/opt/ml/input/config/hyperparameters.json"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # CheckpointConfig.LocalPath (layout.py)
-LIVE = ("progress.json",)  # and rule_status/*.json: sent while the job runs
-REPORTED = ("result.json", "progress.json", "metrics.jsonl")  # and rule_status/*.json
+# The job's files (state_schema/job_env.py's names, spelled here: a test ties them)
+LIVE = ("progress.json",)  # and RULE_STATUS_DIR/*.json: sent while the job runs
+REPORTED = ("result.json", "progress.json", "metrics.jsonl")  # and RULE_STATUS_DIR/*.json
+RULE_STATUS_DIR = "rule_status"
 REPORT_INTERVAL_S = 5.0
 TOOLKIT_STYLE = "--name value"  # how the toolkit itself passes hyperparameters
 
@@ -126,7 +128,7 @@ class Reports:
 
     def upload(self, names: tuple[str, ...]) -> None:
         files = [self.output_dir / name for name in names]
-        files += sorted((self.output_dir / "rule_status").glob("*.json"))
+        files += sorted((self.output_dir / RULE_STATUS_DIR).glob("*.json"))
         for path in files:
             try:
                 info = path.stat()

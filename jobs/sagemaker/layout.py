@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from remedy.state_schema.job_env import METRICS_FILE, PROGRESS_FILE, RULE_STATUS_DIR
+
 KEY_ROOT = "remedy"
 SOURCE_ARCHIVE = "sourcedir.tar.gz"
 
@@ -83,7 +85,7 @@ class LocalPaths:
 
     @property
     def rule_status(self) -> Path:
-        return self.root / "rule_status"
+        return self.root / RULE_STATUS_DIR
 
     @property
     def stop_request(self) -> Path:  # the evaluator creates it on StopTraining
@@ -103,11 +105,11 @@ class LocalPaths:
 
     @property
     def progress(self) -> Path:  # written by the watcher from the store's losses
-        return self.root / "progress.json"
+        return self.root / PROGRESS_FILE
 
     @property
     def metrics(self) -> Path:  # one step record per loss the store holds
-        return self.root / "metrics.jsonl"
+        return self.root / METRICS_FILE
 
     @property
     def job_reports(self) -> Path:  # what the job sent to <prefix>/remedy/ (reports.py)

@@ -16,9 +16,10 @@ from typing import Any
 from remedy.debugger.s3 import parse_uri
 from remedy.jobs.sagemaker.layout import CloudPaths
 from remedy.state_schema import write_atomic
+from remedy.state_schema.job_env import PROGRESS_FILE, RESULT_FILE, RULE_STATUS_DIR
 
-MIRRORED = frozenset({"progress.json", "result.json"})
-RULE_STATUS = re.compile(r"rule_status/[A-Za-z0-9_.-]+\.json")
+MIRRORED = frozenset({PROGRESS_FILE, RESULT_FILE})
+RULE_STATUS = re.compile(rf"{RULE_STATUS_DIR}/[A-Za-z0-9_.-]+\.json")
 
 
 def wanted(relative: str) -> bool:

@@ -57,7 +57,7 @@ def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
         names.DEBUGGER_CONFIG_ENV: f"{CODE_DIR}/{DEBUGGER_CONFIG}",
         names.OUTPUT_DIR_ENV: OUTPUT_DIR,
         names.CHECKPOINT_DIR_ENV: CHECKPOINT_DIR,
-        names.RULE_STATUS_DIR_ENV: f"{OUTPUT_DIR}/rule_status",
+        names.RULE_STATUS_DIR_ENV: f"{OUTPUT_DIR}/{names.RULE_STATUS_DIR}",
         names.STOP_FILE_ENV: f"{OUTPUT_DIR}/stop_request",  # the NaN guard's, in the job
         names.NAN_GUARD_ENV: spec.nan_guard,
         **({names.MAX_UPDATES_ENV: str(spec.max_updates)} if spec.max_updates else {}),

@@ -37,7 +37,7 @@ from remedy.jobs.sagemaker import clients
 from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths
 from remedy.jobs.sagemaker.reports import mirror
 from remedy.state_schema import write_atomic
-from remedy.state_schema.job_env import without_secrets
+from remedy.state_schema.job_env import PROGRESS_FILE, without_secrets
 from remedy.state_schema.loss_windows import LossWindows
 
 FINAL = ("Completed", "Failed", "Stopped")
@@ -70,7 +70,7 @@ class StoreProgress:
     def update(self) -> None:
         from remedy.debugger import create_trial
 
-        job = read_json_written_by_job(self.paths.job_reports / "progress.json") or {}
+        job = read_json_written_by_job(self.paths.job_reports / PROGRESS_FILE) or {}
         start = job.get("start_step")
         start = start if isinstance(start, int) else self.start_step
         if self.trial is None:

@@ -104,3 +104,15 @@ def test_without_remedy_in_the_image_another_style_stops_the_job_saying_why(
     assert program.command("train.py", {"lr": 0.1}, ["--lr", "0.1"])[1:] == [
         "train.py", "--lr", "0.1"
     ]  # fmt: skip
+
+
+def test_the_entry_programs_own_file_names_are_the_job_contracts() -> None:
+    """The entry program imports the standard library only, so it spells the job's file
+    names itself: they must be the ones the job writes (state_schema/job_env.py)."""
+    from remedy.jobs.sagemaker import container_entry
+    from remedy.state_schema import job_env
+
+    names = {job_env.PROGRESS_FILE, job_env.RESULT_FILE, job_env.METRICS_FILE}
+    assert set(container_entry.REPORTED) == names
+    assert set(container_entry.LIVE) == {job_env.PROGRESS_FILE}
+    assert container_entry.RULE_STATUS_DIR == job_env.RULE_STATUS_DIR
