@@ -6,6 +6,11 @@ earlier by the same rules that watch a full run. Here, pure: how a probe is judg
 one is best, and what the run keeps of them. Successive halving with one rung, on the
 run's own job: the early loss ranks candidates well enough (Li et al. 2017), and a rate
 that diverged or stalled in a probe closes the bracket as a full launch would.
+
+When the best probe of a round is its farthest rate (the highest of a search upwards, the
+lowest of one downwards) and the bracket is open past it, the rate that learns best may
+lie beyond the round's range: up to FARTHER_ROUNDS more rounds go one, two and three
+STEPs past it (the bracketing phase of a line search) before the best of all is kept.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ from remedy.state_schema import (
     RunSpec,
     State,
 )
+from remedy.state_schema.transitions import spec_changes
 from remedy.strategies.base import get_strategy
 from remedy.strategies.outcomes import classify
+from remedy.strategies.search_lr import SearchLR, SearchLRPlateau, learning_rate
 
 LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
+FARTHER_ROUNDS = 2  # rounds past the first while the best probe is the farthest one
 
 
 def window_loss(trace: Sequence[float | None], last: int = LAST_LOSSES) -> float | None:
@@ -110,14 +118,66 @@ def _changed(probe: Attempt) -> list[str]:
     ]
 
 
+def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
+    """The next round of a rate search whose best probe so far (of `probed`: this plan's
+    rounds, judged) is its farthest rate, with the bracket (the history's, the probes' in
+    it) open past it: one, two and three STEPs further that way, from the best probe's
+    spec (its warm start kept). [] when the best probe lies inside the range probed, or
+    nothing is left past it."""
+    chosen = best(probed)
+    if chosen is None or chosen.strategy is None:
+        return []
+    strategy = get_strategy(chosen.strategy)
+    rate = learning_rate(chosen)
+    spec = state.run_spec
+    current = spec.role("learning_rate") if spec.has_role("learning_rate") else None
+    if not isinstance(strategy, SearchLR) or rate is None or not isinstance(current, int | float):
+        return []
+    if math.isclose(rate, current):
+        return []
+    upward = rate > current
+    rates = [r for probe in probed if (r := learning_rate(probe)) is not None]
+    if not math.isclose(rate, max(rates) if upward else min(rates)):
+        return []  # the best lies inside the range probed: nothing points further
+    base = chosen.spec.model_copy(update={"max_updates": None})
+    attempts = state.history.attempts
+    steps = [SearchLRPlateau(attempts, reach, downward=not upward) for reach in (1.0, 2.0, 3.0)]
+    search = type(strategy)(attempts)  # its words, with the run's bracket
+    candidates: list[ProbeCandidate] = []
+    for step in SearchLRPlateau(attempts).viable(steps, base):
+        after = step.apply(base)
+        reason = f"{search.reason(spec, after)}; past the best probe so far ({rate:g})"
+        candidates.append(
+            ProbeCandidate(
+                strategy=chosen.strategy,
+                reason=reason,
+                changes=spec_changes(spec, after),
+                run_spec=after,
+            )
+        )
+    return candidates
+
+
+def with_probes(state: State, probes: Sequence[Attempt]) -> tuple[State, list[Attempt]]:
+    """The run with its new probes in the history, judged (and those judged records)."""
+    judged = [p.model_copy(update={"result": judge(p)}) for p in probes]
+    history = state.history.model_copy(update={"attempts": [*state.history.attempts, *judged]})
+    return state.model_copy(update={"history": history, "probes": []}), judged
+
+
 def keep_probes(state: State, probes: Sequence[Attempt], reused: Sequence[Attempt] = ()) -> State:
     """The run after its probes: they join the history (judged), and the best one's spec,
     among them and the earlier probes `reused` for candidates already probed, is the next
-    launch's, with why. No probe trained: the plan must choose again with what they
-    taught (the bracket narrower); state.probes is emptied either way."""
-    judged = [p.model_copy(update={"result": judge(p)}) for p in probes]
-    history = state.history.model_copy(update={"attempts": [*state.history.attempts, *judged]})
-    state = state.model_copy(update={"history": history, "probes": []})
+    launch's, with why (choose_best)."""
+    state, judged = with_probes(state, probes)
+    return choose_best(state, judged, reused)
+
+
+def choose_best(state: State, judged: Sequence[Attempt], reused: Sequence[Attempt] = ()) -> State:
+    """The best of the probes (`judged`: this plan's, in the history already; `reused`:
+    earlier ones that stand for a candidate) as the next launch's spec, with why. No probe
+    trained: the state as it is (the plan must choose again with what they taught: the
+    bracket narrower)."""
     chosen = best([*judged, *reused])
     if chosen is None:
         return state

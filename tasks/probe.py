@@ -22,7 +22,16 @@ from remedy.records.run_folder import persist
 from remedy.state_schema import Attempt, ProbeCandidate, RunSpec, State
 from remedy.state_schema.transitions import new_job_name, now
 from remedy.strategies.outcomes import digest, step_losses
-from remedy.strategies.probes import keep_probes, probe_attempt, probed_before, window_loss
+from remedy.strategies.plan import probes_left
+from remedy.strategies.probes import (
+    FARTHER_ROUNDS,
+    choose_best,
+    farther,
+    probe_attempt,
+    probed_before,
+    window_loss,
+    with_probes,
+)
 from remedy.tasks.plan import plan
 
 JOB_NAME_LIMIT = 63  # the cloud service's, and our folder names'
@@ -84,8 +93,33 @@ def probe(
 
 def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
     """Run the plan's probes, keep them in the history and the best one's spec as the
-    next launch's; when none trained, plan again without probes, with what they taught."""
-    logger = task_logger()
+    next launch's; while the best is the farthest rate of a search (strategies/probes.py,
+    farther), probe further that way first. When none trained, plan again without probes,
+    with what they taught."""
+    judged: list[Attempt] = []  # every round's new probes, judged
+    reused: list[Attempt] = []  # earlier probes standing for a candidate
+    for round_number in range(FARTHER_ROUNDS + 1):
+        new, stood = run_round(state, run_dir, poll_interval_s)
+        state, new = with_probes(state, new)
+        judged, reused = [*judged, *new], [*reused, *stood]
+        further = farther(state, [*judged, *reused]) if round_number < FARTHER_ROUNDS else []
+        if not further or probes_left(state) < len(further):
+            break
+        task_logger().info("the best probe was the farthest rate: probing further that way")
+        state = state.model_copy(update={"probes": further})
+    state = choose_best(state, judged, reused)
+    persist(run_dir, state, "probed")
+    if state.planned_change is None:
+        task_logger().info("no probe trained: planning again with what they taught")
+        state = plan(state, run_dir, probing=False)
+    return state
+
+
+def run_round(
+    state: State, run_dir: str, poll_interval_s: float
+) -> tuple[list[Attempt], list[Attempt]]:
+    """The state's probes run side by side: (the new probes' records, earlier probes of
+    the same spec, start and bound, whose results stand)."""
     steps = state.budgets.probe_steps
     new, reused = [], []
     for candidate, name in zip(state.probes, probe_job_names(state), strict=True):
@@ -94,16 +128,11 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
             reused.append(earlier)  # the same spec, start and bound: it would only repeat
         else:
             new.append((candidate, name))
-    logger.info(
+    task_logger().info(
         "probing %d candidates: %s%s",
         len(new),
         ", ".join(c.reason for c, _ in new),
         f" (and {len(reused)} probed before)" if reused else "",
     )
     futures = [probe.submit(c, name, run_dir, steps, poll_interval_s) for c, name in new]
-    state = keep_probes(state, [future.result() for future in futures], reused)
-    persist(run_dir, state, "probed")
-    if state.planned_change is None:
-        logger.info("no probe trained: planning again with what they taught")
-        state = plan(state, run_dir, probing=False)
-    return state
+    return [future.result() for future in futures], reused

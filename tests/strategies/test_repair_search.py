@@ -347,3 +347,55 @@ def test_a_candidate_probed_before_is_not_probed_again_and_its_result_stands() -
     assert kept.run_spec.script_hyperparameters == first.spec.script_hyperparameters
     assert kept.run_spec.max_updates is None
     assert "(probed before: p-0) (best)" in kept.planned_change.reason
+
+
+def trained_probe(candidate: object, name: str, loss: float) -> object:
+    from remedy.strategies.probes import probe_attempt
+
+    probe = probe_attempt(candidate, name)  # type: ignore[arg-type]
+    bound = probe.spec.model_copy(update={"max_updates": 50})
+    return probe.model_copy(
+        update={"outcome": "Stopped", "steps_run": 50, "final_loss": loss, "spec": bound}
+    )
+
+
+def test_a_best_probe_at_the_edge_of_the_range_probed_sends_the_next_round_past_it() -> None:
+    """A stall at 1e-6: probes at 1e-5, 1e-4 and 1e-3 learn faster the higher the rate, so
+    the rate that learns best may lie past 1e-3: the next round tries 1e-2, 0.1 and 1 from
+    the best probe. A round whose best lies inside its range, or whose farthest rate
+    diverged, sends none."""
+    from remedy.strategies.probes import choose_best, farther, with_probes
+
+    state = plan_next(launched(script(1e-6)), [stalled()], probing=True)
+    assert [p.run_spec.script_hyperparameters["lr"] for p in state.probes] == pytest.approx(
+        [1e-5, 1e-4, 1e-3]
+    )
+    losses = {0: 2.2, 1: 1.9, 2: 1.2}  # the higher the rate, the faster it learns
+    probes = [trained_probe(c, f"p-{i}", losses[i]) for i, c in enumerate(state.probes)]
+    state, judged = with_probes(state, probes)
+    further = farther(state, judged)
+    rates = [c.run_spec.script_hyperparameters["lr"] for c in further]
+    assert rates == pytest.approx([1e-2, 1e-1, 1.0])
+    assert {c.strategy for c in further} == {"search_lr_up"}
+    assert "past the best probe so far (0.001)" in further[0].reason
+    assert further[0].changes["hyperparameters.lr"] == pytest.approx([1e-6, 1e-2])
+    assert lr_of(state) == pytest.approx(1e-6)  # nothing committed yet
+
+    # the next round: 0.1 best, 1 diverged (it closes the bracket): nothing further
+    state = state.model_copy(update={"probes": further})
+    hot = trained_probe(further[2], "p-5", 0.0).model_copy(
+        update={"findings": [diverged(4)], "final_loss": None}
+    )
+    second = [trained_probe(further[0], "p-3", 0.9), trained_probe(further[1], "p-4", 0.6), hot]
+    state, new = with_probes(state, second)
+    assert farther(state, [*judged, *new]) == []
+    assert bracket(state.history.attempts).high == pytest.approx(1.0)
+    kept = choose_best(state, [*judged, *new])
+    assert lr_of(kept) == pytest.approx(0.1) and "(best)" in kept.planned_change.reason
+
+    # a best probe inside the range probed: no further round
+    state = plan_next(launched(script(1e-6)), [stalled()], probing=True)
+    losses = {0: 2.2, 1: 1.0, 2: 1.5}  # 1e-4 best
+    inside = [trained_probe(c, f"q-{i}", losses[i]) for i, c in enumerate(state.probes)]
+    state, judged = with_probes(state, inside)
+    assert farther(state, judged) == []
