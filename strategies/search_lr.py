@@ -41,6 +41,12 @@ class Bracket:
         return f"stalled at <= {low}, diverged at >= {high}"
 
 
+def tidy(rate: float) -> float:
+    """The rate to 12 significant digits: 1e-06 x 10 is 1e-05, not 9.999999999999999e-06
+    (flags and reasons show it as it is)."""
+    return float(f"{rate:.12g}")
+
+
 def learning_rate(attempt: Attempt) -> float | None:
     spec = attempt.spec
     if not spec.has_role("learning_rate"):
@@ -138,7 +144,7 @@ class SearchLR(Strategy):
             rate = (high if high is not None else current) / STEP**self.reach
         else:
             rate = (low if low is not None else current) * STEP**self.reach
-        return rate if self.bracket.inside(rate) and rate >= FLOOR else None
+        return tidy(rate) if self.bracket.inside(rate) and rate >= FLOOR else None
 
     def spread(self, spec: RunSpec) -> list[SearchLR]:
         """Candidates to probe side by side, this one first: one, two and three STEPs past
@@ -174,7 +180,7 @@ class SearchLR(Strategy):
         update: dict[str, float] = {"learning_rate": rate}
         if spec.has_role("warmup_learning_rate"):
             # The schedule keeps its shape: the warmup rate moves by the same factor.
-            update["warmup_learning_rate"] = spec.role("warmup_learning_rate") * rate / current
+            update["warmup_learning_rate"] = tidy(spec.role("warmup_learning_rate") * rate / current)
         return spec.with_roles(update)
 
     def reason(self, before: RunSpec, after: RunSpec) -> str:
@@ -217,7 +223,7 @@ class SearchLRPlateau(SearchLR):
         # From where the plateau is, not from a failed end: it failed in no direction.
         factor = STEP**self.reach
         rate = current / factor if self.downward else current * factor
-        return rate if self.bracket.inside(rate) and rate >= FLOOR else None
+        return tidy(rate) if self.bracket.inside(rate) and rate >= FLOOR else None
 
     @classmethod
     def for_state(cls, state: State, findings: Sequence[Finding]) -> SearchLR:
