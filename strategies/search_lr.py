@@ -180,7 +180,8 @@ class SearchLR(Strategy):
         update: dict[str, float] = {"learning_rate": rate}
         if spec.has_role("warmup_learning_rate"):
             # The schedule keeps its shape: the warmup rate moves by the same factor.
-            update["warmup_learning_rate"] = tidy(spec.role("warmup_learning_rate") * rate / current)
+            warmup = spec.role("warmup_learning_rate")
+            update["warmup_learning_rate"] = tidy(warmup * rate / current)
         return spec.with_roles(update)
 
     def reason(self, before: RunSpec, after: RunSpec) -> str:
