@@ -31,15 +31,20 @@ class Run:
     accuracies: list[float] = field(default_factory=list)
 
 
-def mlp(sizes: list[int], activation: str = "ReLU") -> Any:
+def mlp(sizes: list[int], activation: str = "ReLU", seed: int = 0) -> Any:
+    """The MLP, its init drawn from `seed` (not from the global generator, whose state
+    depends on which tests ran before in the process: a deep sigmoid's gradients vanished
+    for some draws and not for others)."""
     import torch
 
-    layers: list[Any] = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(getattr(torch.nn, activation)())
-    return torch.nn.Sequential(*layers)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        layers: list[Any] = []
+        for i in range(len(sizes) - 1):
+            layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+            if i < len(sizes) - 2:
+                layers.append(getattr(torch.nn, activation)())
+        return torch.nn.Sequential(*layers)
 
 
 def make_hook(store: Path, collections: tuple[str, ...] = ALL) -> Hook:
@@ -91,7 +96,7 @@ def fit(
 
     torch.manual_seed(seed)
     if not isinstance(model, torch.nn.Module):
-        model = model()  # a factory: built after seeding, so the seed decides the init
+        model = model()  # a factory: built after seeding (mlp() draws from its own seed)
     hook = make_hook(store, collections)
     criterion = torch.nn.CrossEntropyLoss() if classify else torch.nn.MSELoss()
     kwargs = {"momentum": momentum} if optimizer == "SGD" else {}

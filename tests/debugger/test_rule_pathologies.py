@@ -162,7 +162,9 @@ SCENARIOS: dict[str, Callable[[Path], sc.Run]] = {
     "seed0_again": lambda s: sc.fit(
         s, lambda: sc.mlp([4, 8, 1]), REGRESSION, steps=4, lr=0.05, seed=0
     ),
-    "seed1": lambda s: sc.fit(s, lambda: sc.mlp([4, 8, 1]), REGRESSION, steps=4, lr=0.05, seed=1),
+    "seed1": lambda s: sc.fit(
+        s, lambda: sc.mlp([4, 8, 1], seed=1), REGRESSION, steps=4, lr=0.05, seed=1
+    ),
 }
 
 

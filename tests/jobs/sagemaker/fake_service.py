@@ -283,13 +283,16 @@ class TrainingJob:
             self.synced = {str(p): p.stat().st_mtime_ns for p in local.rglob("*") if p.is_file()}
             return
         for path in sorted(local.rglob("*")):
-            if not path.is_file() or path.name.startswith("."):
-                continue  # a file being written (the job writes then renames)
-            stamp = path.stat().st_mtime_ns
-            if self.synced.get(str(path)) == stamp:
+            relative = path.relative_to(local)
+            if any(part.startswith(".") for part in relative.parts):
+                continue  # being written: the job writes a file or folder, then renames it
+            try:
+                if not path.is_file() or self.synced.get(str(path)) == path.stat().st_mtime_ns:
+                    continue
+                stamp, body = path.stat().st_mtime_ns, path.read_bytes()
+            except FileNotFoundError:  # renamed or pruned since it was listed: the next sync
                 continue
-            key = f"{prefix}/{path.relative_to(local).as_posix()}"
-            self.s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+            self.s3.put_object(Bucket=bucket, Key=f"{prefix}/{relative.as_posix()}", Body=body)
             self.synced[str(path)] = stamp
 
     def send_logs(self) -> None:
