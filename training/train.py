@@ -3,7 +3,7 @@
 FILE is a JSON object of the training contract (remedy.state_schema.Hyperparameters, what
 RunSpec.hyperparameters() writes); values may be text, as the cloud service passes them. An
 unknown key or a bad value ends the job with exit status 2 and an error naming FILE and the
-field, before anything is written.
+field, before anything is written; so does a bad value of a variable below, naming it.
 
 Trains the configurable ResNet with SGD + momentum on CIFAR-10 or synthetic images and
 writes into DIR the files every job writes (training/progress.py, as the launcher does for a
@@ -54,6 +54,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ from remedy.training.checkpoint import (
     step_checkpoint_name,
 )
 from remedy.training.data import DataSplit, load_cifar10, make_synthetic
-from remedy.training.environment import JobEnvironment
+from remedy.training.environment import JobEnvironment, JobEnvironmentError
 from remedy.training.guard import NanGuard
 from remedy.training.progress import ProgressFiles, finite_or_none
 from remedy.training.rule_tensors import save_accuracy, save_classification
@@ -137,6 +138,58 @@ def evaluate(
     return total_loss / len(data), correct / len(data)
 
 
+@dataclass
+class Job:
+    """One launch's parts, made once by setup() and used by every step and epoch end."""
+
+    config: Hyperparameters
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    criterion: nn.Module
+    train_data: DataSplit
+    test_data: DataSplit
+    device: torch.device
+    hook: Hook | None  # the tensor debugger's, when the backend asked for it
+    start_epoch: int  # where this launch goes on from (a warm start's, else 0)
+    start_step: int
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.train_data) / self.config.batch_size)
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps_per_epoch * self.config.num_epochs
+
+
+def setup(config: Hyperparameters, device: torch.device) -> Job:
+    """Data, model, optimizer (restored from a warm start's checkpoint) and the hook."""
+    torch.manual_seed(config.seed)
+    train_data, test_data = load_data(config)
+    if config.exclude_samples:  # bad records named by the NaN guard (drop_bad_samples)
+        train_data = train_data.without(config.exclude_samples)
+    model, optimizer = build_model_and_optimizer(config)
+    model.to(device)  # in place: the optimizer keeps its parameters; a warm start follows
+    criterion = nn.CrossEntropyLoss()
+    start_epoch, start_step = warm_start(config, model, optimizer)
+    hook = Hook.from_env()
+    if hook is not None:
+        hook.register_module(model)
+        hook.register_loss(criterion)
+        hook.register_optimizer(optimizer)
+    job = Job(config, model, optimizer, criterion, train_data, test_data, device, hook,
+              start_epoch, start_step)  # fmt: skip
+    print(
+        f"training {config.base_job_name}: ResNet-{config.depth} width {config.width} "
+        f"{config.activation} batch_norm={bool(config.add_batch_norm)} on {describe(device)} | "
+        f"{len(train_data)} train / {len(test_data)} test images | "
+        f"{config.num_epochs} epochs x {job.steps_per_epoch} steps | "
+        f"debugger {'on' if hook is not None else 'off'}",
+        flush=True,
+    )
+    return job
+
+
 def warm_start(
     config: Hyperparameters, model: nn.Module, optimizer: torch.optim.Optimizer
 ) -> tuple[int, int]:
@@ -156,54 +209,66 @@ def warm_start(
     return warm.epoch, warm.step
 
 
+def train_step(
+    job: Job, batch: torch.Tensor, step: int, epoch: int, guard: NanGuard
+) -> tuple[float, float, float]:
+    """One update on the samples `batch` (step `step` + 1): (loss, gradient norm before
+    clipping, batch accuracy). A non-finite loss or gradient is never applied: the guard
+    keeps the weights clean, writes a repro bundle, and stops the job or skips the batch."""
+    images = job.train_data.images[batch].to(job.device, non_blocking=True)
+    labels = job.train_data.labels[batch].to(job.device, non_blocking=True)
+    guard.before_step()
+    logits = job.model(images)
+    loss = job.criterion(logits, labels)
+    save_classification(job.hook, logits.detach(), labels)  # before the update
+    job.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = total_grad_norm(job.model)
+    train_loss = loss.item()
+    if guard.passes(step + 1, epoch, train_loss, grad_norm, batch):
+        if job.config.grad_clip_norm is not None:
+            nn.utils.clip_grad_norm_(job.model.parameters(), job.config.grad_clip_norm)
+        job.optimizer.step()
+    accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
+    return train_loss, grad_norm, accuracy
+
+
+def end_epoch(job: Job, epoch: int) -> tuple[float | None, float]:
+    """The test evaluation at an epoch's end: (test loss, None if not finite; accuracy)."""
+    job.model.eval()
+    if job.hook is not None:
+        job.hook.set_mode(ModeKeys.EVAL)
+    loss_value, test_accuracy = evaluate(
+        job.model, job.criterion, job.test_data, job.device, job.hook
+    )
+    save_accuracy(job.hook, test_accuracy)
+    return finite_or_none(loss_value), test_accuracy
+
+
 def train(
     config: Hyperparameters,
     output_dir: Path,
     device: torch.device | None = None,
     checkpoint_dir: Path | None = None,
+    env: JobEnvironment | None = None,
 ) -> dict[str, Any]:
     device = training_device(config.device) if device is None else device
-    env = JobEnvironment.from_environ()
+    env = JobEnvironment.from_environ() if env is None else env
     stop = StopRequest(env.stop_file).install()  # first: an early SIGTERM is a clean stop too
     progress = ProgressFiles(output_dir)  # the files of every job (training/progress.py)
     if env.torch_threads is not None:
         torch.set_num_threads(env.torch_threads)
-    torch.manual_seed(config.seed)
-
-    # data, model, optimizer
-    train_data, test_data = load_data(config)
-    if config.exclude_samples:  # bad records named by the NaN guard (drop_bad_samples)
-        train_data = train_data.without(config.exclude_samples)
-    model, optimizer = build_model_and_optimizer(config)
-    model.to(device)  # in place: the optimizer keeps its parameters; a warm start follows
-    criterion = nn.CrossEntropyLoss()
-    start_epoch, start_step = warm_start(config, model, optimizer)
-    steps_per_epoch = math.ceil(len(train_data) / config.batch_size)
-    total_steps = steps_per_epoch * config.num_epochs
-    progress.start_step = start_step
+    job = setup(config, device)
+    model, optimizer, hook = job.model, job.optimizer, job.hook
+    steps_per_epoch, total_steps = job.steps_per_epoch, job.total_steps
+    progress.start_step = job.start_step
     progress.length = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
     shuffle = torch.Generator().manual_seed(config.seed)
-    for _ in range(start_epoch):  # a warm start sees the data order the full run would have
-        torch.randperm(len(train_data), generator=shuffle)
-    guard = NanGuard(config, output_dir, model, optimizer, train_data, shuffle)
-
-    # the tensor debugger, when the backend asked for it
-    hook = Hook.from_env()
-    if hook is not None:
-        hook.register_module(model)
-        hook.register_loss(criterion)
-        hook.register_optimizer(optimizer)
-
-    print(
-        f"training {config.base_job_name}: ResNet-{config.depth} width {config.width} "
-        f"{config.activation} batch_norm={bool(config.add_batch_norm)} on {describe(device)} | "
-        f"{len(train_data)} train / {len(test_data)} test images | "
-        f"{config.num_epochs} epochs x {steps_per_epoch} steps | "
-        f"debugger {'on' if hook is not None else 'off'}",
-        flush=True,
-    )
+    for _ in range(job.start_epoch):  # a warm start sees the data order a full run would
+        torch.randperm(len(job.train_data), generator=shuffle)
+    guard = NanGuard(config, output_dir, model, optimizer, job.train_data, shuffle)
     checkpoints = checkpoint_dir or output_dir / "checkpoints"
-    step, epochs_completed, train_loss = start_step, start_epoch, math.nan
+    step, epochs_completed, train_loss = job.start_step, job.start_epoch, math.nan
     skipped = 0  # batches passed over by skip_steps
     test_loss: float | None = None
     test_accuracy: float | None = None
@@ -212,9 +277,10 @@ def train(
 
     # A warm start from a step checkpoint goes on mid-epoch: the batches of its epoch that
     # were trained already are drawn (the data order stays the full run's) and passed over.
-    done_in_epoch = min(max(start_step - start_epoch * steps_per_epoch, 0), steps_per_epoch)
+    done_in_epoch = job.start_step - job.start_epoch * steps_per_epoch
+    done_in_epoch = min(max(done_in_epoch, 0), steps_per_epoch)
     try:
-        for epoch in range(start_epoch, config.num_epochs):
+        for epoch in range(job.start_epoch, config.num_epochs):
             lr = learning_rate_for_epoch(
                 epoch, config.warmup_learning_rate, config.learning_rate, config.warmup_epochs
             )
@@ -223,11 +289,9 @@ def train(
             model.train()
             if hook is not None:
                 hook.set_mode(ModeKeys.TRAIN)
-
-            order = torch.randperm(len(train_data), generator=shuffle)
+            order = torch.randperm(len(job.train_data), generator=shuffle)
             passed_over, done_in_epoch = done_in_epoch, 0
-            # contact tracing: which samples, which step
-            guard.new_epoch(epoch, step + 1 - passed_over, order)
+            guard.new_epoch(epoch, step + 1 - passed_over, order)  # which samples, which step
             for batch in order.split(config.batch_size)[passed_over:]:
                 if window := next((w for w in config.skip_steps if step + 1 in w), None):
                     # Drawn but not trained on (a rollback past a spike): the steps after
@@ -238,23 +302,7 @@ def train(
                     skipped += 1
                     continue
 
-                # one step
-                images = train_data.images[batch].to(device, non_blocking=True)
-                labels = train_data.labels[batch].to(device, non_blocking=True)
-                guard.before_step()
-                logits = model(images)
-                loss = criterion(logits, labels)
-                save_classification(hook, logits.detach(), labels)  # before the update
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = total_grad_norm(model)
-                train_loss = loss.item()
-                # A non-finite loss or gradient is never applied: the guard keeps the
-                # weights clean, writes a repro bundle, and stops the job or skips the batch.
-                if guard.passes(step + 1, epoch, train_loss, grad_norm, batch):
-                    if config.grad_clip_norm is not None:  # the norm logged is before clipping
-                        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip_norm)
-                    optimizer.step()
+                train_loss, grad_norm, accuracy = train_step(job, batch, step, epoch, guard)
                 step += 1
                 every = config.checkpoint_every_steps
                 if every and step % every == 0 and not guard.stop:
@@ -265,7 +313,6 @@ def train(
                     prune_step_checkpoints(checkpoints, config.keep_checkpoints)
 
                 # what the monitor reads
-                accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
                 now = time.time()
                 progress.step(
                     step, train_loss, epoch=epoch, accuracy=accuracy, grad_norm=grad_norm,
@@ -281,25 +328,21 @@ def train(
                 # a stop asked for from outside, by the guard, or by a probe's bound
                 if guard.stop:
                     stop.request("the NaN guard")
-                if env.max_updates is not None and step - start_step >= env.max_updates:
+                if env.max_updates is not None and step - job.start_step >= env.max_updates:
                     stop.request(f"{MAX_UPDATES_ENV}: {env.max_updates} updates run")
                 stop.check_file()
                 stop.raise_if_requested()
 
             # end of epoch: test evaluation, then maybe a checkpoint
-            model.eval()
-            if hook is not None:
-                hook.set_mode(ModeKeys.EVAL)
-            loss_value, test_accuracy = evaluate(model, criterion, test_data, device, hook)
-            save_accuracy(hook, test_accuracy)
-            test_loss = finite_or_none(loss_value)
+            test_loss, test_accuracy = end_epoch(job, epoch)
             epochs_completed = epoch + 1
             progress.add(
                 {"type": "epoch", "epoch": epoch, "step": step, "test_loss": test_loss,
                  "test_accuracy": test_accuracy, "wall_time": time.time()}
             )  # fmt: skip
+            shown = "nan" if test_loss is None else f"{test_loss:.4f}"
             print(
-                f"epoch {epoch} done: step {step} test_loss {loss_value:.4f} "
+                f"epoch {epoch} done: step {step} test_loss {shown} "
                 f"test_accuracy {test_accuracy:.3f} ({time.time() - started:.1f} s)",
                 flush=True,
             )
@@ -352,8 +395,13 @@ def main(argv: list[str] | None = None) -> int:
     except DeviceError as exc:  # before anything is written, as a bad field
         print(f"error: {args.hyperparameters}: device: {exc}", file=sys.stderr)
         return 2
+    try:
+        env = JobEnvironment.from_environ()
+    except JobEnvironmentError as exc:  # a backend's variable: named, before anything is written
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     checkpoints = Path(args.checkpoint_dir) if args.checkpoint_dir else None
-    train(config, Path(args.output_dir), device, checkpoints)
+    train(config, Path(args.output_dir), device, checkpoints, env)
     return 0
 
 

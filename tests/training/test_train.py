@@ -120,6 +120,15 @@ def test_a_bound_on_updates_stops_the_job_itself(tmp_path: Path) -> None:
     assert (result["status"], result["steps"]) == ("Stopped", 3)
 
 
+def test_a_bad_job_variable_fails_naming_it_before_anything_is_written(tmp_path: Path) -> None:
+    """The backend's variables are read as the launcher reads them (JobEnvironment): a bad
+    one ends the job with status 2 and its name, as a bad hyperparameter does."""
+    done = run_job(tmp_path, TINY, REMEDY_MAX_UPDATES="many")
+    assert done.returncode == 2, done.stderr
+    assert "REMEDY_MAX_UPDATES='many': expected a positive integer" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
