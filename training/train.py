@@ -258,28 +258,32 @@ def train(
     progress = ProgressFiles(output_dir)  # the files of every job (training/progress.py)
     if env.torch_threads is not None:
         torch.set_num_threads(env.torch_threads)
-    job = setup(config, device)
-    model, optimizer, hook = job.model, job.optimizer, job.hook
-    steps_per_epoch, total_steps = job.steps_per_epoch, job.total_steps
-    progress.start_step = job.start_step
-    progress.length = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
-    shuffle = torch.Generator().manual_seed(config.seed)
-    for _ in range(job.start_epoch):  # a warm start sees the data order a full run would
-        torch.randperm(len(job.train_data), generator=shuffle)
-    guard = NanGuard(config, output_dir, model, optimizer, job.train_data, shuffle)
     checkpoints = checkpoint_dir or output_dir / "checkpoints"
-    step, epochs_completed, train_loss = job.start_step, job.start_epoch, math.nan
+    job: Job | None = None
+    guard: NanGuard | None = None
+    step, epochs_completed, train_loss = 0, config.start_epoch, math.nan
     skipped = 0  # batches passed over by skip_steps
     test_loss: float | None = None
     test_accuracy: float | None = None
     stopped_by: str | None = None
     started = time.time()
-
-    # A warm start from a step checkpoint goes on mid-epoch: the batches of its epoch that
-    # were trained already are drawn (the data order stays the full run's) and passed over.
-    done_in_epoch = job.start_step - job.start_epoch * steps_per_epoch
-    done_in_epoch = min(max(done_in_epoch, 0), steps_per_epoch)
+    # A stop during the setup (a SIGTERM's grace ends while data loads) is a stop too.
     try:
+        job = setup(config, device)
+        model, optimizer, hook = job.model, job.optimizer, job.hook
+        steps_per_epoch, total_steps = job.steps_per_epoch, job.total_steps
+        progress.start_step = step = job.start_step
+        epochs_completed = job.start_epoch
+        progress.length = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
+        shuffle = torch.Generator().manual_seed(config.seed)
+        for _ in range(job.start_epoch):  # a warm start sees the data order a full run would
+            torch.randperm(len(job.train_data), generator=shuffle)
+        guard = NanGuard(config, output_dir, model, optimizer, job.train_data, shuffle)
+        # A warm start from a step checkpoint goes on mid-epoch: the batches of its epoch
+        # that were trained already are drawn (the data order stays the full run's) and
+        # passed over.
+        done_in_epoch = job.start_step - job.start_epoch * steps_per_epoch
+        done_in_epoch = min(max(done_in_epoch, 0), steps_per_epoch)
         for epoch in range(job.start_epoch, config.num_epochs):
             lr = learning_rate_for_epoch(
                 epoch, config.warmup_learning_rate, config.learning_rate, config.warmup_epochs
@@ -355,9 +359,10 @@ def train(
     finally:
         stop.close()  # no StopTraining from here on: the results are being written
 
-    guard.close(step)
-    if hook is not None:
-        hook.close()
+    if guard is not None:
+        guard.close(step)
+    if job is not None and job.hook is not None:
+        job.hook.close()
     result = progress.result(
         "Stopped" if stopped_by else "Completed",
         step,

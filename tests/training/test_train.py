@@ -3,6 +3,7 @@
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,35 @@ def test_a_running_job_stops_cleanly(tmp_path: Path, how: str) -> None:
     lines = read_metrics(out)  # every line whole
     assert [line["step"] for line in lines if line["type"] == "step"][-1] == result["steps"]
     assert "stop requested" in stdout
+
+
+# The job as `python -m remedy.training.train` runs it, with a setup slower than the stop
+# request's grace (data loading on a busy machine): SIGTERM arrives while it sets up.
+SLOW_SETUP = """
+import os, signal, sys, time
+from remedy.training import train
+
+def slow_setup(config, device):
+    os.kill(os.getpid(), signal.SIGTERM)  # as the backend's stop escalation sends it
+    time.sleep(30)  # the grace (2 s) ends here: the stop is honoured where the job is
+    raise AssertionError("the stop never came")
+
+train.setup = slow_setup
+sys.exit(train.main(sys.argv[1:]))
+"""
+
+
+def test_a_sigterm_during_the_setup_is_a_clean_stop(tmp_path: Path) -> None:
+    """Not an uncaught exception (a failed job): Stopped after 0 steps, exit status 0."""
+    cli = command(tmp_path, TINY)[3:]  # --hyperparameters FILE --output-dir DIR
+    done = subprocess.run(
+        [sys.executable, "-c", SLOW_SETUP, *cli], cwd=REPO, env=job_env(tmp_path / "out"),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = strict_json((tmp_path / "out" / "result.json").read_text())
+    assert (result["status"], result["steps"]) == ("Stopped", 0)
+    assert "stop requested (SIGTERM)" in done.stdout
 
 
 @pytest.mark.parametrize(
