@@ -9,7 +9,7 @@ Cases:
   (char_transformer), a GPT-style LM with warmup and cosine decay to min_lr (gpt_lm); each
   at a learning rate 1000x and 100x too high, 1000x too low, and without clipping;
 - the built-in ResNet job: early (the demo: no batch norm, warmup 0.1), late (a main rate
-  typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6), chance (ReLU without
+  typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6 for 0.1), chance (ReLU without
   batch norm at 0.1);
 - healthy runs of 1,000+ updates of each script at its intended settings (false alarms).
 
@@ -173,11 +173,10 @@ def builtin_cases() -> list[Case]:
     return [
         Case("builtin:early", demo, demo | repaired, accuracy, lower_is_better=False),
         Case("builtin:late", late, late | {"learning_rate": 0.1}, accuracy, False),
-        Case(
+        Case(  # intended: the same plain SGD at the demo's rates (the typo is the rate)
             "builtin:stalled",
             stalled,
-            stalled
-            | {"optimizer": "momentum", "learning_rate": 0.1, "warmup_learning_rate": 0.003125},
+            stalled | {"learning_rate": 0.1, "warmup_learning_rate": 0.003125},
             accuracy,
             False,
         ),

@@ -8,9 +8,12 @@ run's own job: the early loss ranks candidates well enough (Li et al. 2017), and
 that diverged or stalled in a probe closes the bracket as a full launch would.
 
 When the best probe of a round is its farthest rate (the highest of a search upwards, the
-lowest of one downwards) and the bracket is open past it, the rate that learns best may
-lie beyond the round's range: up to FARTHER_ROUNDS more rounds go one, two and three
-STEPs past it (the bracketing phase of a line search) before the best of all is kept.
+lowest of one downwards), another probe learned slower (stalled, or trained to a higher
+loss: a trend, where a probe that diverged is none) and the bracket is open past it, the
+rate that learns best may lie beyond the round's range: up to FARTHER_ROUNDS more rounds of one
+probe each go one STEP past the best so far (the bracketing phase of a line search, one step
+at a time: a step that learns slower ends it at the cost of one probe) before the best of
+all is kept.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from remedy.strategies.outcomes import classify
 from remedy.strategies.search_lr import SearchLR, SearchLRPlateau, learning_rate
 
 LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
-FARTHER_ROUNDS = 2  # rounds past the first while the best probe is the farthest one
+FARTHER_ROUNDS = 3  # one-probe rounds past the first while the best is the farthest rate
 
 
 def window_loss(trace: Sequence[float | None], last: int = LAST_LOSSES) -> float | None:
@@ -121,9 +124,9 @@ def _changed(probe: Attempt) -> list[str]:
 def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
     """The next round of a rate search whose best probe so far (of `probed`: this plan's
     rounds, judged) is its farthest rate, with the bracket (the history's, the probes' in
-    it) open past it: one, two and three STEPs further that way, from the best probe's
-    spec (its warm start kept). [] when the best probe lies inside the range probed, or
-    nothing is left past it."""
+    it) open past it: one STEP further that way, from the best probe's spec (its warm
+    start kept). [] when the best probe lies inside the range probed, when
+    no other probe learned slower than it (learned_slower), or nothing is left past it."""
     chosen = best(probed)
     if chosen is None or chosen.strategy is None:
         return []
@@ -139,9 +142,11 @@ def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
     rates = [r for probe in probed if (r := learning_rate(probe)) is not None]
     if not math.isclose(rate, max(rates) if upward else min(rates)):
         return []  # the best lies inside the range probed: nothing points further
+    if not any(learned_slower(probe, chosen) for probe in probed):
+        return []  # the others diverged: they show where rates stop being stable, no trend
     base = chosen.spec.model_copy(update={"max_updates": None})
     attempts = state.history.attempts
-    steps = [SearchLRPlateau(attempts, reach, downward=not upward) for reach in (1.0, 2.0, 3.0)]
+    steps = [SearchLRPlateau(attempts, 1.0, downward=not upward)]
     search = type(strategy)(attempts)  # its words, with the run's bracket
     candidates: list[ProbeCandidate] = []
     for step in SearchLRPlateau(attempts).viable(steps, base):
@@ -156,6 +161,18 @@ def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
             )
         )
     return candidates
+
+
+def learned_slower(probe: Attempt, chosen: Attempt) -> bool:
+    """Whether `probe` learned slower than the chosen one: it stalled, or trained to a
+    higher loss. A trend towards the chosen probe's rate that may go on past it; a probe
+    that diverged is no such trend."""
+    if probe is chosen or probe.result is None:
+        return False
+    if probe.result.kind is ResultKind.stalled:
+        return True
+    trained = probe.result.kind is ResultKind.trained
+    return trained and loss_of(probe.result) > loss_of(chosen.result)
 
 
 def with_probes(state: State, probes: Sequence[Attempt]) -> tuple[State, list[Attempt]]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from remedy.debugger import ModeKeys, Rule, RuleStatus, create_trial, read_statuses, register_rule
-from remedy.debugger.evaluator import RuleEvaluator
+from remedy.debugger.evaluator import BUSY_POLL_INTERVAL, RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
 from remedy.debugger.rules import RULES
 from tests.debugger.helpers import (
@@ -212,6 +212,28 @@ def test_a_step_listed_after_a_later_step_of_another_mode_is_still_evaluated(
     evaluator.poll()
     record = evaluator.statuses["Explode"]
     assert (record.status, record.step, record.mode) == (RuleStatus.ISSUES_FOUND, 1, ModeKeys.TRAIN)
+
+
+def test_it_polls_often_until_the_first_step_and_while_steps_arrive(tmp_path: Path) -> None:
+    """A fast job (steps of a few ms) is stopped within a few steps of a finding: until the
+    first step, and after a poll that found steps, the next poll comes after
+    BUSY_POLL_INTERVAL; after a poll that found none, after the interval."""
+    new_store(tmp_path / "store")
+    evaluator = RuleEvaluator(
+        create_trial(tmp_path / "store"),
+        [RuleConfig("Explode", "ExplodingTensor")],
+        tmp_path / "status",
+        log=lambda line: None,
+    )
+    evaluator.start()
+    evaluator.poll()
+    assert evaluator.next_wait(0.5) == BUSY_POLL_INTERVAL  # the job's first steps are coming
+    write_step(tmp_path / "store", 0, {"loss": np.array(1.0)}, global_step=0)
+    evaluator.poll()
+    assert evaluator.next_wait(0.5) == BUSY_POLL_INTERVAL < 0.5
+    assert evaluator.next_wait(0.01) == 0.01  # never slower than asked
+    evaluator.poll()  # no new step
+    assert evaluator.next_wait(0.5) == 0.5
 
 
 def test_a_store_of_another_format_is_an_error(tmp_path: Path) -> None:

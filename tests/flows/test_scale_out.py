@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,16 +60,19 @@ def run(command: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
-def stop(worker: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the worker's process group (the worker and its flow-run processes)."""
-    if worker.poll() is not None:
-        return
-    os.killpg(worker.pid, signal.SIGTERM)
-    try:
-        worker.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait(timeout=30)
+def stop(workers: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each worker's process group (the worker and its flow-run processes), all
+    at once, then SIGKILL to those still there after 30 s."""
+    running = [worker for worker in workers if worker.poll() is None]
+    for worker in running:
+        os.killpg(worker.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    for worker in running:
+        try:
+            worker.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=30)
 
 
 @pytest.fixture
@@ -113,8 +117,7 @@ def pool(work_pool: str, env: dict[str, str], tmp_path: Path) -> Iterator[Pool]:
                 )
         yield Pool(name=name, deployment=f"remediate/{name}", logs=logs)
     finally:
-        for worker in workers:
-            stop(worker)
+        stop(workers)
 
 
 def post(api: str, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:

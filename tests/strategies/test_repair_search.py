@@ -361,9 +361,9 @@ def trained_probe(candidate: object, name: str, loss: float) -> object:
 
 def test_a_best_probe_at_the_edge_of_the_range_probed_sends_the_next_round_past_it() -> None:
     """A stall at 1e-6: probes at 1e-5, 1e-4 and 1e-3 learn faster the higher the rate, so
-    the rate that learns best may lie past 1e-3: the next round tries 1e-2, 0.1 and 1 from
-    the best probe. A round whose best lies inside its range, or whose farthest rate
-    diverged, sends none."""
+    the rate that learns best may lie past 1e-3: the next rounds try 1e-2, then 0.1, then
+    1, one at a time from the best probe. A round whose best lies inside its range, whose
+    farthest rate diverged, or whose other rates only diverged, sends none."""
     from remedy.strategies.probes import choose_best, farther, with_probes
 
     state = plan_next(launched(script(1e-6)), [stalled()], probing=True)
@@ -373,25 +373,55 @@ def test_a_best_probe_at_the_edge_of_the_range_probed_sends_the_next_round_past_
     losses = {0: 2.2, 1: 1.9, 2: 1.2}  # the higher the rate, the faster it learns
     probes = [trained_probe(c, f"p-{i}", losses[i]) for i, c in enumerate(state.probes)]
     state, judged = with_probes(state, probes)
-    further = farther(state, judged)
-    rates = [c.run_spec.script_hyperparameters["lr"] for c in further]
-    assert rates == pytest.approx([1e-2, 1e-1, 1.0])
-    assert {c.strategy for c in further} == {"search_lr_up"}
-    assert "past the best probe so far (0.001)" in further[0].reason
-    assert further[0].changes["hyperparameters.lr"] == pytest.approx([1e-6, 1e-2])
+    [further] = farther(state, judged)
+    assert further.run_spec.script_hyperparameters["lr"] == pytest.approx(1e-2)
+    assert further.strategy == "search_lr_up"
+    assert "past the best probe so far (0.001)" in further.reason
+    assert further.changes["hyperparameters.lr"] == pytest.approx([1e-6, 1e-2])
     assert lr_of(state) == pytest.approx(1e-6)  # nothing committed yet
 
-    # the next round: 0.1 best, 1 diverged (it closes the bracket): nothing further
-    state = state.model_copy(update={"probes": further})
-    hot = trained_probe(further[2], "p-5", 0.0).model_copy(
+    # 1e-2 learns faster still: 0.1 next; it does too: 1 next, which diverges (it closes
+    # the bracket): nothing further, and 0.1 is kept
+    for name, loss in (("p-3", 0.9), ("p-4", 0.6)):
+        state, new = with_probes(state, [trained_probe(further, name, loss)])
+        judged = [*judged, *new]
+        [further] = farther(state, judged)
+    assert further.run_spec.script_hyperparameters["lr"] == pytest.approx(1.0)
+    hot = trained_probe(further, "p-5", 0.0).model_copy(
         update={"findings": [diverged(4)], "final_loss": None}
     )
-    second = [trained_probe(further[0], "p-3", 0.9), trained_probe(further[1], "p-4", 0.6), hot]
-    state, new = with_probes(state, second)
-    assert farther(state, [*judged, *new]) == []
+    state, new = with_probes(state, [hot])
+    judged = [*judged, *new]
+    assert farther(state, judged) == []
     assert bracket(state.history.attempts).high == pytest.approx(1.0)
-    kept = choose_best(state, [*judged, *new])
+    kept = choose_best(state, judged)
     assert lr_of(kept) == pytest.approx(0.1) and "(best)" in kept.planned_change.reason
+
+    # a step past the best that learns slower ends the search there
+    state = plan_next(launched(script(1e-6)), [stalled()], probing=True)
+    probes = [trained_probe(c, f"s-{i}", losses[i]) for i, c in enumerate(state.probes)]
+    state, judged = with_probes(state, probes)
+    [further] = farther(state, judged)
+    state, new = with_probes(state, [trained_probe(further, "s-3", 1.4)])
+    assert farther(state, [*judged, *new]) == []
+    assert lr_of(choose_best(state, [*judged, *new])) == pytest.approx(1e-3)
+
+    # a divergence at 20000: 2000 and 200 diverge too, 20 alone trains. It is the lowest
+    # rate, but nothing learned slower above it: the rates above were unstable, which
+    # points nowhere past 20 (the word LM's case: 2, 0.2 and 0.02 each learned slower)
+    state = plan_next(launched(script(20000.0)), [diverged(9)], probing=True)
+    assert [p.run_spec.script_hyperparameters["lr"] for p in state.probes] == pytest.approx(
+        [2000.0, 200.0, 20.0]
+    )
+    first = [
+        trained_probe(c, f"d-{i}", 0.0).model_copy(
+            update={"findings": [diverged(9)], "final_loss": None}
+        )
+        for i, c in enumerate(state.probes[:2])
+    ]
+    state, judged = with_probes(state, [*first, trained_probe(state.probes[2], "d-2", 5.0)])
+    assert farther(state, judged) == []
+    assert lr_of(choose_best(state, judged)) == pytest.approx(20.0)
 
     # a best probe inside the range probed: no further round
     state = plan_next(launched(script(1e-6)), [stalled()], probing=True)
