@@ -1,8 +1,9 @@
 """Probes: candidate fixes tried briefly, side by side, before a full relaunch.
 
 The plan puts candidates in state.probes (the rate's bracket: a few rates at once); each is
-launched as an attempt of kind "probe" and stopped after Budgets.probe_steps updates, or
-earlier by the same rules that watch a full run. Here, pure: how a probe is judged, which
+launched as an attempt of kind "probe" and stopped after Budgets.probe_steps updates (a
+quarter of the job where its length is known: probe_length), or earlier by the same rules
+that watch a full run. Here, pure: how a probe is judged, which
 one is best, and what the run keeps of them. Successive halving with one rung, on the
 run's own job: the early loss ranks candidates well enough (Li et al. 2017), and a rate
 that diverged or stalled in a probe closes the bracket as a full launch would.
@@ -39,7 +40,25 @@ from remedy.strategies.outcomes import classify
 from remedy.strategies.search_lr import SearchLR, SearchLRPlateau, learning_rate
 
 LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
+JOB_FRACTION = 4  # a probe runs at most a quarter of the job's own length, where known
+MIN_PROBE_STEPS = 10  # fewer would rank rates by noise; a divergence takes about ten to show
 FARTHER_ROUNDS = 3  # one-probe rounds past the first while the best is the farthest rate
+
+
+def probe_length(state: State) -> int:
+    """Updates each probe runs: Budgets.probe_steps, or a quarter of the job's own length
+    where a full launch ran to its end (a probe nearly as long as the job costs more than
+    it tells: 50-update probes against a job of 90), never under MIN_PROBE_STEPS unless
+    the budget is."""
+    budget = state.budgets.probe_steps
+    lengths = [
+        run.start_step + run.steps_run
+        for run in state.history.runs
+        if run.outcome is JobStatus.Completed and run.steps_run
+    ]
+    if not lengths:
+        return budget
+    return min(budget, max(MIN_PROBE_STEPS, max(lengths) // JOB_FRACTION))
 
 
 def window_loss(trace: Sequence[float | None], last: int = LAST_LOSSES) -> float | None:

@@ -1,11 +1,12 @@
 """probe: try the plan's candidate fixes briefly, side by side, and keep the best.
 
 Each candidate is a job of its own (attempt kind "probe"), launched through the run's
-backend, watched by the same rules, and stopped once it has run Budgets.probe_steps updates
-(or earlier, by a rule). Probes run concurrently, one task each, as far as the backend has
-room (the local backend runs them as parallel processes, sharing GPUs by its leases). What
-they taught joins the history either way: a rate that diverged or stalled in a probe closes
-the bracket as a full launch would.
+backend, watched by the same rules, and stopped once it has run its updates (probe_length:
+Budgets.probe_steps, or a quarter of the job's own length where known), or earlier by a
+rule. Probes run concurrently, one task each, as far as the backend has room (the local
+backend runs them as parallel processes, sharing GPUs by its leases). What they taught
+joins the history either way: a rate that diverged or stalled in a probe closes the bracket
+as a full launch would.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from remedy.strategies.probes import (
     choose_best,
     farther,
     probe_attempt,
+    probe_length,
     probed_before,
     window_loss,
     with_probes,
@@ -120,7 +122,7 @@ def run_round(
 ) -> tuple[list[Attempt], list[Attempt]]:
     """The state's probes run side by side: (the new probes' records, earlier probes of
     the same spec, start and bound, whose results stand)."""
-    steps = state.budgets.probe_steps
+    steps = probe_length(state)
     new, reused = [], []
     for candidate, name in zip(state.probes, probe_job_names(state), strict=True):
         earlier = probed_before(state, bounded(candidate, steps))

@@ -429,3 +429,25 @@ def test_a_best_probe_at_the_edge_of_the_range_probed_sends_the_next_round_past_
     inside = [trained_probe(c, f"q-{i}", losses[i]) for i, c in enumerate(state.probes)]
     state, judged = with_probes(state, inside)
     assert farther(state, judged) == []
+
+
+def test_a_probe_runs_at_most_a_quarter_of_a_job_whose_length_is_known() -> None:
+    """Probes of Budgets.probe_steps (50) against a job of 90 updates would cost more than
+    they tell: once a full launch ran to its end, a probe runs a quarter of its length,
+    never under MIN_PROBE_STEPS (unless the budget is), never over the budget."""
+    from remedy.strategies.probes import MIN_PROBE_STEPS, probe_length
+
+    state = launched(script(0.02))
+    assert probe_length(state) == 50  # the job's length is not known yet
+    diverged_early = ended(state, diverged(9), outcome="Stopped", steps_run=20)
+    assert probe_length(diverged_early) == 50  # stopped: not its length
+    done = ended(state, None, outcome="Completed", steps_run=90)
+    assert probe_length(done) == 22
+    assert probe_length(ended(state, None, outcome="Completed", steps_run=1000)) == 50
+    assert probe_length(ended(state, None, outcome="Completed", steps_run=20)) == MIN_PROBE_STEPS
+    small_budget = done.model_copy(
+        update={"budgets": done.budgets.model_copy(update={"probe_steps": 5})}
+    )
+    assert probe_length(small_budget) == 5
+    warm = ended(state, None, outcome="Completed", steps_run=60, start_step=60)
+    assert probe_length(warm) == 30  # its length counts the checkpoint's updates
