@@ -1,2 +1,3 @@
-"""The run folder, its messages and reports, and the verdict on a run: library code the
-Prefect tasks call."""
+"""The run's store and its judgement: the run folder (state.json, its journal, the lock),
+the verdict "did this run train", and the monitor's reading of a job (observe: its
+findings, its next action). Library code the Prefect tasks call."""

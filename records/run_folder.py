@@ -23,7 +23,7 @@ from remedy.state_schema import RunSpec, State, load_state, save_state
 from remedy.state_schema.private import reveal_private, same_run
 
 RUNS_DIR_ENV = "REMEDY_RUNS_DIR"
-REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (records/report.py)
+REPORT_DIR = "report"  # RUN_DIR/report/index.html: the run's HTML report (outlets/report.py)
 REPORT_MARKDOWN = "report.md"  # RUN_DIR/report/report.md: it as markdown, plots inline
 START_FILE = "start.json"
 JOURNAL_FILE = "transitions.jsonl"

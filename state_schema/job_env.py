@@ -47,7 +47,7 @@ LAUNCHER_LOG_PREFIX = "remedy launch:"  # its own lines in the job's log (not th
 
 # --- never passed to a job ---------------------------------------------------------
 SECRET_ENVS = (
-    "REMEDY_NOTIFY_URLS",  # remedy.records.notifications
+    "REMEDY_NOTIFY_URLS",  # remedy.outlets.notifications
     "REMEDY_NOTIFY_SECRET",
     *PRIVATE_FIELDS.values(),  # the flow's role and bucket (private.py)
 )

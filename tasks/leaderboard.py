@@ -9,7 +9,7 @@ from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from remedy.records.leaderboard import (
+from remedy.outlets.leaderboard import (
     leaderboard_row,
     rank,
     search_message,

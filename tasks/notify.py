@@ -7,17 +7,17 @@ import os
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from remedy.records.logs import task_logger
-from remedy.records.messages import Message, final_message, redact, retraining_message
-from remedy.records.notifications import deliver, notifier
-from remedy.records.publish import (
+from remedy.outlets.messages import Message, final_message, redact, retraining_message
+from remedy.outlets.notifications import deliver, notifier
+from remedy.outlets.publish import (
     flow_run_url,
     publish_attempts,
     publish_event,
     publish_report,
     report_url,
 )
-from remedy.records.report_store import REPORTS_S3_ENV
+from remedy.outlets.report_store import REPORTS_S3_ENV
+from remedy.records.logs import task_logger
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import State
 from remedy.tasks.report_store import store_report

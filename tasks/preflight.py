@@ -19,7 +19,7 @@ from pathlib import Path
 
 from remedy.jobs import backend_class
 from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
-from remedy.records.report_store import reports_store
+from remedy.outlets.report_store import reports_store
 from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
 from remedy.tasks.allowed_code import check_allowed
 

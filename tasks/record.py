@@ -8,9 +8,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Cancelled, Failed
 
+from remedy.outlets.messages import redact
+from remedy.outlets.publish import hide_parameters, publish_attempts
 from remedy.records.logs import quiet_task_runs
-from remedy.records.messages import redact
-from remedy.records.publish import hide_parameters, publish_attempts
 from remedy.records.run_folder import (
     FINISHED,
     job_run_dir,

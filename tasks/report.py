@@ -5,9 +5,9 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from remedy.outlets.messages import redact
+from remedy.outlets.report import build_report
 from remedy.records.logs import task_logger
-from remedy.records.messages import redact
-from remedy.records.report import build_report
 
 
 @task(cache_policy=NO_CACHE)

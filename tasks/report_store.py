@@ -5,8 +5,8 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from remedy.records.publish import run_name
-from remedy.records.report_store import reports_store, upload_report
+from remedy.outlets.publish import run_name
+from remedy.outlets.report_store import reports_store, upload_report
 from remedy.tasks.retry import BACKEND_RETRIES
 
 

@@ -90,7 +90,7 @@ def check_state_out(path: str | None) -> None:
 
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
-    from remedy.records.notifications import notifier
+    from remedy.outlets.notifications import notifier
     from remedy.state_schema.private import reveal_private
     from remedy.tasks.allowed_code import allow_for_this_shell
     from remedy.tasks.preflight import preflight
@@ -111,7 +111,7 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
 def launch_and_report(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     """The flow on a checked state, then its table; the exit status."""
     from remedy.flows.remediate import RemediateSettings, remediate
-    from remedy.records.messages import attempt_rich_table, attempt_table, payload_for_people
+    from remedy.outlets.messages import attempt_rich_table, attempt_table, payload_for_people
     from remedy.records.run_folder import (
         REPORT_DIR,
         RunBusy,
@@ -353,7 +353,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from remedy.records.messages import attempt_table, payload_for_people
+    from remedy.outlets.messages import attempt_table, payload_for_people
     from remedy.records.run_folder import is_finished, state_path
     from remedy.records.verdict import run_is_clean
 
@@ -375,7 +375,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from remedy.records.messages import attempt_table
+    from remedy.outlets.messages import attempt_table
     from remedy.records.run_folder import load_run
 
     state = load_run(args.run_dir)

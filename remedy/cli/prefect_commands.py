@@ -61,7 +61,7 @@ def allow_sources(folders: list[str]) -> None:
 
 def serve_reports(host: str, port: int) -> None:
     """The runs' HTML reports over HTTP, for the report links of the runs served here."""
-    from remedy.records.report_server import REPORTS_URL_ENV, reports_url, start_report_server
+    from remedy.outlets.report_server import REPORTS_URL_ENV, reports_url, start_report_server
     from remedy.records.run_folder import runs_root
 
     runs = runs_root()

@@ -24,7 +24,7 @@ ROWS = [
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from remedy.records.report import ReportError, build_report
+    from remedy.outlets.report import ReportError, build_report
 
     try:
         out = build_report(args.run_dir)
@@ -50,22 +50,9 @@ def metric(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def text_table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
-
-
-def markdown_table(rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    lines += ["| " + " | ".join(row) + " |" for row in rows[1:]]
-    return "\n".join(lines) + "\n"
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    from remedy.records.report import ReportError, run_figures
+    from remedy.outlets.messages import markdown_table, text_table
+    from remedy.outlets.report import ReportError, run_figures
 
     try:
         figures = [run_figures(run_dir) for run_dir in args.run_dirs]
@@ -78,7 +65,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.markdown:
         if not Path(args.markdown).resolve().parent.is_dir():
             raise UsageError(f"--markdown {args.markdown}: folder does not exist")
-        Path(args.markdown).write_text(markdown_table(rows))
+        Path(args.markdown).write_text("\n".join(markdown_table(rows)) + "\n")
     return 0
 
 

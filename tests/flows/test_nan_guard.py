@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.records.messages import final_message
+from remedy.outlets.messages import final_message
 from remedy.state_schema import Finding, JobStatus, NextAction, RunSpec, State, load_state
 from remedy.strategies import POLICIES, Checkpoint, Decision, Policy, get_policy, register_policy
 from remedy.strategies.drop_bad_samples import DropBadSamples

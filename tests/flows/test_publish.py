@@ -15,7 +15,7 @@ from prefect.client.orchestration import get_client
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.records.publish import run_name
+from remedy.outlets.publish import run_name
 from remedy.state_schema import RunSpec, State
 
 ROLE = "arn:aws:iam::123456789012:role/secret-role"

@@ -15,7 +15,7 @@ import pytest
 from remedy.cli import main
 from remedy.debugger import create_trial
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.records.report import build_report, layer_grad_norms, read_curve, run_figures
+from remedy.outlets.report import build_report, layer_grad_norms, read_curve, run_figures
 from remedy.state_schema import State, load_state, save_state
 from tests.flows.specs import tiny_spec
 
@@ -114,7 +114,7 @@ def test_report_of_a_run_without_jobs_still_writes(tmp_path: Path) -> None:
 def test_report_text_says_only_what_a_finding_knows_and_renders_code(tmp_path: Path) -> None:
     """A finding without a tensor has no "on None"; the HTML has no literal backticks; the
     timeline's attempts are whole numbers. (A state written here: no job ran.)"""
-    from remedy.records.report import timeline_figure
+    from remedy.outlets.report import timeline_figure
     from remedy.state_schema import Finding, JobStatus
     from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 

@@ -38,7 +38,7 @@ from remedy.flows.search import (
     search,
 )
 from remedy.jobs.local import LocalBackend
-from remedy.records.leaderboard import leaderboard_row
+from remedy.outlets.leaderboard import leaderboard_row
 from remedy.state_schema import Budgets, load_state
 from tests.conftest import REPO
 from tests.flows.specs import tiny_spec

@@ -9,7 +9,7 @@ import pytest
 
 from remedy.flows.remediate import RemediateSettings
 from remedy.flows.search import SearchSettings, SearchSpace, search
-from remedy.records.notifications import NOTIFY_URLS_ENV
+from remedy.outlets.notifications import NOTIFY_URLS_ENV
 from remedy.state_schema import Budgets, load_state
 from tests.flows.specs import tiny_spec
 from tests.helpers.receiver import Receiver

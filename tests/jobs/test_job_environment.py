@@ -16,7 +16,7 @@ from remedy.jobs.local import LocalBackend
 from remedy.jobs.local.environment import job_launch, thread_variables
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.layout import JobPaths
-from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV
+from remedy.outlets.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV
 from remedy.state_schema import JobStatus, RunSpec
 from remedy.state_schema import job_env as names
 from remedy.state_schema.private import PRIVATE_FIELDS

@@ -24,7 +24,7 @@ from prefect.client.orchestration import get_client
 from prefect.events.schemas.automations import AutomationCore
 
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.records.publish import run_name
+from remedy.outlets.publish import run_name
 from remedy.state_schema import Budgets, RunSpec, State
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.records.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier
+from remedy.outlets.notifications import NOTIFY_SECRET_ENV, NOTIFY_URLS_ENV, notifier
 from remedy.state_schema import (
     Budgets,
     Finding,
@@ -173,7 +173,7 @@ def test_messages_read_well_on_a_phone_and_link_the_flow_run(
     text = by_path["/text"]["message"]
     first = text.splitlines()[0]
     assert first == (
-        "NonFiniteGradient found at step 3 in attempt 8 of complex-resnet-model "
+        "Found NonFiniteGradient @ step 3 in attempt 8 of complex-resnet-model "
         "(job complex-resnet-model-2021-Jan-27-06h-45m-19)."
     )
     assert "None" not in text and "|" not in text

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.records.report_server import REPORTS_URL_ENV
+from remedy.outlets.report_server import REPORTS_URL_ENV
 from remedy.state_schema import RunSpec, State
 from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS, UI_TIMEOUT_MS
 

@@ -23,7 +23,7 @@ from remedy.jobs.slurm.batch_script import batch_script
 from remedy.jobs.slurm.checks import SlurmSpecError, check_slurm_spec
 from remedy.jobs.slurm.controller import SlurmJob
 from remedy.jobs.slurm.requeue import RUN_SPEC_FILE, prepare_restart
-from remedy.records.report import run_figures, summary_lines
+from remedy.outlets.report import run_figures, summary_lines
 from remedy.state_schema import (
     JobStatus,
     NextAction,

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from remedy.records.publish import report_url
-from remedy.records.report_server import REPORTS_URL_ENV, reports_url, start_report_server
+from remedy.outlets.publish import report_url
+from remedy.outlets.report_server import REPORTS_URL_ENV, reports_url, start_report_server
 from remedy.records.run_folder import RUNS_DIR_ENV
 
 

@@ -12,8 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from remedy.records.messages import Message, cell, markdown_table, redact, sentence
-from remedy.records.metric_columns import BUILTIN_METRICS, metric_names, unique
+from remedy.outlets.messages import Message, cell, markdown_table, redact, sentence
+from remedy.outlets.metric_columns import BUILTIN_METRICS, metric_names, unique
 from remedy.records.run_folder import has_begun, load_run
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import write_atomic

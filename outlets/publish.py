@@ -36,9 +36,9 @@ from prefect.events import emit_event
 from prefect.runtime import flow_run
 
 from remedy.jobs import JobSnapshot
-from remedy.records.messages import attempt_rows, redact
-from remedy.records.report_server import REPORTS_URL_ENV
-from remedy.records.report_store import REPORTS_S3_ENV
+from remedy.outlets.messages import attempt_rows, redact
+from remedy.outlets.report_server import REPORTS_URL_ENV
+from remedy.outlets.report_store import REPORTS_S3_ENV
 from remedy.records.run_folder import REPORT_MARKDOWN, runs_root
 from remedy.state_schema import State
 from remedy.state_schema.private import hide_private

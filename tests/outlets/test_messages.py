@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from remedy.records.messages import (
+from remedy.outlets.messages import (
     attempt_table,
     final_message,
     payload_for_people,
@@ -42,7 +42,7 @@ def test_retraining_message_says_what_and_why_without_secrets() -> None:
     title, body = retraining_message(seed_state_after_finding())
     assert "retraining" in title
     assert body.splitlines()[0] == (
-        "ExplodingTensor found at step 40 on gradient/head.weight in attempt 8 of "
+        "Found ExplodingTensor @ step 40 on gradient/head.weight in attempt 8 of "
         "complex-resnet-model (job complex-resnet-model-2021-Jan-27-06h-45m-19)."
     )
     assert "Halve the warmup learning rate" in body

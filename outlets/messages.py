@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from remedy.records.metric_columns import metric_names
+from remedy.outlets.metric_columns import metric_names
 from remedy.records.verdict import run_is_clean
-from remedy.state_schema import Attempt, AttemptKind, Payload, State
+from remedy.state_schema import Attempt, AttemptKind, Finding, Payload, State
 from remedy.state_schema.private import hide_private
 
 if TYPE_CHECKING:
@@ -96,9 +96,7 @@ def attempt_row(
 ) -> list[str]:
     spec = attempt.spec
     finding = attempt.findings[0] if attempt.findings else None
-    found = "-" if finding is None else finding.rule
-    if finding is not None and finding.step is not None:
-        found += f" @ step {finding.step}"
+    found = "-" if finding is None else finding_text(finding, tensor=False)  # a narrow column
     return [
         str(number),
         strategy_cell(attempt),
@@ -120,24 +118,34 @@ def attempt_rows(state: State) -> list[list[str]]:
     ]
 
 
-def attempt_rich_table(state: State) -> Table:
-    """Every attempt as a rich table without borders, for a terminal."""
+def rich_table(rows: list[list[str]]) -> Table:
+    """Rows (the header first) as a rich table without borders, for a terminal."""
     from rich.table import Table
 
-    header, *body = attempt_rows(state)
+    header, *body = rows
     table = Table(*header, box=None, pad_edge=False, header_style="bold")
     for row in body:
         table.add_row(*row)
     return table
 
 
-def attempt_table(state: State) -> str:
-    """The attempt table as plain text, aligned (rich lays it out), never wrapped."""
+def text_table(rows: list[list[str]]) -> str:
+    """Rows (the header first) as plain text, aligned (rich lays it out), never wrapped."""
     from rich.console import Console
 
     console = Console(file=io.StringIO(), width=10_000, color_system=None, record=True)
-    console.print(attempt_rich_table(state))
+    console.print(rich_table(rows))
     return "\n".join(line.rstrip() for line in console.export_text().splitlines())
+
+
+def attempt_rich_table(state: State) -> Table:
+    """Every attempt as a rich table without borders, for a terminal."""
+    return rich_table(attempt_rows(state))
+
+
+def attempt_table(state: State) -> str:
+    """The attempt table as plain text."""
+    return text_table(attempt_rows(state))
 
 
 def repro_lines(state: State) -> list[str]:
@@ -231,18 +239,21 @@ def markdown_table(rows: list[list[str]]) -> list[str]:
     ]
 
 
+def finding_text(finding: Finding, *, tensor: bool = True) -> str:
+    """`ExplodingTensor @ step 40 on gradient/head.weight`: how every outlet names a
+    finding, with only what it knows (no 'None')."""
+    text = finding.rule
+    if finding.step is not None:
+        text += f" @ step {finding.step}"
+    if tensor and finding.tensor:
+        text += f" on {finding.tensor}"
+    return text
+
+
 def findings_phrase(state: State) -> str:
-    """`ExplodingTensor found at step 40 on gradient/head.weight`: no 'None' for what a
-    finding does not know."""
-    phrases = []
-    for finding in state.findings:
-        phrase = f"{finding.rule} found"
-        if finding.step is not None:
-            phrase += f" at step {finding.step}"
-        if finding.tensor:
-            phrase += f" on {finding.tensor}"
-        phrases.append(phrase)
-    return "; ".join(phrases) or "An issue found"
+    """`Found ExplodingTensor @ step 40 on gradient/head.weight`, for a message's opening."""
+    found = "; ".join(finding_text(finding) for finding in state.findings)
+    return f"Found {found}" if found else "An issue found"
 
 
 def sentence(text: str) -> str:

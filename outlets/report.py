@@ -10,7 +10,7 @@ step, and each metric of the job (the built-in job's test accuracy per epoch, a 
 metrics from its log) beside it; the tables show the metrics the run has (metric_columns.py).
 Per-layer gradient norms come from each job's tensor store (the debugger's "gradients"
 collection, saved every debugger_save_interval steps).
-Everything shown passes through records.messages.redact: no role ARN or bucket appears.
+Everything shown passes through outlets.messages.redact: no role ARN or bucket appears.
 """
 
 from __future__ import annotations
@@ -30,17 +30,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from remedy.jobs import backend_for  # noqa: E402
-from remedy.records.messages import (  # noqa: E402
+from remedy.outlets.messages import (  # noqa: E402
+    finding_text,
     fmt,
     metric_cells,
     metrics_text,
     redact,
     strategy_cell,
 )
-from remedy.records.metric_columns import metric_names  # noqa: E402
+from remedy.outlets.metric_columns import metric_names  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, REPORT_MARKDOWN, state_path  # noqa: E402
 from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
-from remedy.state_schema import Attempt, Finding, State, load_state  # noqa: E402
+from remedy.state_schema import Attempt, State, load_state  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -279,16 +280,6 @@ def attempt_rows(attempts: list[Attempt], names: list[str]) -> list[list[str]]:
             ]
         )
     return [[redact(cell) for cell in row] for row in rows]
-
-
-def finding_text(finding: Finding) -> str:
-    """`ExplodingTensor @ step 5 on gradient/fc.weight`: only what the finding knows."""
-    text = finding.rule
-    if finding.step is not None:
-        text += f" @ step {finding.step}"
-    if finding.tensor:
-        text += f" on {finding.tensor}"
-    return text
 
 
 def header(names: list[str]) -> list[str]:

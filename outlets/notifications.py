@@ -23,7 +23,7 @@ from typing import Any
 import apprise
 from apprise.plugins.email import NotifyEmail
 
-from remedy.records.messages import Message
+from remedy.outlets.messages import Message
 
 NOTIFY_URLS_ENV = "REMEDY_NOTIFY_URLS"
 NOTIFY_SECRET_ENV = "REMEDY_NOTIFY_SECRET"

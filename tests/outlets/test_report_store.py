@@ -11,8 +11,8 @@ import pytest
 from prefect import flow
 
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.records.notifications import NOTIFY_URLS_ENV
-from remedy.records.report_store import REPORTS_S3_ENV, reports_store
+from remedy.outlets.notifications import NOTIFY_URLS_ENV
+from remedy.outlets.report_store import REPORTS_S3_ENV, reports_store
 from remedy.state_schema import RunSpec, State
 from remedy.tasks.notify import report_location
 from remedy.tasks.preflight import PreflightError, preflight

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from remedy.cli.report_commands import comparison, text_table
-from remedy.records.leaderboard import leaderboard_markdown, leaderboard_row
-from remedy.records.messages import attempt_table, final_message
-from remedy.records.metric_columns import metric_names
-from remedy.records.report import build_report, read_curve, run_figures
+from remedy.cli.report_commands import comparison
+from remedy.outlets.leaderboard import leaderboard_markdown, leaderboard_row
+from remedy.outlets.messages import attempt_table, final_message, text_table
+from remedy.outlets.metric_columns import metric_names
+from remedy.outlets.report import build_report, read_curve, run_figures
 from remedy.state_schema import JobStatus, RunSpec, State, save_state
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 
