@@ -5,10 +5,11 @@ judge it (status Error: a rule that read nothing or broke), it ran at least
 one update, and its model trained: it meets run_spec.success_criteria (a metric the job did
 not report, or whose last value was not finite, is not met), or, when none are given,
 - its final training loss (the median of a window of its last steps) is finite and clearly
-  below the untrained model's loss: the median of a window of the first steps of the run's
-  first cold start, or the loss the run states (run_spec.untrained_loss; the built-in job:
-  ln 10, a uniform guess), whichever is lower: a first loss inflated by an unstable start
-  is no baseline; and
+  below the untrained model's loss: the lowest of the first step's loss of the run's first
+  cold start (the model before any update), the median of a window of its first steps (a
+  first batch can be noisy), and the loss the run states (run_spec.untrained_loss; the
+  built-in job: ln 10, a uniform guess): a window inflated by an unstable start is no
+  baseline; and
 - where the job's classes are known (run_spec.num_classes; the built-in job's 10), its test
   accuracy is clearly above chance; and
 - its loss was not still speeding up at its end (a launch of 60 updates or more): the last
@@ -63,10 +64,16 @@ def start_loss(state: State) -> float | None:
 
 
 def measured_start(attempt: Attempt) -> float | None:
-    """The attempt's first window's loss (its first step's, from a job that sent no window)."""
-    if attempt.initial_window_loss is not None:
-        return attempt.initial_window_loss
-    return attempt.initial_loss
+    """The attempt's first window's loss, or its first step's where that is lower: the
+    first step's is the model's before any update, and a window that rose above it was
+    lifted by an unstable start (a GPT-style job at 100x its rate: first step 5.70, first
+    window 6.1, plateau 5.42). None without a finite one."""
+    found = [
+        loss
+        for loss in (attempt.initial_window_loss, attempt.initial_loss)
+        if loss is not None and math.isfinite(loss)
+    ]
+    return min(found, default=None)
 
 
 def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | None:
@@ -183,8 +190,9 @@ def final_training_loss(attempt: Attempt) -> float | None:
 def baselines(attempt: Attempt, start: float | None) -> list[tuple[float, str]]:
     """The untrained model's loss, measured and stated, finite ones only, with where each
     comes from."""
-    window = f" {attempt.loss_window} steps" if attempt.loss_window else " step"
-    found = [(start, f"measured over its first{window}")] if start is not None else []
+    window = f"the median of its first {attempt.loss_window} steps" if attempt.loss_window else ""
+    why = f"measured: its first step's, or {window} where lower" if window else "its first step's"
+    found = [(start, why)] if start is not None else []
     if (stated := stated_untrained_loss(attempt.spec)) is not None:
         found.append(stated)
     return [(loss, why) for loss, why in found if math.isfinite(loss)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remedy.records.verdict import attempt_flaw, run_flaw, run_is_clean
+from remedy.records.verdict import attempt_flaw, run_flaw, run_is_clean, run_verdict_finding
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
@@ -115,10 +115,35 @@ def test_the_losses_judged_are_windows_not_one_batch() -> None:
         "is not 10% below the untrained model's 2.303 (ln 10, a uniform guess)"
     )
     # a loss inflated over the whole first window too: ln 10 is the built-in job's bar
-    inflated = ended(initial_window_loss=9.0, final_window_loss=2.2, loss_window=16)
+    inflated = ended(
+        initial_loss=9.5, initial_window_loss=9.0, final_window_loss=2.2, loss_window=16
+    )
     assert "below the untrained model's 2.303 (ln 10, a uniform guess)" in run_flaw(inflated)
     trained = ended(initial_window_loss=2.35, final_window_loss=0.5, loss_window=16)
     assert run_is_clean(trained)
+
+
+def test_a_first_window_lifted_by_an_unstable_start_is_no_baseline() -> None:
+    """The GPT-style example at 100x its rate (benchmarks/repair_quality.py): its first
+    step's loss 5.70 (the untrained model's), its first window lifted to 6.1 by the first
+    updates, then a plateau at 5.42: 11 % below the window, 5 % below the untrained model.
+    It learned nothing worth the name; the first step's loss is the bar."""
+    spec = RunSpec(source_dir=".", entry_point="train.py", hyperparameters={"lr": 0.6})
+    state = ended(
+        State(run_spec=spec), initial_loss=5.70, initial_window_loss=6.1,
+        final_window_loss=5.42, loss_window=20,
+    )  # fmt: skip
+    assert run_flaw(state) == (
+        "the model did not train: final training loss 5.42 (median of the last 20 steps) "
+        "is not 10% below the untrained model's 5.7 (measured: its first step's, or the "
+        "median of its first 20 steps where lower)"
+    )
+    assert run_verdict_finding(state).rule == NOT_TRAINED
+    learned = ended(
+        State(run_spec=spec), initial_loss=5.70, initial_window_loss=6.1,
+        final_window_loss=3.2, loss_window=20,
+    )  # fmt: skip
+    assert run_is_clean(learned)
 
 
 def test_a_classifier_at_chance_is_not_clean() -> None:
