@@ -78,9 +78,7 @@ ROLE_COLUMNS = [
 def role_columns(state: State) -> list[tuple[str, str]]:
     specs = [attempt.spec for attempt in state.history.attempts] or [state.run_spec]
     return [
-        (label, role)
-        for label, role in ROLE_COLUMNS
-        if any(spec.is_builtin or role in spec.hyperparameter_roles for spec in specs)
+        (label, role) for label, role in ROLE_COLUMNS if any(spec.has_role(role) for spec in specs)
     ]
 
 

@@ -238,7 +238,7 @@ def chance_bar(spec: RunSpec) -> tuple[float, float] | None:
         return None
     chance = 1 / spec.classes
     margin = CHANCE_MARGIN * (1 - chance)
-    samples = spec.num_test_samples if spec.is_builtin else None
+    samples = spec.num_test_samples
     if samples:
         standard_error = math.sqrt(chance * (1 - chance) / samples)
         margin = max(margin, CHANCE_STANDARD_ERRORS * standard_error)

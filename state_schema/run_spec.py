@@ -640,6 +640,17 @@ class RunSpec(Hyperparameters):
         return BUILTIN_NUM_CLASSES if self.is_builtin else None
 
     @property
+    def steps_per_epoch(self) -> int | None:
+        """Updates per epoch where known: the built-in job's; None for a script (its data
+        and batching are its own)."""
+        return super().steps_per_epoch if self.is_builtin else None
+
+    @property
+    def num_test_samples(self) -> int | None:
+        """Test samples where known: the built-in job's; None for a script."""
+        return super().num_test_samples if self.is_builtin else None
+
+    @property
     def is_script(self) -> bool:
         """A script path (python SCRIPT); otherwise a module (python -m MODULE)."""
         return is_script(self.entry_point)

@@ -27,7 +27,7 @@ class LongerWarmup(Strategy):
     @classmethod
     def for_state(cls, state: State, findings: Sequence[Finding]) -> LongerWarmup:
         attempt, spec = state.current_attempt, state.run_spec
-        per_epoch = spec.steps_per_epoch if spec.is_builtin else None
+        per_epoch = spec.steps_per_epoch
         if attempt is None or not per_epoch:
             return cls()
         update = onset_update(attempt, first_finding(attempt))

@@ -116,7 +116,7 @@ def after_rate_rise(state: State, finding: Finding) -> bool:
     roles = ("warmup_epochs", "warmup_learning_rate", "learning_rate")
     if finding.step is None or attempt is None or not all(spec.has_role(r) for r in roles):
         return False
-    per_epoch = spec.steps_per_epoch if spec.is_builtin else None
+    per_epoch = spec.steps_per_epoch
     if per_epoch is None or spec.role("learning_rate") <= spec.role("warmup_learning_rate"):
         return False
     rise = spec.role("warmup_epochs") * per_epoch  # the last update at the warmup rate
