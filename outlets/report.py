@@ -33,6 +33,7 @@ from remedy.jobs import backend_for  # noqa: E402
 from remedy.outlets.messages import (  # noqa: E402
     finding_text,
     fmt,
+    markdown_table,
     metric_cells,
     metrics_text,
     redact,
@@ -330,15 +331,12 @@ def queue_lines(figures: RunFigures) -> list[str]:
 def markdown(state: State, figures: RunFigures) -> str:
     """The summary and the attempt table; each strategy's why (a sentence) is listed under
     the table, not in it, so the table fits a page (the UI's artifact view cuts it off)."""
-    escape = lambda cell: cell.replace("|", "\\|")  # noqa: E731
     columns = header(figures.metric_names)
     why = columns.index("why")
     rows = attempt_rows(state.history.attempts, figures.metric_names)
     narrow = [[c for i, c in enumerate(row) if i != why] for row in [columns, *rows]]
     lines = [f"# remedy run {Path(figures.run_dir).name}", "", *summary_lines(figures), ""]
-    lines += ["| " + " | ".join(escape(c) for c in narrow[0]) + " |"]
-    lines += ["|" + "---|" * len(narrow[0])]
-    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in narrow[1:]]
+    lines += markdown_table(narrow)
     reasons = [f"- {row[0]}. {row[1]}: {row[why]}" for row in rows if row[why]]
     if reasons:
         lines += ["", "Why each strategy:", "", *reasons]
