@@ -1,11 +1,12 @@
 """Rule evaluator: follows a store while the job runs and writes one status file per rule.
 
     python -m remedy.debugger.evaluator --trial STORE --rules RULES.json --status-dir DIR \
-        [--stop-file PATH] [--notify-file PATH] [--poll-interval 0.5]
+        [--stop-file PATH] [--notify-file PATH] [--poll-interval 0.5] [--busy-poll-interval S]
 
 Streaming: every poll refreshes the trial (new step files only) and invokes each rule still
 in progress on the new steps (in global step order within a poll); old steps are never
-read again. Until the first step, and while polls find new steps, the next comes after 0.05 s.
+read again. With --busy-poll-interval (a store that is cheap to list: the local backend
+asks for 0.05 s), polls come that often until the first step and while they find new ones.
 A rule that fires is IssuesFound (final); with the StopTraining action and --stop-file,
 the stop file is created so the job can stop without waiting for the orchestrator; with
 the Notify action a JSON line describing the finding is appended to the notify file
@@ -57,8 +58,10 @@ from remedy.debugger.status import RuleStatus, RuleStatusRecord, write_status
 from remedy.debugger.trial import Trial, create_trial
 
 DEFAULT_POLL_INTERVAL = 0.5
-# Until the first step and while steps keep arriving the evaluator polls this often: a job
-# of 5 ms steps would otherwise run 100 more steps between a finding and its stop.
+# A local store's busy interval: until the first step and while steps keep arriving the
+# evaluator polls this often, since a job of 5 ms steps would otherwise run 100 more steps
+# between a finding and its stop. Not for S3, where every poll costs requests and a cloud
+# job waits minutes for its instance.
 BUSY_POLL_INTERVAL = 0.05
 # A rule that has read no tensor after this many saved steps is Error: the job does not
 # save what it reads, and its silence must not pass for NoIssuesFound. Generous, because
@@ -185,18 +188,22 @@ class RuleEvaluator:
         for run in self._active():
             self._set(run, RuleStatus.STOPPED, f"Stopped after evaluating {self._steps(run)}")
 
-    def run(self, poll_interval: float, stop_event: threading.Event) -> None:
+    def run(
+        self, poll_interval: float, stop_event: threading.Event, busy_interval: float | None = None
+    ) -> None:
         self.start()
         while not self.poll():
-            if stop_event.wait(self.next_wait(poll_interval)):
+            if stop_event.wait(self.next_wait(poll_interval, busy_interval)):
                 self.stop()
                 return
 
-    def next_wait(self, poll_interval: float) -> float:
-        """Seconds until the next poll: BUSY_POLL_INTERVAL until the first step and while
-        steps keep arriving (a finding stops a fast job within a few steps), else
+    def next_wait(self, poll_interval: float, busy_interval: float | None = None) -> float:
+        """Seconds until the next poll: `busy_interval` (if given) until the first step and
+        while steps keep arriving (a finding stops a fast job within a few steps), else
         `poll_interval` (a pause: the job is evaluating, saving or slow)."""
-        return min(poll_interval, BUSY_POLL_INTERVAL) if self.expecting_steps else poll_interval
+        if busy_interval is None or not self.expecting_steps:
+            return poll_interval
+        return min(poll_interval, busy_interval)
 
     def fail_all(self, message: str) -> None:
         """Mark every rule still in progress Error (the evaluator itself broke)."""
@@ -373,14 +380,20 @@ def write_errors(
 
 
 def evaluator_command(
-    trial: str, rules: str, status_dir: str, stop_file: str, poll_interval: float
+    trial: str,
+    rules: str,
+    status_dir: str,
+    stop_file: str,
+    poll_interval: float,
+    busy_poll_interval: float | None = None,
 ) -> list[str]:
     """How a job backend starts the evaluator beside a job: it stops when the backend's
     process that started it dies (--exit-with-parent), so none is left polling."""
+    busy = [] if busy_poll_interval is None else ["--busy-poll-interval", str(busy_poll_interval)]
     return [
         sys.executable, "-m", "remedy.debugger.evaluator", "--trial", trial, "--rules", rules,
         "--status-dir", status_dir, "--stop-file", stop_file,
-        "--poll-interval", str(poll_interval), "--exit-with-parent",
+        "--poll-interval", str(poll_interval), *busy, "--exit-with-parent",
     ]  # fmt: skip
 
 
@@ -432,6 +445,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL)
     parser.add_argument(
+        "--busy-poll-interval",
+        type=float,
+        default=None,
+        help="poll this often until the first step and while steps keep arriving (a store "
+        f"cheap to list; the local backend: {BUSY_POLL_INTERVAL}); default: --poll-interval",
+    )
+    parser.add_argument(
         "--unread-steps",
         type=int,
         default=DEFAULT_UNREAD_STEPS,
@@ -480,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     watch_surroundings(stop_event, Path(args.status_dir), args.exit_with_parent, args.poll_interval)
     try:
-        evaluator.run(args.poll_interval, stop_event)
+        evaluator.run(args.poll_interval, stop_event, args.busy_poll_interval)
     except Exception as exc:
         if folder_deleted(Path(args.status_dir), or_status_folder=True):  # deleted mid-write
             return 1

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from remedy.debugger.evaluator import evaluator_command, write_errors
+from remedy.debugger.evaluator import BUSY_POLL_INTERVAL, evaluator_command, write_errors
 from remedy.debugger.status import read_statuses
 from remedy.debugger.store import has_ended
 from remedy.jobs.local.capped_log import CappedLog
@@ -209,6 +209,7 @@ class Supervisor:
             str(self.paths.rule_status),
             str(self.paths.stop_request),
             self.record.evaluator_poll_interval,
+            BUSY_POLL_INTERVAL,  # a local store is cheap to list: stop a fast job sooner
         )
         log = self.paths.evaluator_log.open("ab")
         env = without_secrets(os.environ) | {"PYTHONUNBUFFERED": "1"}  # not the job's paths

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from remedy.debugger import ModeKeys, Rule, RuleStatus, create_trial, read_statuses, register_rule
-from remedy.debugger.evaluator import BUSY_POLL_INTERVAL, RuleEvaluator
+from remedy.debugger.evaluator import BUSY_POLL_INTERVAL, RuleEvaluator, evaluator_command
 from remedy.debugger.rule_config import RuleConfig
 from remedy.debugger.rules import RULES
 from tests.debugger.helpers import (
@@ -215,9 +215,10 @@ def test_a_step_listed_after_a_later_step_of_another_mode_is_still_evaluated(
 
 
 def test_it_polls_often_until_the_first_step_and_while_steps_arrive(tmp_path: Path) -> None:
-    """A fast job (steps of a few ms) is stopped within a few steps of a finding: until the
-    first step, and after a poll that found steps, the next poll comes after
-    BUSY_POLL_INTERVAL; after a poll that found none, after the interval."""
+    """A fast job (steps of a few ms) on a local store is stopped within a few steps of a
+    finding: with a busy interval (the local backend's), until the first step and after a
+    poll that found steps the next poll comes after it; after a poll that found none, after
+    the interval. Without one (an S3 store: every poll costs requests), always the interval."""
     new_store(tmp_path / "store")
     evaluator = RuleEvaluator(
         create_trial(tmp_path / "store"),
@@ -225,15 +226,23 @@ def test_it_polls_often_until_the_first_step_and_while_steps_arrive(tmp_path: Pa
         tmp_path / "status",
         log=lambda line: None,
     )
+    busy = BUSY_POLL_INTERVAL
     evaluator.start()
     evaluator.poll()
-    assert evaluator.next_wait(0.5) == BUSY_POLL_INTERVAL  # the job's first steps are coming
+    assert evaluator.next_wait(0.5, busy) == busy  # the job's first steps are coming
+    assert evaluator.next_wait(2.0) == 2.0  # no busy interval asked for
     write_step(tmp_path / "store", 0, {"loss": np.array(1.0)}, global_step=0)
     evaluator.poll()
-    assert evaluator.next_wait(0.5) == BUSY_POLL_INTERVAL < 0.5
-    assert evaluator.next_wait(0.01) == 0.01  # never slower than asked
+    assert evaluator.next_wait(0.5, busy) == busy < 0.5
+    assert evaluator.next_wait(0.01, busy) == 0.01  # never slower than asked
+    assert evaluator.next_wait(2.0) == 2.0
     evaluator.poll()  # no new step
-    assert evaluator.next_wait(0.5) == 0.5
+    assert evaluator.next_wait(0.5, busy) == 0.5
+
+    # the local backend asks for it; the command carries it only when asked
+    local = evaluator_command("t", "r.json", "s", "stop", 0.5, BUSY_POLL_INTERVAL)
+    assert local[local.index("--busy-poll-interval") + 1] == str(BUSY_POLL_INTERVAL)
+    assert "--busy-poll-interval" not in evaluator_command("s3://b/t", "r.json", "s", "stop", 2.0)
 
 
 def test_a_store_of_another_format_is_an_error(tmp_path: Path) -> None:
