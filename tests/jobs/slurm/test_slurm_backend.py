@@ -380,6 +380,21 @@ def release_requeued(cluster: SlurmCluster, job_id: str) -> None:
     cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
 
+def relaunch_if_refused(cluster: SlurmCluster, job_id: str) -> bool:
+    """What an administrator does when the node's slurmd refused the requeued job because it
+    had not yet let go of the killed run (it answers "Duplicate jobid" until its cleanup of
+    that run ends, a moment after its last step is gone): the node is drained and the job
+    held, so resume the one and release the other. Returns False: the caller keeps waiting."""
+    line = cluster.run("scontrol", "show", "job", "--oneliner", job_id)
+    if "Reason=launch_failed_requeued_held" in line:
+        with contextlib.suppress(subprocess.CalledProcessError):  # not drained after all
+            cluster.run("scontrol", "update", f"NodeName={cluster.node}", "State=RESUME")
+        cluster.run("scontrol", "release", job_id)
+        with contextlib.suppress(subprocess.CalledProcessError):  # no hold of time left
+            cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    return False
+
+
 def job_steps_on_node(cluster: SlurmCluster, job_id: str) -> bool:
     """Whether the node still runs a step of the job (`scontrol listpids` asks its stepds)."""
     try:
@@ -464,7 +479,9 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
             slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}",
                               "State=RESUME")  # fmt: skip
         wait_for(
-            lambda: backend.describe("nodefail").is_final,
+            lambda: (
+                relaunch_if_refused(slurm_cluster, job_id) or backend.describe("nodefail").is_final
+            ),
             timeout=240,
             explain=lambda: (
                 slurm_cluster.run("scontrol", "show", "job", job_id)
