@@ -28,6 +28,7 @@ LEARNING_TOO_SLOWLY when it was still speeding up. success_criteria replace all 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
@@ -54,29 +55,45 @@ SPEEDING_UP = 1.5
 SPEEDING_UP_DROP = 0.05
 
 
-def start_loss(state: State) -> float | None:
+class Baseline(NamedTuple):
+    """An untrained model's loss and where it comes from (said in the verdict's message)."""
+
+    loss: float
+    source: str
+
+
+def start_loss(state: State) -> Baseline | None:
     """The untrained model's loss as measured: over the first steps of the first attempt
     that started cold (a warm-started attempt begins from an already trained model)."""
+    current = state.current_attempt
     for attempt in state.history.attempts:
-        if attempt.start_step == 0 and (measured := measured_start(attempt)) is not None:
+        if attempt.start_step != 0:
+            continue
+        whose = "its" if attempt is current else f"job {attempt.job_name}'s"
+        if (measured := measured_start(attempt, whose)) is not None:
             return measured
     return None
 
 
-def measured_start(attempt: Attempt) -> float | None:
+def measured_start(attempt: Attempt, whose: str = "its") -> Baseline | None:
     """The attempt's first window's loss, or its first step's where that is lower: the
     first step's is the model's before any update, and a window that rose above it was
     lifted by an unstable start (a GPT-style job at 100x its rate: first step 5.70, first
-    window 6.1, plateau 5.42). None without a finite one."""
+    window 6.1, plateau 5.42). None without a finite one. `whose`: the attempt, as the
+    message names it."""
+    window = f"the median of {whose} first {attempt.loss_window} steps"
     found = [
-        loss
-        for loss in (attempt.initial_window_loss, attempt.initial_loss)
+        Baseline(loss, f"measured: {source}")
+        for loss, source in (
+            (attempt.initial_window_loss, window),
+            (attempt.initial_loss, f"{whose} first step's"),
+        )
         if loss is not None and math.isfinite(loss)
     ]
     return min(found, default=None)
 
 
-def attempt_flaw(attempt: Attempt | None, start: float | None = None) -> str | None:
+def attempt_flaw(attempt: Attempt | None, start: Baseline | None = None) -> str | None:
     """Why an attempt is not clean, in a few words; None when it is. start: the run's
     start_loss (default: the attempt's own first loss)."""
     if attempt is None:
@@ -113,7 +130,7 @@ def job_flaw(attempt: Attempt) -> str | None:
     return None
 
 
-def verdict_finding(attempt: Attempt | None, start: float | None = None) -> Finding | None:
+def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> Finding | None:
     """The verdict's finding on a completed attempt whose job ran and reported its losses
     (and accuracy): NOT_TRAINED when its model learned nothing, LEARNING_TOO_SLOWLY when its
     loss was still speeding up at its end; None otherwise (judged by success criteria, the
@@ -187,18 +204,16 @@ def final_training_loss(attempt: Attempt) -> float | None:
     return attempt.metrics.get("train:loss", attempt.final_loss)
 
 
-def baselines(attempt: Attempt, start: float | None) -> list[tuple[float, str]]:
+def baselines(attempt: Attempt, start: Baseline | None) -> list[Baseline]:
     """The untrained model's loss, measured and stated, finite ones only, with where each
     comes from."""
-    window = f"the median of its first {attempt.loss_window} steps" if attempt.loss_window else ""
-    why = f"measured: its first step's, or {window} where lower" if window else "its first step's"
-    found = [(start, why)] if start is not None else []
+    found = [start] if start is not None else []
     if (stated := stated_untrained_loss(attempt.spec)) is not None:
-        found.append(stated)
-    return [(loss, why) for loss, why in found if math.isfinite(loss)]
+        found.append(Baseline(*stated))
+    return [baseline for baseline in found if math.isfinite(baseline.loss)]
 
 
-def unjudged(attempt: Attempt, start: float | None) -> str | None:
+def unjudged(attempt: Attempt, start: Baseline | None) -> str | None:
     """Why the job's figures cannot tell whether its model trained; None when they can."""
     if not baselines(attempt, start):
         return "no finite loss was reported at the start: cannot tell whether the model trained"
@@ -215,7 +230,7 @@ def unjudged(attempt: Attempt, start: float | None) -> str | None:
     return None
 
 
-def untrained(attempt: Attempt, start: float | None) -> str | None:
+def untrained(attempt: Attempt, start: Baseline | None) -> str | None:
     """Judged figures only (unjudged() is None)."""
     final = final_training_loss(attempt)
     found = baselines(attempt, start)
@@ -260,7 +275,7 @@ def at_chance(attempt: Attempt) -> str | None:
     return None
 
 
-def attempt_is_clean(attempt: Attempt, start: float | None = None) -> bool:
+def attempt_is_clean(attempt: Attempt, start: Baseline | None = None) -> bool:
     return attempt_flaw(attempt, start) is None
 
 

@@ -135,8 +135,7 @@ def test_a_first_window_lifted_by_an_unstable_start_is_no_baseline() -> None:
     )  # fmt: skip
     assert run_flaw(state) == (
         "the model did not train: final training loss 5.42 (median of the last 20 steps) "
-        "is not 10% below the untrained model's 5.7 (measured: its first step's, or the "
-        "median of its first 20 steps where lower)"
+        "is not 10% below the untrained model's 5.7 (measured: its first step's)"
     )
     assert run_verdict_finding(state).rule == NOT_TRAINED
     learned = ended(
@@ -144,6 +143,26 @@ def test_a_first_window_lifted_by_an_unstable_start_is_no_baseline() -> None:
         final_window_loss=3.2, loss_window=20,
     )  # fmt: skip
     assert run_is_clean(learned)
+
+
+def test_the_untrained_loss_names_the_attempt_it_was_measured_on() -> None:
+    """A relaunch judged against the run's first cold start says so: the bar is that
+    job's first window, not the relaunch's own."""
+    spec = RunSpec(source_dir=".", entry_point="train.py")
+    first = ended(
+        State(run_spec=spec), job="first", initial_loss=6.0, initial_window_loss=5.5,
+        final_window_loss=5.4, loss_window=20,
+    )  # fmt: skip
+    assert run_flaw(first).endswith(
+        "untrained model's 5.5 (measured: the median of its first 20 steps)"
+    )
+    relaunch = ended(
+        first, job="second", initial_loss=3.0, initial_window_loss=2.9,
+        final_window_loss=5.2, loss_window=20,
+    )  # fmt: skip
+    assert run_flaw(relaunch).endswith(
+        "untrained model's 5.5 (measured: the median of job first's first 20 steps)"
+    )
 
 
 def test_a_classifier_at_chance_is_not_clean() -> None:
