@@ -49,6 +49,50 @@ def test_a_flipped_data_byte_fails_its_checksum(ended: Path) -> None:
             trial.tensor(name.split("::")[0]).value(2)
 
 
+def test_a_changed_header_byte_fails_the_header_checksum(ended: Path) -> None:
+    """A shape's two sizes swapped still parses and fills its bytes: only the checksum
+    of the header's bytes as written tells."""
+    path = step_file(ended, 2)
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + size])
+    name = next(k for k, v in header.items() if k != "__metadata__" and len(v["shape"]) == 2)
+    rows, cols = header[name]["shape"]
+    assert rows != cols
+    was = f'"{name}":{{"dtype":"F32","shape":[{rows},{cols}]'.encode()
+    assert raw.count(was) == 1
+    path.write_bytes(raw.replace(was, f'"{name}":{{"dtype":"F32","shape":[{cols},{rows}]'.encode()))
+    with pytest.raises(
+        CorruptStepFile, match=f"{path}: not a debugger step file .*header checksum"
+    ):
+        create_trial(ended)
+
+
+def test_a_header_sealed_before_the_byte_checksum_is_still_checked(tmp_path: Path) -> None:
+    """Step files written before 2026-11-26 carry the crc32 of the header's canonical JSON
+    (header_crc32): they read as before, and a change to them is still caught."""
+    new_store(tmp_path)
+    write_step(tmp_path, 0, {"w": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    path = step_file(tmp_path, 0)
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + size])
+    meta = header.pop("__metadata__")
+    del meta[store.HEADER_CRC_KEY]
+    meta[store.CANONICAL_HEADER_CRC_KEY] = store.canonical_header_crc32(meta, header)
+
+    def write(entries: dict[str, object]) -> None:
+        text = store.encode_header(meta, entries, checksum=False)
+        assert b"header_crc32" in text and store.HEADER_CRC_KEY.encode() not in text
+        path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + size :])
+
+    write(header)
+    assert create_trial(tmp_path).tensor("w").value(0).tolist() == [[0, 1, 2], [3, 4, 5]]
+    write({"w": header["w"] | {"shape": [3, 2]}})
+    with pytest.raises(CorruptStepFile, match="header checksum mismatch"):
+        create_trial(tmp_path)
+
+
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero", "folder", "symlink_out"])
 def test_only_regular_files_are_opened(ended: Path, kind: str) -> None:
     path = step_file(ended, 4)
@@ -83,10 +127,7 @@ def test_an_absurd_shape_is_refused_before_allocating(tmp_path: Path) -> None:
     size = int.from_bytes(raw[:8], "little")
     header = json.loads(raw[8 : 8 + size])
     header["w"]["shape"] = [10**9, 10**9]  # 4 EB if it were allocated
-    meta = header["__metadata__"]
-    meta[store.HEADER_CRC_KEY] = store.header_crc32(meta, {"w": header["w"]})  # even sealed
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
+    text = store.encode_header(header["__metadata__"], {"w": header["w"]})  # even sealed
     path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + size :])
     with pytest.raises(CorruptStepFile, match=r"does not fill bytes"):
         create_trial(tmp_path)
@@ -102,6 +143,7 @@ def test_a_tensor_named_twice_in_a_header_is_refused(tmp_path: Path) -> None:
     entry = json.dumps({"w": json.loads(text)["w"]})[1:-1].encode()
     text = text[:-1] + b"," + entry + b"}"  # the same entry again: JSON keeps the last one
     text += b" " * (-len(text) % 8)
+    text = store.seal_header(text)  # even sealed
     path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + size :])
     with pytest.raises(CorruptStepFile, match="a key appears twice"):
         create_trial(tmp_path)

@@ -64,11 +64,12 @@ def header_mutation(rng: random.Random, path: Path) -> tuple[str, Callable[[], N
     def apply() -> None:
         fuzzing.set_path(header, where, value)
         meta = header.get("__metadata__")
-        if reseal and isinstance(meta, dict):
+        if reseal and isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values()):
             entries = {k: v for k, v in header.items() if k != "__metadata__"}
-            meta[store.HEADER_CRC_KEY] = store.header_crc32(meta, entries)
-        text = json.dumps(header, separators=(",", ":")).encode()
-        text += b" " * (-len(text) % 8)
+            text = store.encode_header(meta, entries)
+        else:
+            text = json.dumps(header, separators=(",", ":")).encode()
+            text += b" " * (-len(text) % 8)
         path.write_bytes(len(text).to_bytes(8, "little") + text + data)
 
     return f"header set {str(value)[:20]!r} at {list(where)}{' resealed' if reseal else ''}", apply
