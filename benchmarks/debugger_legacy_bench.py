@@ -105,15 +105,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--scratch", required=True)
+    parser.add_argument("--turn", type=int, default=0, help="which configuration runs first")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     logging.getLogger("smdebug").setLevel(logging.ERROR)
     scratch = Path(args.scratch)
     runs: dict[str, list[tuple[float, float]]] = {"none": [], "every_step": [], "every_100": []}
     for r in range(args.repeats):
-        runs["none"].append(time_steps(args.steps, None, None))
-        runs["every_step"].append(time_steps(args.steps, 1, scratch / f"every-{r}"))
-        runs["every_100"].append(time_steps(args.steps, 100, scratch / f"100-{r}"))
+        configs = {
+            "none": (None, None),
+            "every_step": (1, scratch / f"every-{r}"),
+            "every_100": (100, scratch / f"100-{r}"),
+        }
+        names = list(configs)
+        turn = (args.turn + r) % 3  # the order turns, as ours does (debugger_overhead.py)
+        for name in names[turn:] + names[:turn]:
+            runs[name].append(time_steps(args.steps, *configs[name]))
     count, rate = read_throughput(scratch / f"every-{args.repeats - 1}")
     figures = {
         "version": smdebug.__version__,

@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from remedy.debugger import Hook, SaveConfig, create_trial  # noqa: E402
+from remedy.debugger.writer import StoreWriter  # noqa: E402
 from remedy.models.resnet import ResNetConfig, build_model  # noqa: E402
 
 BATCH = 32
@@ -63,8 +64,57 @@ def make_job(seed: int = 0) -> tuple[Any, Any, Any, Any, Any]:
     return model, criterion, optimizer, x, y
 
 
-def time_steps(steps: int, interval: int | None, out_dir: Path | None) -> tuple[float, float]:
-    """Seconds per step (after warm-up) of the plain loop, with our hook if `interval`."""
+class CaptureClock:
+    """The capture's own time, free of the noise of whole steps (a step of this model moves
+    by 10 % between runs on a shared machine; the capture costs about 1 %): seconds in the
+    hook's callbacks on the training thread, and CPU seconds of the writer thread's step
+    writes (on the other core). Wraps the methods while entered; enter it before the hook
+    registers them."""
+
+    CALLBACKS = ("_on_forward", "_on_loss", "_on_optimizer_step")
+
+    def __init__(self) -> None:
+        self.training = self.writer = 0.0
+        self._saved: list[tuple[type, str, Any]] = []
+
+    def __enter__(self) -> CaptureClock:
+        for name in self.CALLBACKS:
+            self._wrap(Hook, name, time.perf_counter, "training")
+        self._wrap(StoreWriter, "_write_step", time.thread_time, "writer")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, original in self._saved:
+            setattr(owner, name, original)
+
+    def _wrap(self, owner: type, name: str, clock: Any, total: str) -> None:
+        original = getattr(owner, name)
+        self._saved.append((owner, name, original))
+
+        def timed(*args: Any) -> Any:
+            started = clock()
+            try:
+                return original(*args)
+            finally:
+                setattr(self, total, getattr(self, total) + clock() - started)
+
+        setattr(owner, name, timed)
+
+
+def time_steps(
+    steps: int, interval: int | None, out_dir: Path | None
+) -> tuple[float, float, tuple[float, float] | None]:
+    """Seconds per step (after warm-up) of the plain loop, with our hook if `interval`:
+    wall, CPU (all threads), and with the hook the capture's own (training thread, writer
+    CPU) per step (CaptureClock, warm-up steps included)."""
+    with CaptureClock() as clock:
+        wall, cpu = _time_steps(steps, interval, out_dir)
+    if interval is None:
+        return wall, cpu, None
+    return wall, cpu, (clock.training / (WARMUP + steps), clock.writer / (WARMUP + steps))
+
+
+def _time_steps(steps: int, interval: int | None, out_dir: Path | None) -> tuple[float, float]:
     model, criterion, optimizer, x, y = make_job()
     hook = None
     if interval is not None and out_dir is not None:
@@ -107,12 +157,20 @@ def read_throughput(store: Path, passes: int = 3) -> tuple[int, float, float]:
     return count, first, best
 
 
-def ours_once(steps: int, scratch: Path, r: int) -> dict[str, tuple[float, float]]:
-    return {
-        "none": time_steps(steps, None, None),
-        "every_step": time_steps(steps, 1, scratch / f"ours-every-{r}"),
-        "every_100": time_steps(steps, 100, scratch / f"ours-100-{r}"),
+def ours_once(
+    steps: int, scratch: Path, r: int
+) -> dict[str, tuple[float, float, tuple[float, float] | None]]:
+    """One repeat of the three configurations, in an order that turns with `r`: whichever
+    runs after another pays for what that one left behind (about 5 % here), so a fixed
+    order would charge it to the same configuration every time."""
+    configs = {
+        "none": (None, None),
+        "every_step": (1, scratch / f"ours-every-{r}"),
+        "every_100": (100, scratch / f"ours-100-{r}"),
     }
+    names = list(configs)
+    names = names[r % 3 :] + names[: r % 3]
+    return {name: time_steps(steps, *configs[name]) for name in names}
 
 
 def summarise(runs: list[dict[str, Any]], read: tuple[int, float]) -> dict[str, Any]:
@@ -127,7 +185,7 @@ def summarise(runs: list[dict[str, Any]], read: tuple[int, float]) -> dict[str, 
 def legacy(python: str, steps: int, scratch: Path, r: int) -> dict[str, Any] | None:
     """One repeat of the legacy measurements, in the legacy interpreter."""
     script = ROOT / "benchmarks" / "debugger_legacy_bench.py"
-    cmd = [python, str(script), "--steps", str(steps), "--repeats", "1"]
+    cmd = [python, str(script), "--steps", str(steps), "--repeats", "1", "--turn", str(r)]
     cmd += ["--scratch", str(scratch / f"legacy-{r}")]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     if done.returncode != 0:
@@ -150,6 +208,19 @@ def report(name: str, figures: dict[str, Any]) -> None:
         f"  trial read                   {rates[-1]:8.0f} tensors per CPU second, best of 3 "
         f"({first}{count} tensors)"
     )
+
+
+def report_own(runs: list[dict[str, Any]], plain_s: float) -> None:
+    """The capture's own time per step (CaptureClock), medians over the repeats, against
+    the plain step's median."""
+    for key, label in (("every_step", "every step"), ("every_100", "every 100 steps")):
+        training = statistics.median(run["own_s"][key][0] for run in runs)
+        writer = statistics.median(run["own_s"][key][1] for run in runs)
+        print(
+            f"  capture's own time, {label}: training thread {training * 1000:.2f} ms "
+            f"({training / plain_s * 100:.2f} % of a plain step), writer thread "
+            f"{writer * 1000:.2f} ms CPU ({writer / plain_s * 100:.2f} %, on the other core)"
+        )
 
 
 def main() -> None:
@@ -187,8 +258,9 @@ def main() -> None:
             once = ours_once(args.steps, scratch, r)
             mine_runs.append(
                 {
-                    "step_s": {k: w for k, (w, _) in once.items()},
-                    "cpu_s": {k: c for k, (_, c) in once.items()},
+                    "step_s": {k: w for k, (w, _, _) in once.items()},
+                    "cpu_s": {k: c for k, (_, c, _) in once.items()},
+                    "own_s": {k: own for k, (_, _, own) in once.items() if own},
                 }  # fmt: skip
             )
             if args.legacy_python:
@@ -197,6 +269,7 @@ def main() -> None:
                     their_runs.append(theirs)
         mine = summarise(mine_runs, read_throughput(scratch / f"ours-every-{args.repeats - 1}"))
         report("remedy debugger", mine)
+        report_own(mine_runs, mine["step_s"]["none"])
         if their_runs:
             reads = [run["read"] for run in their_runs]
             theirs = summarise(their_runs, (reads[-1][0], statistics.median(r[1] for r in reads)))

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -92,6 +92,14 @@ class StepHeader:
     global_step: int
     wall_time: float
     tensor_names: tuple[str, ...]
+    # the same names as a set: "does this step hold x" is asked at every tensor read
+    _names: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_names", frozenset(self.tensor_names))
+
+    def holds(self, name: str) -> bool:
+        return name in self._names
 
     def metadata(self) -> dict[str, str]:
         # safetensors metadata is str -> str only.

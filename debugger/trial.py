@@ -538,6 +538,9 @@ class Trial:
         return list(per_mode.get(mode, []))
 
 
+_NO_HEADERS: dict[int, store.StepHeader] = {}
+
+
 class TensorView:
     """One tensor name across steps; values are read from disk on each call."""
 
@@ -566,8 +569,13 @@ class TensorView:
         """The tensor as saved at `step` by `worker` (default: the first worker, in rank
         order, that saved it). Raises TensorUnavailableForStep when only its reductions
         were saved there, InvalidWorker for a worker the store does not have."""
-        for part, header in self.trial._headers_at(step, mode, worker):
-            if self.name in header.tensor_names:
+        trial = self.trial
+        if worker is None and trial._parts is None:  # the common case, looked up directly
+            header = trial._headers.get(mode, _NO_HEADERS).get(step)  # type: ignore[arg-type]
+            if header is not None and header.holds(self.name):
+                return trial.reader.read_tensor(header.mode, header.mode_step, self.name)
+        for part, header in trial._headers_at(step, mode, worker):
+            if header.holds(self.name):
                 return part.reader.read_tensor(header.mode, header.mode_step, self.name)
         raise TensorUnavailableForStep(self.name, step, ModeKeys.parse(mode))
 
@@ -599,9 +607,9 @@ class TensorView:
             raise ValueError(f"unknown reduction {reduction_name!r}; expected one of {known}")
         key = reduction_key(self.name, reduction_name, abs)
         for part, header in self.trial._headers_at(step, mode, worker):
-            if key in header.tensor_names:
+            if header.holds(key):
                 return float(part.reader.read_tensor(header.mode, header.mode_step, key))
-            if self.name in header.tensor_names:
+            if header.holds(self.name):
                 value = part.reader.read_tensor(header.mode, header.mode_step, self.name)
                 return reduce_array(value, reduction_name, abs)
         raise TensorUnavailableForStep(self.name, step, ModeKeys.parse(mode))

@@ -108,6 +108,7 @@ class StoreWriter:
         store.write_collections(self.root, self._collections)
         self._upload(store.COLLECTIONS_FILE)
         self._queue: queue.Queue[StepRecord | _End] = queue.Queue(maxsize=max_pending_steps)
+        self._named: set[tuple[str, str]] = set()  # (collection, name) listed so far
         # The steps written, per mode: end.json names them, so a reader reports a lost one.
         self._saved: dict[ModeKeys, list[int]] = {}
         self.error: BaseException | None = None
@@ -171,15 +172,17 @@ class StoreWriter:
         changed = False
         for key, collection in record.collection_of.items():
             name = split_key(key)[0]  # reductions are listed under their tensor's name
+            if (collection, name) in self._named:  # a set: this runs for every tensor saved
+                continue
+            self._named.add((collection, name))
             entry = self._collections.setdefault(
                 collection,
                 {"tensor_names": [], "save_config": self._default_config.to_dict()},
             )
-            if name not in entry["tensor_names"]:
-                # First-seen order, not sorted: it is the model's parameter/layer order,
-                # which rules comparing first and last layers rely on.
-                entry["tensor_names"].append(name)
-                changed = True
+            # First-seen order, not sorted: it is the model's parameter/layer order,
+            # which rules comparing first and last layers rely on.
+            entry["tensor_names"].append(name)
+            changed = True
         if changed:
             store.write_collections(self.root, self._collections)
             self._upload(store.COLLECTIONS_FILE)
