@@ -10,7 +10,7 @@ import dataclasses
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,11 +56,6 @@ def cell(value: object) -> str:
     return fmt(value) if isinstance(value, float) else str(value)
 
 
-def metric_cells(metrics: dict[str, float], names: list[str]) -> list[str]:
-    """An attempt's final metrics under the run's metric columns, "-" where it has none."""
-    return [fmt(metrics.get(name)) for name in names]
-
-
 def metrics_text(metrics: dict[str, float], names: list[str]) -> str:
     """`test:perplexity 148.4, train:loss 4.873`: final metrics under the run's columns."""
     found = [f"{name} {fmt(metrics[name])}" for name in names if name in metrics]
@@ -89,30 +84,69 @@ def strategy_cell(attempt: Attempt) -> str:
     return f"probe:{name}" if attempt.kind is AttemptKind.probe else name
 
 
-def attempt_row(
-    number: int, attempt: Attempt, roles: list[tuple[str, str]], metrics: list[str]
-) -> list[str]:
-    spec = attempt.spec
-    finding = attempt.findings[0] if attempt.findings else None
-    found = "-" if finding is None else finding_text(finding, tensor=False)  # a narrow column
+# A column of the attempt table: its title, and its cell for (attempt number, attempt).
+Column = tuple[str, Callable[[int, Attempt], str]]
+
+
+def compact_columns(state: State) -> list[Column]:
+    """A terminal's or a notification's table: the roles the job has (a script shows those
+    it maps, not the ResNet's), the first finding in a narrow column, the metrics."""
     return [
-        str(number),
-        strategy_cell(attempt),
-        *(cell(spec.role_as_given(role)) for _, role in roles),
-        str(attempt.steps_run),
-        found,
-        attempt.outcome.value if attempt.outcome else "running",
-        *metric_cells(attempt.metrics, metrics),
+        ("#", lambda number, _: str(number)),
+        ("strategy", lambda _, a: strategy_cell(a)),
+        *(role_column(label, role) for label, role in role_columns(state)),
+        ("steps", lambda _, a: str(a.steps_run)),
+        ("finding", lambda _, a: finding_text(a.findings[0], tensor=False) if a.findings else "-"),
+        ("outcome", outcome_cell),
+        *metric_columns(state),
     ]
 
 
-def attempt_rows(state: State) -> list[list[str]]:
-    """The attempt table, its header first: the roles the job has, the metrics it reports."""
-    roles, metrics = role_columns(state), metric_names(state)
-    header = ["#", "strategy", *(label for label, _ in roles), "steps", "finding", "outcome"]
-    return [header + metrics] + [
-        attempt_row(i, attempt, roles, metrics)
-        for i, attempt in enumerate(state.history.attempts, start=1)
+def detailed_columns(state: State) -> list[Column]:
+    """The report's table: why each strategy, what it changed, every finding, the job's
+    time and final loss (the test loss when the job reports one, else the latest
+    training loss), then the metrics."""
+    return [
+        ("#", lambda number, _: str(number)),
+        ("strategy", lambda _, a: strategy_cell(a)),
+        ("why", lambda _, a: a.strategy_reason or ""),
+        (
+            "spec diff",
+            lambda _, a: ", ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in a.changes.items()),
+        ),
+        ("findings", lambda _, a: "; ".join(finding_text(f) for f in a.findings) or "-"),
+        ("steps", lambda _, a: str(a.steps_run)),
+        ("s", lambda _, a: fmt(a.duration_s, 3)),
+        ("loss", lambda _, a: fmt(a.final_loss)),
+        *metric_columns(state),
+        ("outcome", outcome_cell),
+    ]
+
+
+def role_column(label: str, role: str) -> Column:
+    return label, lambda _, a: cell(a.spec.role_as_given(role))
+
+
+def metric_columns(state: State) -> list[Column]:
+    """The run's metrics, "-" where an attempt has none."""
+    return [(name, metric_cell(name)) for name in metric_names(state)]
+
+
+def metric_cell(name: str) -> Callable[[int, Attempt], str]:
+    return lambda _, a: fmt(a.metrics.get(name))
+
+
+def outcome_cell(_: int, attempt: Attempt) -> str:
+    return attempt.outcome.value if attempt.outcome else "running"
+
+
+def attempt_rows(state: State, *, detailed: bool = False) -> list[list[str]]:
+    """The attempt table, its header first, one row per attempt: compact_columns, or
+    detailed_columns for the report."""
+    columns = detailed_columns(state) if detailed else compact_columns(state)
+    return [[title for title, _ in columns]] + [
+        [make(number, attempt) for _, make in columns]
+        for number, attempt in enumerate(state.history.attempts, start=1)
     ]
 
 

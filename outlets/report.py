@@ -31,10 +31,9 @@ import numpy as np  # noqa: E402
 
 from remedy.jobs import backend_for  # noqa: E402
 from remedy.outlets.messages import (  # noqa: E402
-    finding_text,
+    attempt_rows,
     fmt,
     markdown_table,
-    metric_cells,
     metrics_text,
     redact,
     strategy_cell,
@@ -261,43 +260,10 @@ def timeline_figure(state: State) -> plt.Figure:
 # tables and documents
 
 
-def attempt_rows(attempts: list[Attempt], names: list[str]) -> list[list[str]]:
-    rows = []
-    for number, a in enumerate(attempts, start=1):
-        found = "; ".join(finding_text(f) for f in a.findings)
-        changes = ", ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in a.changes.items())
-        rows.append(
-            [
-                str(number),
-                strategy_cell(a),
-                a.strategy_reason or "",
-                changes,
-                found or "-",
-                str(a.steps_run),
-                fmt(a.duration_s, 3),
-                fmt(a.final_loss),
-                *metric_cells(a.metrics, names),
-                a.outcome.value if a.outcome else "running",
-            ]
-        )
-    return [[redact(cell) for cell in row] for row in rows]
-
-
-def header(names: list[str]) -> list[str]:
-    """The attempt table's columns: `loss` is the final loss (the test loss when the job
-    reports one, else the latest training loss), then the run's metrics."""
-    return [
-        "#",
-        "strategy",
-        "why",
-        "spec diff",
-        "findings",
-        "steps",
-        "s",
-        "loss",
-        *names,
-        "outcome",
-    ]
+def report_rows(state: State) -> list[list[str]]:
+    """The detailed attempt table, its header first, secrets taken out (a strategy's
+    reason may quote a spec value)."""
+    return [[redact(cell) for cell in row] for row in attempt_rows(state, detailed=True)]
 
 
 def summary_lines(figures: RunFigures) -> list[str]:
@@ -331,9 +297,8 @@ def queue_lines(figures: RunFigures) -> list[str]:
 def markdown(state: State, figures: RunFigures) -> str:
     """The summary and the attempt table; each strategy's why (a sentence) is listed under
     the table, not in it, so the table fits a page (the UI's artifact view cuts it off)."""
-    columns = header(figures.metric_names)
+    columns, *rows = report_rows(state)
     why = columns.index("why")
-    rows = attempt_rows(state.history.attempts, figures.metric_names)
     narrow = [[c for i, c in enumerate(row) if i != why] for row in [columns, *rows]]
     lines = [f"# remedy run {Path(figures.run_dir).name}", "", *summary_lines(figures), ""]
     lines += markdown_table(narrow)
@@ -345,11 +310,9 @@ def markdown(state: State, figures: RunFigures) -> str:
 
 def html_document(state: State, figures: RunFigures, images: list[tuple[str, str]]) -> str:
     e = html.escape
-    head = "".join(f"<th>{e(h)}</th>" for h in header(figures.metric_names))
-    body = "".join(
-        "<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
-        for row in attempt_rows(state.history.attempts, figures.metric_names)
-    )
+    columns, *rows = report_rows(state)
+    head = "".join(f"<th>{e(h)}</th>" for h in columns)
+    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)
     summary = "".join(f"<li>{code_spans(e(line[2:]))}</li>" for line in summary_lines(figures))
     plots = "".join(
         f'<h2>{e(title)}</h2><img alt="{e(title)}" src="data:image/png;base64,{data}">'

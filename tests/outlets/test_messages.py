@@ -76,3 +76,24 @@ def test_attempt_table_has_a_row_per_attempt() -> None:
     assert len(lines) == 3
     assert "ExplodingTensor @ step 40" in lines[1] and "Stopped" in lines[1]
     assert lines[2].split()[1] == "lower_warmup_lr" and "running" in lines[2]
+
+
+def test_the_report_s_table_is_the_same_attempts_in_more_detail() -> None:
+    """One attempt table, two views: the terminal's compact one and the report's detailed
+    one (why, what changed, every finding, time, loss), whose cells are redacted."""
+    from remedy.outlets.messages import attempt_rows
+    from remedy.outlets.report import report_rows
+
+    state = seed_state_after_finding()
+    change = PlannedChange(strategy="lower_warmup_lr", reason=f"as {ROLE} said")
+    state = begin_attempt(state.model_copy(update={"planned_change": change}), "second")
+    compact, detailed = attempt_rows(state), report_rows(state)
+    assert compact[0][:3] == ["#", "strategy", "warmup_lr"] and compact[0][-1] != "outcome"
+    assert detailed[0][:5] == ["#", "strategy", "why", "spec diff", "findings"]
+    assert len(compact) == len(detailed) == 3
+    for short, full in zip(compact[1:], detailed[1:], strict=True):
+        assert short[:2] == full[:2]  # the same attempt, number and strategy
+        assert short[compact[0].index("steps")] == full[detailed[0].index("steps")]
+    assert detailed[1][4] == "ExplodingTensor @ step 40 on gradient/head.weight"
+    assert compact[1][compact[0].index("finding")] == "ExplodingTensor @ step 40"
+    assert detailed[2][2] == "as arn:*** said" and ROLE not in str(detailed)
