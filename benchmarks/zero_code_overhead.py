@@ -35,16 +35,7 @@ run (closing the store, which waits for its writer thread; result.json) is not i
 per-step figure: it is printed separately as "end" (median ms per run). Prints figures;
 asserts nothing.
 
-Measured 2026-11-22 on the shared 2-core machine (load average ~1.2, 1 thread, defaults),
-wall ms/step (ratio to plain):
-  MLP        plain 0.41   guard 0.61 (1.50)   + progress 0.90 (2.21)   + store 1.70 (4.15)
-  ResNet-20  plain 121    guard 137 (1.13)    + progress 129 (1.06)    + store 119 (0.98)
-The MLP shows the fixed cost per step (0.2 / 0.5 / 1.3 ms); on the ResNet that is <= 1 % and
-its ratios are load noise (repeats ranged 105-148 ms plain). See README.md "Figures".
-Re-measured 2026-11-25 (--quick --models mlp, load average 4.6-7.4: wall clock is noise),
-CPU ms/step added: guard +0.22, + progress +0.31, + store +0.96 (plain 0.96).
-Re-measured later on 2026-11-25 (--quick --models mlp, load average 8.4-8.6: noise again),
-CPU ms/step added: guard +0.50, + progress +0.44, + store +1.21 (plain 0.99).
+Its figures, with the dates and loads they were taken at, are in README.md ("Figures").
 """
 
 from __future__ import annotations
