@@ -408,9 +408,9 @@ def check_header_crc(raw: bytes, metadata: Mapping[str, str], entries: Mapping[s
     before the checksums has none: nothing to check)."""
     if HEADER_CRC_KEY in metadata:
         at = _header_crc_at(raw)
-        stored = metadata[HEADER_CRC_KEY]
-        unsealed = raw[:at] + _UNSEALED.encode() + raw[at + 8 :]
-        if raw[at : at + 8] != stored.encode() or f"{crc32(unsealed):08x}" != stored:
+        # The digits the JSON holds are those at `at` (the field is there once), and
+        # sealing the bytes again must leave them as they are.
+        if raw[at : at + 8] != metadata[HEADER_CRC_KEY].encode() or seal_header(raw) != raw:
             raise ValueError("header checksum mismatch (modified or damaged)")
     elif CANONICAL_HEADER_CRC_KEY in metadata:
         if metadata[CANONICAL_HEADER_CRC_KEY] != canonical_header_crc32(metadata, entries):

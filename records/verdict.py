@@ -81,7 +81,8 @@ def measured_start(attempt: Attempt, whose: str = "its") -> Baseline | None:
     lifted by an unstable start (a GPT-style job at 100x its rate: first step 5.70, first
     window 6.1, plateau 5.42). None without a finite one. `whose`: the attempt, as the
     message names it."""
-    window = f"the median of {whose} first {attempt.loss_window} steps"
+    steps = f" {attempt.loss_window}" if attempt.loss_window else ""
+    window = f"the median of {whose} first{steps} steps"
     found = [
         Baseline(loss, f"measured: {source}")
         for loss, source in (
@@ -187,12 +188,12 @@ def unmet_criterion(attempt: Attempt) -> str | None:
     return None
 
 
-def stated_untrained_loss(spec: RunSpec) -> tuple[float, str] | None:
+def stated_untrained_loss(spec: RunSpec) -> Baseline | None:
     """The untrained loss the run states or the job is known to have, and where it comes from."""
     if spec.untrained_loss is not None:
-        return spec.untrained_loss, "run_spec.untrained_loss"
+        return Baseline(spec.untrained_loss, "run_spec.untrained_loss")
     if spec.is_builtin and spec.classes is not None:  # cross-entropy over its classes
-        return math.log(spec.classes), f"ln {spec.classes}, a uniform guess"
+        return Baseline(math.log(spec.classes), f"ln {spec.classes}, a uniform guess")
     return None
 
 
@@ -209,7 +210,7 @@ def baselines(attempt: Attempt, start: Baseline | None) -> list[Baseline]:
     comes from."""
     found = [start] if start is not None else []
     if (stated := stated_untrained_loss(attempt.spec)) is not None:
-        found.append(Baseline(*stated))
+        found.append(stated)
     return [baseline for baseline in found if math.isfinite(baseline.loss)]
 
 
