@@ -7,7 +7,7 @@ Cases:
 - three users' scripts of ours in the style of public examples (examples/): a word-level
   LSTM LM with manual SGD and a --clip flag (word_lm), a char-level transformer on AdamW
   (char_transformer), a GPT-style LM with warmup and cosine decay to min_lr (gpt_lm); each
-  at a learning rate 1000x and 100x too high, 1000x too low, and without clipping;
+  at a learning rate 1000x and 100x too high, 1000x and 30x too low, and without clipping;
 - the built-in ResNet job: early (the demo: no batch norm, warmup 0.1), late (a main rate
   typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6 for 0.1), chance (ReLU without
   batch norm at 0.1);
@@ -142,6 +142,8 @@ def script_cases(data: Path) -> list[Case]:
             "hot1000": {lr_flag: lr * 1000},
             "hot100": {lr_flag: lr * 100},
             "cold1000": {lr_flag: lr / 1000},
+            # a rate that still trains, in a line, to a loss far above the intended run's
+            "cold30": {lr_flag: lr / 30},
             "noclip": {clip_flag: script.clip_off},
         }
         for fault, changes in faults.items():

@@ -20,7 +20,7 @@ from remedy.state_schema import (
     State,
 )
 from remedy.state_schema.loss_windows import windowed_losses
-from remedy.state_schema.transitions import end, update_current_attempt
+from remedy.state_schema.transitions import CLEAN_END, end, update_current_attempt
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
         attempt = state.current_attempt
         criteria = attempt.spec.success_criteria if attempt else []
         met = f", and it met {', '.join(map(str, criteria))}" if criteria else ""
-        return end(state, f"completed: the job finished and no rule found an issue{met}")
+        return end(state, f"{CLEAN_END}{met}")
     if seen.job_status is JobStatus.Failed and is_infrastructure_failure(seen.failure_reason):
         relaunch = PlannedChange(
             strategy="relaunch_unchanged",

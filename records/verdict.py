@@ -23,6 +23,15 @@ A run is clean when its last attempt is. A completed attempt whose figures were 
 judge and that fails these (verdict_finding) is more than a flaw: the monitor makes it a
 finding that the policy repairs, NOT_TRAINED when its model learned nothing,
 LEARNING_TOO_SLOWLY when it was still speeding up. success_criteria replace all of this.
+
+One descent the figures cannot judge alone: a loss still falling at its end about as fast
+as in its middle third (IN_A_LINE up to SPEEDING_UP). A rate far too small descends in a
+line; so does a healthy run stopped early (a tiny built-in job: 1.16). Only a run at
+another rate tells them apart, so the verdict asks (STILL_DESCENDING, where the run may
+probe): probes at higher rates, from the same cold start, for a quarter of the updates
+(strategies/probes.py, settle_check). One that reaches the run's final loss in them shows
+the rate held the run back, and the finding is repaired as a stall; none does, and the
+finding is withdrawn: the run was clean.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from typing import NamedTuple
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
+    STILL_DESCENDING,
     VERDICT_FINDINGS,
     Attempt,
     Finding,
@@ -53,6 +63,10 @@ CHANCE_MARGIN = 0.05
 # and at least SPEEDING_UP_DROP of the untrained loss (below it, two drops of noise).
 SPEEDING_UP = 1.5
 SPEEDING_UP_DROP = 0.05
+# "In a line": the last third's drop IN_A_LINE times the middle third's or more (and at
+# least SPEEDING_UP_DROP of the untrained loss): above every healthy run of
+# benchmarks/repair_quality.py (0.65 at most), so none of them is asked.
+IN_A_LINE = 0.8
 
 
 class Baseline(NamedTuple):
@@ -150,22 +164,49 @@ def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> F
         return Finding(
             rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=step, message=why
         )
+    if why := in_a_line(attempt):
+        return Finding(rule=STILL_DESCENDING, rule_class=STILL_DESCENDING, step=step, message=why)
     return None
+
+
+def descent(attempt: Attempt) -> tuple[float, float, float, float, float, float] | None:
+    """The attempt's loss at its start, a third, two thirds and its end, with the middle
+    third's drop and the last third's; None when its descent is not known (loss_thirds)."""
+    if len(attempt.loss_thirds) != 4:
+        return None
+    start, third, two_thirds, end = attempt.loss_thirds
+    return start, third, two_thirds, end, third - two_thirds, two_thirds - end
 
 
 def speeding_up(attempt: Attempt) -> str | None:
     """Why the attempt's loss was still speeding up at its end; None when it was not, or
     its descent is not known (loss_thirds)."""
-    if len(attempt.loss_thirds) != 4:
+    if (known := descent(attempt)) is None:
         return None
-    start, third, two_thirds, end = attempt.loss_thirds
-    middle, last = third - two_thirds, two_thirds - end
+    start, third, two_thirds, end, middle, last = known
     if last >= SPEEDING_UP * middle and last >= SPEEDING_UP_DROP * abs(start):
         return (
             f"the model was still learning ever faster when the run ended: its loss fell "
             f"{last:.3g} in the last third of its steps ({two_thirds:.4g} -> {end:.4g}), "
             f"{SPEEDING_UP:g}x or more the {middle:.3g} of the middle third ({third:.4g} -> "
             f"{two_thirds:.4g}), as when a learning rate far too small holds a run back"
+        )
+    return None
+
+
+def in_a_line(attempt: Attempt) -> str | None:
+    """Why the attempt's loss may have been held back: it still fell at its end about as
+    fast as in its middle third (not speeding up: that is speeding_up's); None when it
+    slowed down as a healthy descent does, or its descent is not known."""
+    if (known := descent(attempt)) is None:
+        return None
+    start, third, two_thirds, end, middle, last = known
+    if IN_A_LINE * middle <= last < SPEEDING_UP * middle and last >= SPEEDING_UP_DROP * abs(start):
+        return (
+            f"the loss still fell in a line when the run ended: {last:.3g} in the last third "
+            f"of its steps ({two_thirds:.4g} -> {end:.4g}), {last / middle:.2f}x the "
+            f"{middle:.3g} of the middle third ({third:.4g} -> {two_thirds:.4g}), as under a "
+            f"learning rate far too small, or in a healthy run stopped early"
         )
     return None
 
@@ -285,7 +326,12 @@ def run_flaw(state: State) -> str | None:
 
 
 def run_verdict_finding(state: State) -> Finding | None:
-    return verdict_finding(state.current_attempt, start_loss(state))
+    """The verdict's finding on the run's last attempt. STILL_DESCENDING is a question only
+    probes answer: without them (budgets.probe_steps 0) the run is not asked it."""
+    found = verdict_finding(state.current_attempt, start_loss(state))
+    if found is not None and found.rule == STILL_DESCENDING and state.budgets.probe_steps <= 0:
+        return None
+    return found
 
 
 def run_is_clean(state: State) -> bool:

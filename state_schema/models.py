@@ -71,9 +71,15 @@ NOT_TRAINED = "NotTrained"
 # fell faster in its last third than in its middle third, as a run held back by a learning
 # rate far too small does. Repaired as a stall: the rate goes up.
 LEARNING_TOO_SLOWLY = "LearningTooSlowly"
+# The verdict's open question (records/verdict.py, in_a_line, says when): a completed run whose
+# loss still fell at its end about as fast as in its middle third: a rate far too small, or a
+# healthy run stopped early. Probes at higher rates answer it (strategies/probes.py,
+# settle_check): one that reaches the run's final loss in a quarter of its updates makes it a
+# stall, repaired as one; none does, and the run was clean after all.
+STILL_DESCENDING = "StillDescending"
 # Findings judged at a run's end, not at a step where trouble began: nothing before them is
 # a sound place to go on from, so a relaunch starts cold.
-VERDICT_FINDINGS = frozenset({NOT_TRAINED, LEARNING_TOO_SLOWLY})
+VERDICT_FINDINGS = frozenset({NOT_TRAINED, LEARNING_TOO_SLOWLY, STILL_DESCENDING})
 
 
 class Finding(Strict):

@@ -86,6 +86,10 @@ def update_current_attempt(state: State, **fields: object) -> State:
     return state.model_copy(update={"history": history})
 
 
+# How a clean run's end reason begins (the monitor's, and a withdrawn question's).
+CLEAN_END = "completed: the job finished and no rule found an issue"
+
+
 def end(state: State, reason: str) -> State:
     return state.model_copy(update={"next_action": NextAction.end, "end_reason": reason})
 

@@ -19,6 +19,7 @@ from typing import Any
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
+    STILL_DESCENDING,
     Attempt,
     AttemptResult,
     Finding,
@@ -65,6 +66,9 @@ TROUBLE: dict[str, Trouble] = {
     NOT_TRAINED: Trouble.plateau,
     # The verdict's other finding: still speeding up at its end, the rate held it back.
     LEARNING_TOO_SLOWLY: Trouble.stall,
+    # Its open question, still descending in a line at its end: asked as a stall (probes
+    # at higher rates), and withdrawn when none of them learns faster (probes.settle_check).
+    STILL_DESCENDING: Trouble.stall,
     "VanishingGradient": Trouble.vanishing,
     "SaturatedActivation": Trouble.vanishing,
     "DeadRelu": Trouble.dead_units,

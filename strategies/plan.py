@@ -9,7 +9,8 @@ from remedy.state_schema import Finding, NextAction, PlannedChange, ProbeCandida
 from remedy.state_schema.transitions import end, spec_changes, update_current_attempt
 from remedy.strategies.base import Strategy
 from remedy.strategies.outcomes import classify
-from remedy.strategies.policies import Policy, get_policy, nothing_for
+from remedy.strategies.policies import Decision, Policy, get_policy, nothing_for
+from remedy.strategies.still_descending import is_question, withdraw
 from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 
 
@@ -38,19 +39,16 @@ def plan_next(
             skipped=state.run_spec.skip_steps,
         )
     decision = policy.decide(state, findings, clean)
+    candidates = decision.probe if probing else ()
+    if is_question(findings):  # the verdict's open question: only probes answer it
+        if not candidates or probes_left(state) < len(candidates):
+            why = unasked(state, decision, probing)
+            return withdraw(state, f"not asked whether its rate held it back: {why}")
+        return planned_probes(state, candidates, policy, clean, findings)
     if decision.strategy is None:
         return end(state, decision.why_none or nothing_for(policy, findings))
-    candidates = decision.probe if probing else ()
     if len(candidates) > 1 and probes_left(state) >= len(candidates):
-        probes = [ProbeCandidate(**proposal(state, c, policy, clean)) for c in candidates]
-        return state.model_copy(
-            update={
-                "probes": probes,
-                "planned_change": None,
-                "next_action": NextAction.launch_new,
-                "findings": findings,
-            }
-        )
+        return planned_probes(state, candidates, policy, clean, findings)
     strategy = decision.strategy
     proposed = proposal(state, strategy, policy, clean)
     state = strategy.bump_counter(state)
@@ -59,6 +57,25 @@ def plan_next(
             "run_spec": proposed.pop("run_spec"),
             "planned_change": PlannedChange(**proposed),
             "probes": [],
+            "next_action": NextAction.launch_new,
+            "findings": findings,
+        }
+    )
+
+
+def planned_probes(
+    state: State,
+    candidates: Sequence[Strategy],
+    policy: Policy,
+    clean: Checkpoint | None,
+    findings: list[Finding],
+) -> State:
+    """The next state holds probes: the candidates, to try briefly side by side."""
+    probes = [ProbeCandidate(**proposal(state, c, policy, clean)) for c in candidates]
+    return state.model_copy(
+        update={
+            "probes": probes,
+            "planned_change": None,
             "next_action": NextAction.launch_new,
             "findings": findings,
         }
@@ -90,6 +107,17 @@ def proposal(
         "changes": spec_changes(before, after),
         "run_spec": after,
     }
+
+
+def unasked(state: State, decision: Decision, probing: bool) -> str:
+    """Why the verdict's question gets no probes."""
+    if decision.strategy is None:
+        return decision.why_none or f"policy '{state.policy}' has nothing to try"
+    if not probing:
+        return "no launch is left to act on the answer (budgets.max_num_retraining)"
+    if not decision.probe:
+        return f"policy '{state.policy}' does not probe"
+    return f"too few probes are left (budgets.max_num_probes {state.budgets.max_num_probes})"
 
 
 def probes_left(state: State) -> int:

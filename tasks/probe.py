@@ -20,7 +20,7 @@ from remedy.jobs import JobSnapshot, backend_for
 from remedy.records.logs import task_logger
 from remedy.records.observe import observe
 from remedy.records.run_folder import persist
-from remedy.state_schema import Attempt, ProbeCandidate, RunSpec, State
+from remedy.state_schema import Attempt, NextAction, ProbeCandidate, RunSpec, State
 from remedy.state_schema.transitions import new_job_name, now
 from remedy.strategies.outcomes import digest, step_losses
 from remedy.strategies.plan import probes_left
@@ -31,9 +31,11 @@ from remedy.strategies.probes import (
     probe_attempt,
     probe_length,
     probed_before,
+    summary,
     window_loss,
     with_probes,
 )
+from remedy.strategies.still_descending import settle
 from remedy.tasks.plan import plan
 
 JOB_NAME_LIMIT = 63  # the cloud service's, and our folder names'
@@ -109,6 +111,13 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
             break
         task_logger().info("the best probe was the farthest rate: probing further that way")
         state = state.model_copy(update={"probes": further})
+    # The verdict's open question (still descending in a line) is answered here: no probe
+    # that learned faster ends the run clean.
+    state = settle(state, [*judged, *reused], summary(judged, None, reused))
+    if state.next_action is NextAction.end:
+        task_logger().info("no higher rate learned faster: %s", state.end_reason)
+        persist(run_dir, state, "probed")
+        return state
     state = choose_best(state, judged, reused)
     persist(run_dir, state, "probed")
     if state.planned_change is None:

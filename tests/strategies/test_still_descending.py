@@ -1,0 +1,137 @@
+"""The verdict's open question: a run still descending in a line at its end is asked, by
+probes at higher rates, whether its rate held it back. One that reaches its final loss in a
+quarter of its updates makes it a stall; none does, and the run was clean (issue 21).
+
+The figures are the tiny built-in job's at its rate (64 updates, loss thirds 2.653, 1.813,
+1.311, 0.731: 1.16x the middle third's drop in the last third, a final window of 0.809),
+and its probes at 10x, 100x and 1000x, which all diverge."""
+
+from __future__ import annotations
+
+from remedy.records.verdict import run_is_clean, run_verdict_finding
+from remedy.state_schema import (
+    STILL_DESCENDING,
+    Attempt,
+    AttemptKind,
+    AttemptResult,
+    Budgets,
+    JobStatus,
+    NextAction,
+    ResultKind,
+    RuleStatus,
+    State,
+)
+from remedy.state_schema.transitions import CLEAN_END, begin_attempt, update_current_attempt
+from remedy.strategies import plan_next
+from remedy.strategies.still_descending import settle
+
+TINY_THIRDS = [2.653, 1.813, 1.311, 0.731]
+
+
+def completed(state: State) -> State:
+    """A completed run of the tiny job at lr 0.1."""
+    return update_current_attempt(
+        begin_attempt(state, "job-1"),
+        outcome=JobStatus.Completed,
+        steps_run=64,
+        initial_loss=2.7,
+        initial_window_loss=2.65,
+        final_loss=0.73,
+        final_window_loss=0.809,
+        final_accuracy=0.58,
+        loss_thirds=TINY_THIRDS,
+    )
+
+
+def in_a_line(policy: str = "adaptive", **budgets: int) -> State:
+    """The tiny job's completed run, and the monitor's question about it."""
+    state = completed(State(policy=policy, budgets=Budgets(**budgets)))
+    found = run_verdict_finding(state)
+    assert found is not None
+    state = update_current_attempt(state, findings=[found])
+    return state.model_copy(update={"findings": [found], "rule_status": RuleStatus.IssuesFound})
+
+
+def probe(rate: float, kind: ResultKind, loss: float | None = None) -> Attempt:
+    spec = (
+        State().run_spec.with_roles({"learning_rate": rate}).model_copy(update={"max_updates": 16})
+    )
+    summary = f"loss {loss} after 16 updates" if loss is not None else "diverged at update 7"
+    return Attempt(
+        job_name=f"job-1-probe-{rate:g}",
+        spec=spec,
+        kind=AttemptKind.probe,
+        outcome=JobStatus.Stopped,
+        result=AttemptResult(kind=kind, loss=loss, summary=summary),
+    )
+
+
+def test_the_question_is_asked_of_a_line_and_is_no_flaw() -> None:
+    state = in_a_line()
+    (found,) = state.findings
+    assert found.rule == found.rule_class == STILL_DESCENDING
+    assert "1.16x the 0.502 of the middle third (1.813 -> 1.311)" in found.message
+    assert "a learning rate far too small, or in a healthy run stopped early" in found.message
+    # a question, not a flaw: the same attempt without it is clean
+    plain = update_current_attempt(state, findings=[])
+    assert run_is_clean(plain)
+    # only probes answer it: a run that may not probe is not asked
+    no_probes = completed(State(budgets=Budgets(probe_steps=0)))
+    assert run_verdict_finding(no_probes) is None and run_is_clean(no_probes)
+
+
+def test_the_question_is_probed_at_higher_rates_from_a_cold_start() -> None:
+    planned = plan_next(in_a_line(), probing=True)
+    assert planned.next_action is NextAction.launch_new and planned.planned_change is None
+    rates = [p.run_spec.role("learning_rate") for p in planned.probes]
+    assert rates == [1.0, 10.0, 100.0]
+    assert all(p.strategy == "search_lr_up" for p in planned.probes)
+    assert all(p.run_spec.init_checkpoint is None for p in planned.probes)  # cold, as it ran
+
+
+def test_a_probe_that_reaches_the_final_loss_keeps_the_finding() -> None:
+    planned = plan_next(in_a_line(), probing=True)
+    probes = [probe(1.0, ResultKind.trained, 0.62), probe(10.0, ResultKind.diverged)]
+    settled = settle(planned, probes, "probed ...")
+    assert settled is planned  # the finding stands: the best probe is relaunched
+
+
+def test_no_probe_that_learned_faster_withdraws_the_question() -> None:
+    planned = plan_next(in_a_line(), probing=True)
+    probes = [
+        probe(1.0, ResultKind.trained, 1.35),  # learned, but not to 0.809 in 16 updates
+        probe(10.0, ResultKind.diverged),
+        probe(100.0, ResultKind.diverged),
+    ]
+    settled = settle(planned, probes, "probed lr 1: loss 1.35 after 16 updates, ...")
+    assert settled.next_action is NextAction.end
+    assert settled.rule_status is RuleStatus.NoIssuesFound and settled.findings == []
+    attempt = settled.current_attempt
+    assert attempt is not None and attempt.findings == []
+    assert attempt.result is not None and attempt.result.kind is ResultKind.trained
+    assert run_is_clean(settled)
+    assert settled.end_reason == (
+        f"{CLEAN_END}; its loss still fell in a line at its end, and no higher rate learned "
+        "faster: no probe reached its final loss (0.809) in 16 of its 64 updates (probed lr 1: "
+        "loss 1.35 after 16 updates, ...)"
+    )
+
+
+def test_a_question_that_cannot_be_probed_is_withdrawn_unasked() -> None:
+    # no launch left to act on the answer
+    ended = plan_next(in_a_line(), probing=False)
+    assert ended.next_action is NextAction.end and run_is_clean(ended)
+    assert ended.end_reason == (
+        f"{CLEAN_END}; not asked whether its rate held it back: no launch is left to act on "
+        "the answer (budgets.max_num_retraining)"
+    )
+    # a policy that does not probe
+    seed = plan_next(in_a_line(policy="seed"), probing=True)
+    assert seed.next_action is NextAction.end and run_is_clean(seed)
+    assert seed.end_reason is not None and seed.end_reason.endswith("policy 'seed' does not probe")
+    # too few probes left for the candidates
+    short = plan_next(in_a_line(max_num_probes=2), probing=True)
+    assert short.next_action is NextAction.end and run_is_clean(short)
+    assert short.end_reason is not None and short.end_reason.endswith(
+        "too few probes are left (budgets.max_num_probes 2)"
+    )
