@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from remedy.state_schema import LEARNING_TOO_SLOWLY, NOT_TRAINED, JobStatus, load_state
+from remedy.state_schema import (
+    LEARNING_TOO_SLOWLY,
+    NOT_TRAINED,
+    STILL_DESCENDING,
+    JobStatus,
+    load_state,
+)
 from tests.flows.specs import tiny_spec
 
 AT_CHANCE = {
@@ -114,10 +120,13 @@ def test_a_rate_too_small_to_learn_anything_is_repaired(
         spec.model_dump(mode="json"), tmp_path, prefect_api_url, "--probe-steps", "24"
     )
     state = load_state(run_dir / "state.json")
-    first, *probes, last = state.history.attempts
+    first, last = state.history.runs
+    # the probes after the first run, and any that asked whether the relaunch, should it
+    # still descend in a line at its end (the tiny job stopped early), was held back
+    probes = [a for a in state.history.attempts if a.kind.value == "probe"]
     assert [f.rule for f in first.findings] == [NOT_TRAINED], first.findings
     assert first.result is not None and first.result.kind.value == "plateaued"
-    assert probes and all(p.kind.value == "probe" for p in probes)
+    assert probes and probes[0].strategy == "search_lr_plateau"  # off the plateau, both ways
     # each probe stopped itself at its bound (or earlier, by a rule): never past it
     # 16: a quarter of the job's 64 updates, under the 24 asked (strategies/probes.py)
     assert {p.spec.max_updates for p in probes} == {16}
@@ -172,3 +181,51 @@ def test_a_run_still_speeding_up_at_its_end_is_the_verdicts_finding(
         "max_num_retraining (1) reached; the last attempt: the model was still learning ever "
         "faster when the run ended"
     ), state.end_reason
+
+
+@pytest.mark.slow
+def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The char-level transformer (AdamW) at 1/33 of its rate: no rule fires, and its loss
+    falls from 2.71 to 2.13, below the untrained model's, so it once ended clean, far above
+    its intended run (1.37). Its descent is still a line at its end (0.88x the middle
+    third's drop): the verdict asks, the probes at higher rates reach its final loss in 50
+    of its 400 updates, and the relaunch at the best of them trains far lower."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    corpus = tmp_path / "corpus"
+    subprocess.run(
+        [sys.executable, str(examples / "word_lm" / "generate_corpus.py"), "--out", str(corpus)],
+        check=True,
+        timeout=120,
+    )
+    spec = {
+        "base_job_name": "char-slow",
+        "source_dir": str(examples / "char_transformer"),
+        "entry_point": "train.py",
+        "hyperparameters": {
+            "data": str(corpus / "train.txt"), "learning-rate": 3e-5, "grad-clip": 1.0,
+            "max-steps": 400,
+        },
+        "hyperparameter_roles": {"learning_rate": "learning-rate", "grad_clip_norm": "grad-clip"},
+    }  # fmt: skip
+    code, output, run_dir = remedy_run(spec, tmp_path / "job", prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, (state.end_reason, output[-3000:])
+    first, last = state.history.runs
+    assert [(f.rule, f.rule_class) for f in first.findings] == [
+        (STILL_DESCENDING, STILL_DESCENDING)
+    ]
+    assert "the loss still fell in a line when the run ended" in first.findings[0].message
+    assert first.result is not None and first.result.kind.value == "stalled"
+    start, third, two_thirds, end = first.loss_thirds
+    assert end < 0.9 * start  # trained, by the untrained model's measure
+    assert 0.8 * (third - two_thirds) <= two_thirds - end < 1.5 * (third - two_thirds)
+    probes = [a for a in state.history.attempts if a.kind.value == "probe"]
+    assert probes and all(p.spec.init_checkpoint is None for p in probes)  # cold, as it ran
+    assert any(
+        p.result.kind.value == "trained" and p.result.loss <= first.final_window_loss
+        for p in probes
+    ), [p.result for p in probes]
+    assert last.spec.role("learning_rate") > 3e-5 and last.findings == []
+    assert last.final_window_loss < 0.8 * first.final_window_loss
