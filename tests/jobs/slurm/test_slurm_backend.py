@@ -493,7 +493,13 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
             slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}",
                               "State=RESUME")  # fmt: skip
     snapshot = backend.describe("nodefail")
-    assert snapshot.status is JobStatus.Completed, backend.logs("nodefail")
+    # Why, if not: the job's record and the daemons' logs (a requeued run that failed
+    # before training once left only the first run's log).
+    assert snapshot.status is JobStatus.Completed, (
+        f"{snapshot.failure_reason}\n{backend.logs('nodefail')}\n"
+        + slurm_cluster.run("scontrol", "show", "job", job_id)
+        + slurm_cluster.logs()[-4000:]
+    )
     assert snapshot.requeues == 1 and snapshot.backend_job_id == job_id
     assert snapshot.progress is not None and snapshot.progress.start_step > 0
     assert snapshot.progress.step == 20 * 8
