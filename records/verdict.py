@@ -29,9 +29,9 @@ as in its middle third (IN_A_LINE up to SPEEDING_UP). A rate far too small desce
 line; so does a healthy run stopped early (a tiny built-in job: 1.16). Only a run at
 another rate tells them apart, so the verdict asks (STILL_DESCENDING, where the run may
 probe): probes at higher rates, from the same cold start, for a quarter of the updates
-(strategies/probes.py, settle_check). One that reaches the run's final loss in them shows
-the rate held the run back, and the finding is repaired as a stall; none does, and the
-finding is withdrawn: the run was clean.
+at most (strategies/still_descending.py). One that learned clearly faster shows the rate
+held the run back, and the finding is repaired as a stall; none did, and the finding is
+withdrawn: the run was clean.
 """
 
 from __future__ import annotations

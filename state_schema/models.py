@@ -73,9 +73,9 @@ NOT_TRAINED = "NotTrained"
 LEARNING_TOO_SLOWLY = "LearningTooSlowly"
 # The verdict's open question (records/verdict.py, in_a_line, says when): a completed run whose
 # loss still fell at its end about as fast as in its middle third: a rate far too small, or a
-# healthy run stopped early. Probes at higher rates answer it (strategies/probes.py,
-# settle_check): one that reaches the run's final loss in a quarter of its updates makes it a
-# stall, repaired as one; none does, and the run was clean after all.
+# healthy run stopped early. Probes at higher rates answer it (strategies/still_descending.py):
+# one that learns clearly faster makes it a stall, repaired as one; none does, and the run
+# was clean after all.
 STILL_DESCENDING = "StillDescending"
 # Findings judged at a run's end, not at a step where trouble began: nothing before them is
 # a sound place to go on from, so a relaunch starts cold.

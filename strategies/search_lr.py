@@ -146,10 +146,13 @@ class SearchLR(Strategy):
             rate = (low if low is not None else current) * STEP**self.reach
         return tidy(rate) if self.bracket.inside(rate) and rate >= FLOOR else None
 
-    def spread(self, spec: RunSpec) -> list[SearchLR]:
+    def spread(self, spec: RunSpec, fine: bool = False) -> list[SearchLR]:
         """Candidates to probe side by side, this one first: one, two and three STEPs past
-        the failed end, or a quarter, half and three quarters across a closed bracket."""
-        reaches = (1.0, 0.5, 1.5) if self.bracket.low and self.bracket.high else (1.0, 2.0, 3.0)
+        the failed end, or a quarter, half and three quarters across a closed bracket.
+        `fine`: half, one and one and a half STEPs (3.2x, 10x, 32x) where the rate is near
+        right already (a run that learned, in a line)."""
+        closed = self.bracket.low and self.bracket.high
+        reaches = (1.0, 0.5, 1.5) if closed or fine else (1.0, 2.0, 3.0)
         return self.viable([type(self)(self.attempts, r, self.downward) for r in reaches], spec)
 
     def viable(self, candidates: Sequence[SearchLR], spec: RunSpec) -> list[SearchLR]:
@@ -236,7 +239,7 @@ class SearchLRPlateau(SearchLR):
     def applies(self, spec: RunSpec) -> bool:
         return bool(self.viable([self], spec))
 
-    def spread(self, spec: RunSpec) -> list[SearchLR]:
+    def spread(self, spec: RunSpec, fine: bool = False) -> list[SearchLR]:
         both = [  # both ways, 10x and 100x: a model that learned nothing may be far off
             SearchLRPlateau(self.attempts, 1.0, downward=True),
             SearchLRPlateau(self.attempts, 1.0, downward=False),

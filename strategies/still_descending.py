@@ -3,11 +3,15 @@
 A rate far too small and a healthy run stopped early both end with the loss falling as
 fast as in their middle third (records/verdict.py, in_a_line). The monitor asks the
 question as a finding (STILL_DESCENDING); the policy answers it as a stall, with probes at
-higher rates from the same cold start, each a quarter of the run's updates (probes.py).
-A probe that reaches the run's own final loss in them learned at least four times as fast:
-the rate held the run back, and the best probe is relaunched as for any stall. None does,
-and the question is withdrawn: the run was clean, and its end reason says what the probes
-showed. Without probes the question cannot be answered, and it is withdrawn unasked.
+higher rates from the same cold start, each for a quarter of the run's updates at most
+(probes.py, probe_length).
+The probes step finer than a stall's (3.2x, 10x, 32x: the run learned, its rate may be near
+right). A probe learned faster when it reached the run's own final loss in its updates (at
+least four times the pace), or took the loss down FASTER times as far as the run did over
+the same first updates (its loss trace): the rate held the run back, and the best probe is
+relaunched as for any stall. None did, and the question is withdrawn: the run was clean,
+and its end reason says what the probes showed. Without probes the question cannot be
+answered, and it is withdrawn unasked.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from remedy.state_schema import (
 )
 from remedy.state_schema.transitions import CLEAN_END, end, update_current_attempt
 from remedy.strategies.outcomes import classify
+from remedy.strategies.probes import window_loss
+
+# "Faster": over the same first updates, the probe's drop at least this many times the run's.
+FASTER = 1.5
 
 
 def is_question(findings: Sequence[Finding]) -> bool:
@@ -33,17 +41,36 @@ def is_question(findings: Sequence[Finding]) -> bool:
 
 
 def answered_by(probe: Attempt, attempt: Attempt) -> bool:
-    """The probe, in its few updates, reached the loss the attempt ended at in all of its."""
-    goal = attempt.final_window_loss
+    """The probe learned faster than the attempt did: in its few updates it reached the
+    loss the attempt ended at in all of its, or, over the same first updates (both from
+    the same cold start), took the loss down FASTER times as far as the attempt did."""
     result = probe.result
-    if goal is None or result is None or result.kind is not ResultKind.trained:
+    if result is None or result.kind is not ResultKind.trained or result.loss is None:
         return False
-    return result.loss is not None and math.isfinite(result.loss) and result.loss <= goal
+    loss = result.loss
+    if not math.isfinite(loss):
+        return False
+    goal = attempt.final_window_loss
+    if goal is not None and loss <= goal:
+        return True
+    own = own_loss(attempt, probe.steps_run)
+    start, probe_start = attempt.initial_loss, probe.initial_loss  # models before any update
+    if own is None or start is None or probe_start is None:
+        return False
+    return loss < own and probe_start - loss >= FASTER * (start - own)
+
+
+def own_loss(attempt: Attempt, updates: int) -> float | None:
+    """The attempt's loss after its first `updates`, measured as a probe's is (the mean
+    of the last few); None where its loss trace is shorter."""
+    if updates <= 0 or len(attempt.loss_trace) < updates:
+        return None
+    return window_loss(attempt.loss_trace[:updates])
 
 
 def settle(state: State, probes: Sequence[Attempt], said: str) -> State:
     """After the question's probes (`said`: their summary): the state unchanged when one of
-    them reached the run's final loss (the finding stands; the best probe is relaunched),
+    them learned faster (answered_by: the finding stands, the best probe is relaunched),
     else the run ended clean."""
     attempt = state.current_attempt
     if attempt is None or not is_question(state.findings):
@@ -56,7 +83,7 @@ def settle(state: State, probes: Sequence[Attempt], said: str) -> State:
         state,
         f"its loss still fell in a line at its end, and no higher rate learned faster: no "
         f"probe reached its final loss ({goal:.4g}) in {bound} of its {attempt.steps_run} "
-        f"updates ({said})",
+        f"updates, nor took the loss down {FASTER:g}x as far as it did in them ({said})",
     )
 
 

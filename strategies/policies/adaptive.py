@@ -18,6 +18,7 @@ from remedy.strategies.outcomes import Trouble, rule_class, trouble
 from remedy.strategies.policies.base import Decision, Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, cheap_first, walk
 from remedy.strategies.search_lr import SearchLR
+from remedy.strategies.still_descending import is_question
 from remedy.strategies.warm_start import Checkpoint, update_of
 
 
@@ -172,7 +173,9 @@ class AdaptivePolicy(Policy):
             if (chosen := result.chosen) is not None:
                 # A rate to search: a few rates of the bracket, probed side by side, so one
                 # round of short probes does what a launch per rate would.
-                spread = chosen.spread(state.run_spec) if isinstance(chosen, SearchLR) else ()
+                # The verdict's question is about a run that learned: finer steps.
+                fine = is_question(findings)
+                spread = chosen.spread(state.run_spec, fine) if isinstance(chosen, SearchLR) else ()
                 return Decision(chosen, probe=tuple(spread))
         parts = [
             f"{rule}: tried or ruled out {'; '.join(w.skipped) or 'nothing'}"

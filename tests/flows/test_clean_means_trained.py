@@ -97,7 +97,7 @@ def test_the_same_tiny_job_trained_is_clean_by_both_measures(
     assert attempt.final_accuracy > 0.2
     assert attempt.findings == [] and attempt.result.kind.value == "trained"
     probes = [a for a in state.history.attempts if a.kind.value == "probe"]
-    assert sorted(p.spec.learning_rate for p in probes) == [1.0, 10.0, 100.0]
+    assert sorted(p.spec.learning_rate for p in probes) == [0.316227766017, 1.0, 3.16227766017]
     assert all(p.result.kind.value == "diverged" for p in probes), [p.result for p in probes]
     assert state.end_reason.startswith(
         "completed: the job finished and no rule found an issue; its loss still fell in a line "

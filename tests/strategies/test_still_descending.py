@@ -52,16 +52,18 @@ def in_a_line(policy: str = "adaptive", **budgets: int) -> State:
     return state.model_copy(update={"findings": [found], "rule_status": RuleStatus.IssuesFound})
 
 
-def probe(rate: float, kind: ResultKind, loss: float | None = None) -> Attempt:
+def probe(rate: float, kind: ResultKind, loss: float | None = None, steps: int = 16) -> Attempt:
     spec = (
         State().run_spec.with_roles({"learning_rate": rate}).model_copy(update={"max_updates": 16})
     )
     summary = f"loss {loss} after 16 updates" if loss is not None else "diverged at update 7"
     return Attempt(
-        job_name=f"job-1-probe-{rate:g}",
+        job_name=f"job-1-probe-{rate:g}".replace(".", "-"),
         spec=spec,
         kind=AttemptKind.probe,
         outcome=JobStatus.Stopped,
+        steps_run=steps,
+        initial_loss=2.7,
         result=AttemptResult(kind=kind, loss=loss, summary=summary),
     )
 
@@ -84,7 +86,7 @@ def test_the_question_is_probed_at_higher_rates_from_a_cold_start() -> None:
     planned = plan_next(in_a_line(), probing=True)
     assert planned.next_action is NextAction.launch_new and planned.planned_change is None
     rates = [p.run_spec.role("learning_rate") for p in planned.probes]
-    assert rates == [1.0, 10.0, 100.0]
+    assert rates == [1.0, 0.316227766017, 3.16227766017]  # finer than a stall's: it learned
     assert all(p.strategy == "search_lr_up" for p in planned.probes)
     assert all(p.run_spec.init_checkpoint is None for p in planned.probes)  # cold, as it ran
 
@@ -112,8 +114,8 @@ def test_no_probe_that_learned_faster_withdraws_the_question() -> None:
     assert run_is_clean(settled)
     assert settled.end_reason == (
         f"{CLEAN_END}; its loss still fell in a line at its end, and no higher rate learned "
-        "faster: no probe reached its final loss (0.809) in 16 of its 64 updates (probed lr 1: "
-        "loss 1.35 after 16 updates, ...)"
+        "faster: no probe reached its final loss (0.809) in 16 of its 64 updates, nor took the "
+        "loss down 1.5x as far as it did in them (probed lr 1: loss 1.35 after 16 updates, ...)"
     )
 
 
@@ -135,3 +137,19 @@ def test_a_question_that_cannot_be_probed_is_withdrawn_unasked() -> None:
     assert short.end_reason is not None and short.end_reason.endswith(
         "too few probes are left (budgets.max_num_probes 2)"
     )
+
+
+def test_a_probe_that_learned_faster_over_the_same_updates_keeps_the_finding() -> None:
+    """Short of the run's final loss, a probe still answers yes when, over the same first
+    updates from the same cold start, it took the loss down 1.5x as far as the run did."""
+    planned = plan_next(in_a_line(), probing=True)
+    # the run's first 16 updates: 2.7 down by 0.02 each, to 2.4 (the mean of its last 5: 2.44)
+    trace = [2.7 - 0.02 * i for i in range(64)]
+    planned = update_current_attempt(planned, loss_trace=trace)
+    faster = probe(0.316, ResultKind.trained, 2.2)  # down 0.5 against the run's 0.26
+    assert settle(planned, [faster], "probed ...") is planned
+    slower = probe(0.316, ResultKind.trained, 2.35)  # down 0.35: not 1.5x the run's 0.26
+    assert settle(planned, [slower], "probed ...").next_action is NextAction.end
+    # a trace shorter than the probe's updates says nothing about them
+    short = update_current_attempt(planned, loss_trace=trace[:10])
+    assert settle(short, [faster], "probed ...").next_action is NextAction.end
