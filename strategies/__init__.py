@@ -19,7 +19,15 @@ from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 
 # Every module in this package is a strategy (one @register_strategy class or a few), except
 # these: adding a strategy means adding one file.
-_INFRASTRUCTURE = {"base", "plan", "warm_start", "outcomes", "policies", "probes"}
+_INFRASTRUCTURE = {
+    "base",
+    "plan",
+    "warm_start",
+    "outcomes",
+    "policies",
+    "probes",
+    "still_descending",
+}
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in _INFRASTRUCTURE:
