@@ -67,7 +67,7 @@ TROUBLE: dict[str, Trouble] = {
     # The verdict's other finding: still speeding up at its end, the rate held it back.
     LEARNING_TOO_SLOWLY: Trouble.stall,
     # Its open question, still descending in a line at its end: asked as a stall (probes
-    # at higher rates), and withdrawn when none of them learns faster (probes.settle_check).
+    # at higher rates), and withdrawn when none of them learns faster (still_descending.settle).
     STILL_DESCENDING: Trouble.stall,
     "VanishingGradient": Trouble.vanishing,
     "SaturatedActivation": Trouble.vanishing,

@@ -53,7 +53,7 @@ def answered_by(probe: Attempt, attempt: Attempt) -> bool:
     goal = attempt.final_window_loss
     if goal is not None and loss <= goal:
         return True
-    own = own_loss(attempt, probe.steps_run)
+    own = own_loss(attempt, probe.steps_run) if probe.start_step == 0 else None
     start, probe_start = attempt.initial_loss, probe.initial_loss  # models before any update
     if own is None or start is None or probe_start is None:
         return False
@@ -62,8 +62,9 @@ def answered_by(probe: Attempt, attempt: Attempt) -> bool:
 
 def own_loss(attempt: Attempt, updates: int) -> float | None:
     """The attempt's loss after its first `updates`, measured as a probe's is (the mean
-    of the last few); None where its loss trace is shorter."""
-    if updates <= 0 or len(attempt.loss_trace) < updates:
+    of the last few); None where its loss trace is shorter, or it began warm (a probe of
+    the question starts cold: its first updates and the attempt's are not alike)."""
+    if attempt.start_step != 0 or updates <= 0 or len(attempt.loss_trace) < updates:
         return None
     return window_loss(attempt.loss_trace[:updates])
 

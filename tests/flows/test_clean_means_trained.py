@@ -45,6 +45,16 @@ def remedy_run(spec: dict, folder: Path, api_url: str, *options: str) -> tuple[i
     return done.returncode, done.stdout + done.stderr, folder / "run"
 
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def generated_corpus(folder: Path) -> Path:
+    """The word LM example's small generated corpus (train/valid/test.txt) in `folder`."""
+    generator = EXAMPLES / "word_lm" / "generate_corpus.py"
+    subprocess.run([sys.executable, str(generator), "--out", str(folder)], check=True, timeout=120)
+    return folder
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("learning_rate", "flaw"),
@@ -146,20 +156,14 @@ def test_a_run_still_speeding_up_at_its_end_is_the_verdicts_finding(
     up when the run ends (benchmarks/repair_quality.py: 1.76x the middle third's drop). The
     verdict's finding ends the one launch allowed, not clean; a higher rate is what the
     policy would try (tests/strategies/test_adaptive_policy.py)."""
-    examples = Path(__file__).resolve().parents[2] / "examples"
-    corpus = tmp_path / "corpus"
-    subprocess.run(
-        [sys.executable, str(examples / "word_lm" / "generate_corpus.py"), "--out", str(corpus)],
-        check=True,
-        timeout=120,
-    )
+    corpus = generated_corpus(tmp_path / "corpus")
     flags = {
         "data": str(corpus), "learning_rate": 6e-6,
         "min_lr": 6e-4, "max_iters": 400, "lr_decay_iters": 400,
     }  # fmt: skip
     spec = {
         "base_job_name": "gpt-slow",
-        "source_dir": str(examples / "gpt_lm"),
+        "source_dir": str(EXAMPLES / "gpt_lm"),
         "entry_point": "train.py",
         "hyperparameters": flags,
         "hyperparameter_roles": {"learning_rate": "learning_rate", "output_dir": "out_dir"},
@@ -192,16 +196,10 @@ def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
     its intended run (1.37). Its descent is still a line at its end (0.88x the middle
     third's drop): the verdict asks, the probes at higher rates reach its final loss in 50
     of its 400 updates, and the relaunch at the best of them trains far lower."""
-    examples = Path(__file__).resolve().parents[2] / "examples"
-    corpus = tmp_path / "corpus"
-    subprocess.run(
-        [sys.executable, str(examples / "word_lm" / "generate_corpus.py"), "--out", str(corpus)],
-        check=True,
-        timeout=120,
-    )
+    corpus = generated_corpus(tmp_path / "corpus")
     spec = {
         "base_job_name": "char-slow",
-        "source_dir": str(examples / "char_transformer"),
+        "source_dir": str(EXAMPLES / "char_transformer"),
         "entry_point": "train.py",
         "hyperparameters": {
             "data": str(corpus / "train.txt"), "learning-rate": 3e-5, "grad-clip": 1.0,

@@ -153,3 +153,6 @@ def test_a_probe_that_learned_faster_over_the_same_updates_keeps_the_finding() -
     # a trace shorter than the probe's updates says nothing about them
     short = update_current_attempt(planned, loss_trace=trace[:10])
     assert settle(short, [faster], "probed ...").next_action is NextAction.end
+    # nor does a run that began warm: its first updates were not a cold start's
+    warm = update_current_attempt(planned, start_step=64)
+    assert settle(warm, [faster], "probed ...").next_action is NextAction.end
