@@ -128,7 +128,7 @@ def figures(final: State) -> dict[str, Any]:
     attempts = final.history.attempts
     last = final.current_attempt or attempts[-1]  # the last full launch, not a probe
     clean = run_flaw(final) is None  # the flow's own meaning of clean (trained, no finding)
-    total = sum(a.steps_run for a in attempts)
+    total = final.history.updates_spent
     final_steps = last.start_step + last.steps_run  # a warm start's checkpoint included
     return {
         "clean": clean,

@@ -222,7 +222,7 @@ def run(spec: dict[str, Any], run_dir: Path, launches: int) -> Figures:
     runs = final.history.runs
     last = final.current_attempt
     clean = run_flaw(final) is None
-    total = sum(a.steps_run for a in attempts)
+    total = final.history.updates_spent  # a probe a run went on from: once
     final_steps = last.start_step + last.steps_run if last else None
     return Figures(
         clean=clean,

@@ -130,6 +130,9 @@ class JobBackend(ABC):
     # sharing them), so preflight looks for the code, GPUs and warm start here; a backend
     # that uploads source_dir elsewhere has only the uploaded script checked.
     code_runs_here: ClassVar[bool] = False
+    # Whether a job bounded by run_spec.max_updates holds at its bound, to be continued
+    # (continue_job) or stopped: a probe kept as the full run loses none of its updates.
+    can_continue: ClassVar[bool] = False
 
     def __init__(self, run_dir: str | Path) -> None:
         # The run's folder, where a backend may keep its jobs. Absolute: a job runs in its own
@@ -156,6 +159,11 @@ class JobBackend(ABC):
     @abstractmethod
     def stop(self, job_name: str) -> None:
         """Ask the job to stop, wait for it to end (graceful, then forced)."""
+
+    def continue_job(self, job_name: str) -> None:
+        """Let a job held at its bound train on to its own end (can_continue backends);
+        asking twice does nothing more."""
+        raise NotImplementedError(f"the {self.name} backend cannot continue a job")
 
     @abstractmethod
     def logs(self, job_name: str, tail: int = 50) -> str: ...

@@ -64,7 +64,7 @@ def leaderboard_row(
             for name in metric_names(state)
             if name not in BUILTIN_METRICS  # the accuracy is its own column
         },
-        "steps_used": sum(a.steps_run for a in state.history.attempts),
+        "steps_used": state.history.updates_spent,
         "status": "repaired" if completed and strategies else "clean" if completed else "failed",
         "why": "" if completed else redact(state.end_reason or (ran if flow_run else "unknown")),
         **({"flow_run": flow_run["flow_run"]} if flow_run.get("flow_run") else {}),

@@ -41,7 +41,7 @@ from remedy.outlets.messages import (  # noqa: E402
 from remedy.outlets.metric_columns import metric_names  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, REPORT_MARKDOWN, state_path  # noqa: E402
 from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
-from remedy.state_schema import Attempt, State, load_state  # noqa: E402
+from remedy.state_schema import Attempt, AttemptKind, State, load_state  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -141,7 +141,7 @@ def run_figures(run_dir: str | Path) -> RunFigures:
         policy=state.policy,
         attempts=len(attempts),
         clean=run_is_clean(state),
-        total_steps=sum(a.steps_run for a in attempts),
+        total_steps=state.history.updates_spent,
         final_steps=last.steps_run if last else 0,
         final_accuracy=last.final_accuracy if last else None,
         duration_s=sum(durations) if durations else None,
@@ -234,6 +234,7 @@ def timeline_figure(state: State) -> plt.Figure:
     """Attempts as bars over the steps consumed in the run, with what ended each."""
     attempts, loss_at_start = state.history.attempts, start_loss(state)
     figure, ax = plt.subplots(figsize=(12, 0.6 * len(attempts) + 1.2))
+    continued = {a.continues for a in state.history.runs if a.continues}
     start = 0
     for number, attempt in enumerate(attempts, start=1):
         width = max(attempt.steps_run, 1)
@@ -244,7 +245,8 @@ def timeline_figure(state: State) -> plt.Figure:
         ax.text(
             start + width, number, f"  {label(number, attempt)} -> {ended}", va="center", fontsize=8
         )
-        start += attempt.steps_run
+        if attempt.kind is AttemptKind.run or attempt.job_name not in continued:
+            start += attempt.steps_run  # a probe a run went on from is that run's start
     ax.set(
         title="timeline: steps consumed per attempt (green: clean), strategy -> what ended it",
         xlabel="training steps consumed in the run",

@@ -31,6 +31,9 @@ STOP_FILE_ENV = "REMEDY_STOP_FILE"  # its appearance asks the job to stop
 RULE_STATUS_DIR_ENV = "REMEDY_RULE_STATUS_DIR"  # where the NaN guard writes its rule status
 NAN_GUARD_ENV = "REMEDY_NAN_GUARD"  # run_spec.nan_guard: stop | skip | off
 MAX_UPDATES_ENV = "REMEDY_MAX_UPDATES"  # run_spec.max_updates: the job stops itself after them
+# Where the backend can continue a job (local, Slurm): at its bound the job holds instead,
+# until this file appears (it trains on: a probe kept as the full run) or a stop is asked.
+CONTINUE_FILE_ENV = "REMEDY_CONTINUE_FILE"
 TORCH_THREADS_ENV = "REMEDY_TORCH_THREADS"  # torch.set_num_threads
 THREAD_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the same count, read at torch's import
 

@@ -220,6 +220,18 @@ class Attempt(Strict):
         "run after the first went on from the job's last checkpoint.",
     )
     start_step: int = Field(0, ge=0, description="Steps already done at launch (warm start).")
+    held: bool = Field(
+        False,
+        exclude_if=lambda value: not value,
+        description="A probe whose job held at its bound when judged (its backend can "
+        "continue a job): the best one trains on as the next run, the others are stopped.",
+    )
+    continues: JobName | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="A run that went on from a held probe's job (this job name's probe): its "
+        "first updates are that probe's, counted here and not again (History.updates_spent).",
+    )
     curve: str | None = Field(
         None,
         description="Where this job's metrics (loss curve) live: relative to the run dir, "
@@ -246,6 +258,11 @@ class PlannedChange(Strict):
     strategy: str
     reason: str
     changes: dict[str, list[Any]] = Field(default_factory=dict)
+    continue_job: JobName | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="A held probe's job the next run continues instead of launching anew.",
+    )
 
 
 class ProbeCandidate(Strict):
@@ -277,6 +294,17 @@ class History(Strict):
     def runs(self) -> list[Attempt]:
         """The full launches, without the probes."""
         return [a for a in self.attempts if a.kind is AttemptKind.run]
+
+    @property
+    def updates_spent(self) -> int:
+        """Updates run by every launch and probe, each once: a probe a run went on from
+        (Attempt.continues) is in that run's steps_run."""
+        continued = {a.continues for a in self.runs if a.continues}
+        return sum(
+            a.steps_run
+            for a in self.attempts
+            if not (a.kind is AttemptKind.probe and a.job_name in continued)
+        )
 
 
 class Budgets(Strict):

@@ -54,6 +54,7 @@ def begin_attempt(state: State, job_name: str) -> State:
         strategy_reason=planned.reason if planned else None,
         changes=spec_changes(previous.spec if previous else None, state.run_spec),
         started_at=now(),
+        continues=planned.continue_job if planned else None,
     )
     history = state.history.model_copy(
         update={

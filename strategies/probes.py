@@ -76,7 +76,7 @@ def judge(probe: Attempt) -> AttemptResult:
     last losses (not of loss_trace, which keeps only the first ones)."""
     if probe.findings:
         return classify(probe)
-    bounded = probe.outcome in (JobStatus.Stopped, JobStatus.Completed)
+    bounded = probe.held or probe.outcome in (JobStatus.Stopped, JobStatus.Completed)
     loss = probe.final_loss  # the mean of its last losses (tasks/probe.py: window_loss)
     if bounded and loss is not None and math.isfinite(loss):
         return AttemptResult(
@@ -217,10 +217,12 @@ def choose_best(state: State, judged: Sequence[Attempt], reused: Sequence[Attemp
     chosen = best([*judged, *reused])
     if chosen is None:
         return state
+    held = chosen.held and any(p is chosen for p in judged)  # an earlier plan's was stopped
     planned = PlannedChange(
         strategy=chosen.strategy or "probe",
         reason=f"{chosen.strategy_reason}; {summary(judged, chosen, reused)}",
         changes=chosen.changes,
+        continue_job=chosen.job_name if held else None,  # it goes on: its updates kept
     )
     if chosen.strategy:
         state = get_strategy(chosen.strategy).bump_counter(state)

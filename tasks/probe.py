@@ -75,7 +75,10 @@ def probe(
         if seen.findings or snapshot.is_final or steps_run(snapshot) >= steps:
             break
         time.sleep(poll_interval_s)
-    if not snapshot.is_final:
+    # At its bound a job the backend can continue holds: the one kept trains on as the run.
+    held = backend.can_continue and not seen.findings and not snapshot.is_final
+    held = held and steps_run(snapshot) >= steps
+    if not snapshot.is_final and not held:
         backend.stop(job_name)
     ended = backend.describe(job_name)
     losses = step_losses(records := backend.metrics(job_name))
@@ -90,6 +93,7 @@ def probe(
             "failure_reason": ended.failure_reason,
             "ended_at": ended.ended or now(),
             "curve": backend.metrics_location(job_name),
+            "held": held,
         }
     )
     return attempt.model_copy(update=digest(attempt, records))
@@ -116,14 +120,26 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
     state = settle(state, [*judged, *reused], summary(judged, None, reused))
     if state.next_action is NextAction.end:
         task_logger().info("no higher rate learned faster: %s", state.end_reason)
+        stop_held(judged, run_dir, keep=None)
         persist(run_dir, state, "probed")
         return state
     state = choose_best(state, judged, reused)
+    stop_held(
+        judged, run_dir, keep=state.planned_change.continue_job if state.planned_change else None
+    )
     persist(run_dir, state, "probed")
     if state.planned_change is None:
         task_logger().info("no probe trained: planning again with what they taught")
         state = plan(state, run_dir, probing=False)
     return state
+
+
+def stop_held(probes: list[Attempt], run_dir: str, keep: str | None) -> None:
+    """Stop the probes that hold at their bound, but the one the next run goes on from."""
+    for held in [p for p in probes if p.held and p.job_name != keep]:
+        backend_for(held.spec.backend, run_dir).stop(held.job_name)
+    if keep is not None:
+        task_logger().info("the best probe, %s, trains on as the next run", keep)
 
 
 def run_round(

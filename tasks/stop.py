@@ -38,5 +38,9 @@ def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:
     if not state_path(run_dir).exists():
         return
     payload = load_run(run_dir)
+    backend = backend_for(payload.run_spec.backend, run_dir)
     if payload.history.latest_job_name:
-        backend_for(payload.run_spec.backend, run_dir).stop(payload.history.latest_job_name)
+        backend.stop(payload.history.latest_job_name)
+    for probe in payload.history.attempts:  # probes held at their bound, waiting for a word
+        if probe.held:
+            backend.stop(probe.job_name)  # one ended already: nothing to do

@@ -50,22 +50,42 @@ def launch_job(run_dir: str, job_name: str, run_spec: RunSpec) -> None:
     backend_for(run_spec.backend, run_dir).launch(job_name, run_spec)
 
 
+@task(cache_policy=NO_CACHE, **BACKEND_RETRIES)
+def continue_job(run_dir: str, job_name: str, run_spec: RunSpec) -> None:
+    """The backend's go-on for a probe held at its bound (idempotent, as a launch is)."""
+    backend_for(run_spec.backend, run_dir).continue_job(job_name)
+
+
+def start_job(run_dir: str, state: State) -> None:
+    """The current attempt's job: launched, or a held probe's job continued."""
+    attempt = state.current_attempt
+    assert attempt is not None
+    if attempt.continues:
+        continue_job(run_dir, attempt.job_name, state.run_spec)
+    else:
+        launch_job(run_dir, attempt.job_name, state.run_spec)
+
+
 @task(cache_policy=NO_CACHE)
 def train(state: State, run_dir: str) -> State:
     logger = task_logger()
+    held = state.planned_change.continue_job if state.planned_change else None
     if retraining_budget_spent(state):
+        if held:  # the probe that would have gone on as the run
+            backend_for(state.run_spec.backend, run_dir).stop(held)
         spent = f"max_num_retraining ({state.budgets.max_num_retraining}) reached"
         flaw = run_flaw(state) if state.current_attempt else None  # what it left unrepaired
         return end(state, f"{spent}; the last attempt: {flaw}" if flaw else spent)
-    job_name = new_job_name(state)
+    job_name = held or new_job_name(state)
     state = begin_attempt(state, job_name)
     # Persist the reservation before launching: a resumed flow then adopts this job
     # (launch is idempotent per name) instead of launching a second one.
     persist(run_dir, state, "launching")
-    launch_job(run_dir, job_name, state.run_spec)
+    start_job(run_dir, state)
     attempt = state.current_attempt
     why = f" ({attempt.strategy})" if attempt and attempt.strategy else ""
-    logger.info("launched attempt %d%s: job %s", state.history.num_retraining, why, job_name)
+    how = "went on from the probe's job" if held else "launched"
+    logger.info("%s for attempt %d%s: job %s", how, state.history.num_retraining, why, job_name)
     if state.history.num_retraining == 1 and (shared := shared_outputs(state.run_spec)):
         logger.warning(shared)
     return state
@@ -89,7 +109,10 @@ def ensure_launched(state: State, run_dir: str) -> State:
     job_name = state.history.latest_job_name
     if state.next_action is NextAction.monitor and job_name:
         backend = backend_for(state.run_spec.backend, run_dir)
-        if not backend.exists(job_name):
+        attempt = state.current_attempt
+        if attempt is not None and attempt.continues:
+            continue_job(run_dir, job_name, state.run_spec)  # once more: it may not have been
+        elif not backend.exists(job_name):
             task_logger().info("resuming: job %s was reserved, launching it now", job_name)
             launch_job(run_dir, job_name, state.run_spec)
     return state

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from remedy.state_schema.job_env import (
+    CONTINUE_FILE_ENV,
     DEBUGGER_CONFIG_ENV,
     MAX_UPDATES_ENV,
     NAN_GUARD_ENV,
@@ -43,6 +44,7 @@ class JobEnvironment:
     world_size: int = 1  # torchrun's WORLD_SIZE
     under_torchrun: bool = False  # started by torchrun (LOCAL_RANK set)
     max_updates: int | None = None  # run_spec.max_updates: stop after this many updates
+    continue_file: Path | None = None  # set: hold at max_updates until continued or stopped
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnvironment:
@@ -80,6 +82,7 @@ class JobEnvironment:
             world_size=world_size,
             under_torchrun="LOCAL_RANK" in env,
             max_updates=positive_int(env, MAX_UPDATES_ENV),
+            continue_file=path(CONTINUE_FILE_ENV),
         )
 
 

@@ -42,11 +42,11 @@ import torch
 
 from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
 from remedy.debugger.zero_code import ReadLag
-from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, MAX_UPDATES_ENV
+from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
 from remedy.training.environment import JobEnvironment, JobEnvironmentError
 from remedy.training.progress import ProgressFiles
 from remedy.training.script_guard import ScriptNanGuard
-from remedy.training.stopping import StopRequest, StopTraining
+from remedy.training.stopping import StopRequest, StopTraining, UpdateBound
 
 USAGE = "usage: python -m remedy.training.launch (SCRIPT.py | -m MODULE) [ARGS...]"
 
@@ -129,12 +129,12 @@ class ScriptMonitor:
         progress: ProgressFiles | None,
         guard: ScriptNanGuard,
         stop: StopRequest,
-        max_updates: int | None = None,
+        bound: UpdateBound | None = None,
     ) -> None:
         self.progress = progress
         self.guard = guard
         self.stop = stop
-        self.max_updates = max_updates  # a probe's bound (run_spec.max_updates)
+        self.bound = bound  # a probe's (run_spec.max_updates)
         self.updates = 0
 
     def on_update(self, update: Update) -> None:
@@ -151,8 +151,8 @@ class ScriptMonitor:
         self.guard.check(update)  # raises StopTraining on a non-finite update ("stop")
         self.stop.check_file()
         self.updates += 1
-        if self.max_updates is not None and self.updates >= self.max_updates:
-            self.stop.request(f"{MAX_UPDATES_ENV}: {self.updates} updates run")
+        if self.bound is not None:
+            self.bound.reached(self.updates)
 
     def between_updates(self) -> None:
         self.stop.raise_if_requested()
@@ -206,7 +206,9 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
     # device (debugger/zero_code.py, "One-step lag"); "skip" must see an update before it
     # is applied, to discard it. (So does the update bound: one update late on a GPU.)
     lag: ReadLag = "off" if env.nan_guard == "skip" else "accelerator"
-    monitor = ScriptMonitor(progress, guard, stop, env.max_updates)
+    flush = progress.flush if progress is not None else lambda: None
+    bound = UpdateBound(env.max_updates, env.continue_file, stop, log, flush)
+    monitor = ScriptMonitor(progress, guard, stop, bound)
     capture = ZeroCodeCapture(config, monitor, lag=lag).install()
     ranks = f" | {worker} of {env.world_size}" if worker else ""
     log(

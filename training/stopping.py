@@ -27,8 +27,11 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+
+from remedy.state_schema.job_env import MAX_UPDATES_ENV
 
 POLL_S = 0.2  # how often the stop file is looked for
 # check_file() at an update looks at most this often: a stat per update is a fixed cost
@@ -154,3 +157,64 @@ class StopRequest:
             if self.stop_file.exists():  # polite: raised between updates only
                 self.request(f"stop file {self.stop_file}")
                 return
+
+
+HOLD_POLL_S = 0.1  # how often a held job looks for the continue file
+HOLD_NOTE_S = 30.0  # a line in the log this often while held: the job is waiting, not hung
+HOLD_LIMIT_S = 1800.0  # a hold never outlives a flow that is gone: then it stops as bounded
+
+
+class UpdateBound:
+    """A probe's bound (run_spec.max_updates). Reached, the job stops; or, where its backend
+    can continue it (REMEDY_CONTINUE_FILE set), it holds between updates until the continue
+    file appears (the flow chose it: it trains on to its own end as the full run, its
+    updates kept) or a stop is asked (it ends as at the bound), HOLD_LIMIT_S at most."""
+
+    def __init__(
+        self,
+        max_updates: int | None,
+        continue_file: Path | None,
+        stop: StopRequest,
+        say: Callable[[str], None],
+        flush: Callable[[], None] = lambda: None,
+        *,
+        limit_s: float = HOLD_LIMIT_S,
+    ) -> None:
+        self.max_updates = max_updates
+        self.continue_file = continue_file
+        self.stop = stop
+        self.say = say
+        self.flush = flush  # the progress files: the flow sees the bound reached
+        self.limit_s = limit_s
+
+    def reached(self, updates: int) -> None:
+        """Called after each update with the updates run in this launch."""
+        if self.max_updates is None or updates < self.max_updates:
+            return
+        self.max_updates = None  # once: a job continued trains on to its own end
+        bound = f"{MAX_UPDATES_ENV}: {updates} updates run"
+        if self.continue_file is None:
+            self.stop.request(bound)
+        elif not self.hold(updates):
+            self.stop.request(f"{bound}, held {self.limit_s:g} s without being continued")
+
+    def hold(self, updates: int) -> bool:
+        """Wait to be continued (True) or stopped (True: the stop is raised between
+        updates as usual); False when the limit passed first."""
+        assert self.continue_file is not None
+        self.flush()
+        self.say(f"held at the probe's bound ({updates} updates): waiting to go on or stop")
+        started = noted = time.monotonic()
+        while not self.stop.requested:
+            if self.continue_file.exists():
+                self.say(f"continued after {updates} updates: training on to the job's end")
+                return True
+            now = time.monotonic()
+            if now - started > self.limit_s:
+                return False
+            if now - noted >= HOLD_NOTE_S:
+                self.say(f"still held at {updates} updates ({now - started:.0f} s)")
+                noted = now
+            self.stop.check_file(now_anyway=True)
+            time.sleep(HOLD_POLL_S)
+        return True

@@ -55,6 +55,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,6 @@ from torch import nn
 
 from remedy.debugger import Hook, ModeKeys
 from remedy.state_schema import Hyperparameters, PayloadError, load_hyperparameters
-from remedy.state_schema.job_env import MAX_UPDATES_ENV
 from remedy.training.build import build_model_and_optimizer, total_grad_norm
 from remedy.training.checkpoint import (
     prune_step_checkpoints,
@@ -76,7 +76,7 @@ from remedy.training.guard import NanGuard
 from remedy.training.progress import ProgressFiles, finite_or_none
 from remedy.training.rule_tensors import save_accuracy, save_classification
 from remedy.training.schedule import learning_rate_for_epoch
-from remedy.training.stopping import StopRequest, StopTraining
+from remedy.training.stopping import StopRequest, StopTraining, UpdateBound
 from remedy.training.warm_start import restore
 
 LOG_EVERY = 10  # steps between progress lines on stdout
@@ -256,6 +256,8 @@ def train(
     env = JobEnvironment.from_environ() if env is None else env
     stop = StopRequest(env.stop_file).install()  # first: an early SIGTERM is a clean stop too
     progress = ProgressFiles(output_dir)  # the files of every job (training/progress.py)
+    say = partial(print, flush=True)
+    bound = UpdateBound(env.max_updates, env.continue_file, stop, say, progress.flush)
     if env.torch_threads is not None:
         torch.set_num_threads(env.torch_threads)
     checkpoints = checkpoint_dir or output_dir / "checkpoints"
@@ -332,8 +334,7 @@ def train(
                 # a stop asked for from outside, by the guard, or by a probe's bound
                 if guard.stop:
                     stop.request("the NaN guard")
-                if env.max_updates is not None and step - job.start_step >= env.max_updates:
-                    stop.request(f"{MAX_UPDATES_ENV}: {env.max_updates} updates run")
+                bound.reached(step - job.start_step)
                 stop.check_file()
                 stop.raise_if_requested()
 

@@ -136,6 +136,7 @@ def place_warm_start(checkpoint: Path, checkpoints: Path) -> None:
 class LocalBackend(JobBackend):
     name = "local"
     code_runs_here = True  # and a Slurm job's, which runs this launcher on shared folders
+    can_continue = True  # the continue file, as the stop file: in the job's folder
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:
@@ -308,6 +309,13 @@ class LocalBackend(JobBackend):
                     f"(its last word: {rule.details if rule else 'none'})",
                 )
         return list(found.values())
+
+    def continue_job(self, job_name: str) -> None:
+        """The continue file (REMEDY_CONTINUE_FILE): the held job trains on."""
+        paths = self.paths(job_name)
+        if not paths.continue_request.exists():
+            request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
+            write_atomic(paths.continue_request, json.dumps(request))
 
     def stop(self, job_name: str) -> None:
         """The stop file; the supervisor escalates (SIGTERM after run_spec.stop_grace_s,

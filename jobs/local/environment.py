@@ -179,6 +179,7 @@ def job_launch(
         names.CHECKPOINT_DIR_ENV: str(paths.checkpoints),
         names.DEBUGGER_CONFIG_ENV: str(paths.debugger_config),
         names.STOP_FILE_ENV: str(paths.stop_request),
+        names.CONTINUE_FILE_ENV: str(paths.continue_request),
         names.RULE_STATUS_DIR_ENV: str(paths.rule_status),
         names.NAN_GUARD_ENV: spec.nan_guard,
         "PYTHONUNBUFFERED": environ.get("PYTHONUNBUFFERED") or "1",

@@ -69,6 +69,10 @@ class JobPaths:
         return self.root / "stop_request"
 
     @property
+    def continue_request(self) -> Path:  # its presence lets a job held at its bound go on
+        return self.root / "continue_request"
+
+    @property
     def progress(self) -> Path:
         return self.root / PROGRESS_FILE
 

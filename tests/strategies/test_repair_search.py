@@ -289,6 +289,32 @@ def test_the_best_probe_becomes_the_next_launch_and_every_probe_is_kept() -> Non
     assert bracket(kept.history.attempts).high == pytest.approx(200)
 
 
+def test_a_held_probe_chosen_goes_on_as_the_run_and_is_counted_once() -> None:
+    """A probe that held at its bound (a backend that can continue it) and trained best is
+    the next run's job: the plan names it, the launch goes on from it, and the run's
+    updates (the probe's first ones among them) are counted once in History.updates_spent.
+    An earlier plan's probe (stopped since) is never continued."""
+    from remedy.strategies.probes import choose_best, keep_probes, probe_attempt
+
+    state = plan_next(launched(script(2000)), [diverged(9)], probing=True)
+    hot, warm, cold = (probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes))
+    hot = hot.model_copy(update={"findings": [diverged(9)], "outcome": "Stopped", "steps_run": 12})
+    warm = warm.model_copy(update={"held": True, "steps_run": 50, "final_loss": 4.3})
+    cold = cold.model_copy(update={"held": True, "steps_run": 50, "final_loss": 5.5})
+    kept = keep_probes(state, [hot, warm, cold])
+    assert kept.planned_change.continue_job == "p-1"
+    run = begin_attempt(kept, "p-1")
+    assert run.current_attempt.continues == "p-1" and run.current_attempt.job_name == "p-1"
+    run = update_current_attempt(run, steps_run=90)  # the job's updates, the probe's 50 in them
+    first = run.history.attempts[0].steps_run
+    assert run.history.updates_spent == first + 12 + 90 + 50  # p-1's 50 once, cold's 50 spent
+    # the same probe reused by a later plan stands for its result, but its job was stopped
+    judged_warm = kept.history.attempts[2]
+    assert judged_warm.job_name == "p-1" and judged_warm.held
+    again = choose_best(kept.model_copy(update={"planned_change": None}), [], [judged_warm])
+    assert again.planned_change.continue_job is None
+
+
 def test_no_probe_trained_leaves_the_choice_to_a_new_plan() -> None:
     from remedy.strategies.probes import keep_probes, probe_attempt
 

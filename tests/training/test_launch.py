@@ -277,6 +277,37 @@ def test_a_bound_on_updates_stops_the_script_itself(job: Job, project: Path) -> 
     )
 
 
+@pytest.mark.parametrize("told", ["continue", "stop"])
+def test_a_bound_holds_where_the_job_can_be_continued(job: Job, project: Path, told: str) -> None:
+    """With REMEDY_CONTINUE_FILE (a backend that can continue a job) the bound holds the
+    script between updates instead: the continue file lets it train on to its own end,
+    every update kept (a probe kept as the run); the stop file ends it there, Stopped."""
+    write(project, "lm.py", MANUAL_SGD_SCRIPT)
+    go_on = job.out / "continue_request"
+    env = job.env(REMEDY_MAX_UPDATES="4", REMEDY_CONTINUE_FILE=str(go_on))
+    process = subprocess.Popen(
+        launch_command("lm.py", "--lr", "2.0", "--steps", "9"),
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_step(job, process, 4)
+        time.sleep(1.0)  # held: no update past the bound, the process waiting
+        assert process.poll() is None and len(job.metrics()) == 4
+        (go_on if told == "continue" else job.stop_file).touch()
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert "held at the probe's bound (4 updates)" in stderr
+    status, steps = ("Completed", 9) if told == "continue" else ("Stopped", 4)
+    assert (job.result()["status"], job.result()["steps"]) == (status, steps)
+    assert [m["step"] for m in job.metrics()] == list(range(1, steps + 1))
+
+
 def test_gradient_accumulation_saves_the_update_once(job: Job, project: Path) -> None:
     write(project, "accumulate.py", ACCUMULATION_SCRIPT)
     done = run(project, job.env(gradients_every=1), "accumulate.py")

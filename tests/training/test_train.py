@@ -121,6 +121,37 @@ def test_a_bound_on_updates_stops_the_job_itself(tmp_path: Path) -> None:
     assert (result["status"], result["steps"]) == ("Stopped", 3)
 
 
+def test_a_held_bound_writes_its_progress_and_goes_on_when_continued(tmp_path: Path) -> None:
+    """With REMEDY_CONTINUE_FILE the bound holds the job: progress.json shows the bound
+    reached (the flow waits for it), and the continue file lets it train to its end."""
+    go_on = tmp_path / "continue_request"
+    env = job_env(tmp_path / "out", REMEDY_MAX_UPDATES="3", REMEDY_CONTINUE_FILE=str(go_on))
+    process = subprocess.Popen(
+        command(tmp_path, TINY), cwd=REPO, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while read_progress(tmp_path / "out").get("step") != 3:
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.1)
+        time.sleep(1.0)
+        assert process.poll() is None and read_progress(tmp_path / "out")["step"] == 3
+        go_on.touch()
+        stdout, _ = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert "held at the probe's bound (3 updates)" in stdout
+    result = strict_json((tmp_path / "out" / "result.json").read_text())
+    assert (result["status"], result["steps"]) == ("Completed", 6)
+
+
+def read_progress(out: Path) -> dict[str, Any]:
+    try:
+        return strict_json((out / "progress.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
 def test_a_bad_job_variable_fails_naming_it_before_anything_is_written(tmp_path: Path) -> None:
     """The backend's variables are read as the launcher reads them (JobEnvironment): a bad
     one ends the job with status 2 and its name, as a bad hyperparameter does."""
