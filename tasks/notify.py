@@ -20,6 +20,7 @@ from remedy.outlets.report_store import REPORTS_S3_ENV
 from remedy.records.logs import task_logger
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import State
+from remedy.strategies.still_descending import is_question
 from remedy.tasks.report_store import store_report
 
 
@@ -77,7 +78,10 @@ def announce(
     tell_people: bool = True,
 ) -> None:
     """An event of the run (issues_found, retraining) for automations; people hear of
-    retraining (unless tell_people is off: a search's candidate)."""
+    retraining (unless tell_people is off: a search's candidate). The verdict's open
+    question is no issue until its probes confirm it: try_probes publishes it then."""
+    if event == "issues_found" and is_question(state.findings):
+        return
     publish_event(event, state, run_dir)
     if event == "retraining" and tell_people:
         tell(retraining_message(state), notify_config, notify_block)

@@ -17,6 +17,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy.jobs import JobSnapshot, backend_for
+from remedy.outlets.publish import publish_event
 from remedy.records.logs import task_logger
 from remedy.records.observe import observe
 from remedy.records.run_folder import persist
@@ -35,7 +36,7 @@ from remedy.strategies.probes import (
     window_loss,
     with_probes,
 )
-from remedy.strategies.still_descending import settle
+from remedy.strategies.still_descending import is_question, settle
 from remedy.tasks.plan import plan
 
 JOB_NAME_LIMIT = 63  # the cloud service's, and our folder names'
@@ -123,10 +124,11 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
         stop_held(judged, run_dir, keep=None)
         persist(run_dir, state, "probed")
         return state
+    if is_question(state.findings):  # it stands: now it is an issue (tasks/notify.announce)
+        publish_event("issues_found", state, run_dir)
     state = choose_best(state, judged, reused)
-    stop_held(
-        judged, run_dir, keep=state.planned_change.continue_job if state.planned_change else None
-    )
+    planned = state.planned_change
+    stop_held(judged, run_dir, keep=planned.continue_job if planned else None)
     persist(run_dir, state, "probed")
     if state.planned_change is None:
         task_logger().info("no probe trained: planning again with what they taught")

@@ -24,6 +24,7 @@ from remedy.state_schema import (
     load_state,
 )
 from tests.flows.specs import tiny_spec
+from tests.helpers.events import events_of, run_resource
 
 AT_CHANCE = {
     "activation": "relu", "add_batch_norm": 0, "grad_clip_norm": 1.0, "num_epochs": 4,
@@ -113,6 +114,13 @@ def test_the_same_tiny_job_trained_is_clean_by_both_measures(
         "completed: the job finished and no rule found an issue; its loss still fell in a line "
         "at its end, and no higher rate learned faster: no probe reached its final loss"
     ), state.end_reason
+    # a question withdrawn was never an issue: automations heard of no issues_found (the
+    # resource names the run folder, "run" in other tests too: this run's jobs tell)
+    resource, jobs = run_resource(str(run_dir)), {a.job_name for a in state.history.attempts}
+    completed = events_of(resource, "remedy.completed")
+    assert [e for e in completed if e.payload["job"] in jobs], completed
+    found = events_of(resource, "remedy.issues_found", timeout=0)
+    assert [e for e in found if e.payload["job"] in jobs] == []
 
 
 @pytest.mark.slow

@@ -5,18 +5,16 @@ from __future__ import annotations
 import base64
 import re
 import socket
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from uuid import UUID
 
 import httpx
-from prefect.client.orchestration import get_client
-from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 
 from remedy.flows.remediate import RemediateSettings, remediate
 from remedy.outlets.publish import run_name
 from remedy.state_schema import RunSpec, State
+from tests.helpers.events import events_of
 
 ROLE = "arn:aws:iam::123456789012:role/secret-role"
 
@@ -31,19 +29,6 @@ def run_quick(tmp_path: Path) -> UUID:
         return_state=True,
     )
     return final.state_details.flow_run_id
-
-
-def events_of(resource: str, name: str, timeout: float = 30.0) -> list:
-    wanted = EventFilter(
-        event=EventNameFilter(name=[name]), resource=EventResourceFilter(id=[resource])
-    )
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while True:
-            events = client.read_events(filter=wanted, limit=50).events
-            if events or time.monotonic() > deadline:
-                return events
-            time.sleep(0.5)
 
 
 def test_artifacts_and_events_of_a_run(prefect_api_url: str, tmp_path: Path) -> None:

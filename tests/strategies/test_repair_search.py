@@ -458,22 +458,23 @@ def test_a_best_probe_at_the_edge_of_the_range_probed_sends_the_next_round_past_
 
 
 def test_a_probe_runs_at_most_a_quarter_of_a_job_whose_length_is_known() -> None:
-    """Probes of Budgets.probe_steps (50) against a job of 90 updates would cost more than
+    """Probes of 50 updates against a job of 90 would cost more than
     they tell: once a full launch ran to its end, a probe runs a quarter of its length,
     never under MIN_PROBE_STEPS (unless the budget is), never over the budget."""
     from remedy.strategies.probes import MIN_PROBE_STEPS, probe_length
 
     state = launched(script(0.02))
-    assert probe_length(state) == 50  # the job's length is not known yet
+    assert state.budgets.probe_steps == 25
+    assert probe_length(state) == 25  # the job's length is not known yet
     diverged_early = ended(state, diverged(9), outcome="Stopped", steps_run=20)
-    assert probe_length(diverged_early) == 50  # stopped: not its length
+    assert probe_length(diverged_early) == 25  # stopped: not its length
     done = ended(state, None, outcome="Completed", steps_run=90)
     assert probe_length(done) == 22
-    assert probe_length(ended(state, None, outcome="Completed", steps_run=1000)) == 50
+    assert probe_length(ended(state, None, outcome="Completed", steps_run=1000)) == 25
     assert probe_length(ended(state, None, outcome="Completed", steps_run=20)) == MIN_PROBE_STEPS
     small_budget = done.model_copy(
         update={"budgets": done.budgets.model_copy(update={"probe_steps": 5})}
     )
     assert probe_length(small_budget) == 5
-    warm = ended(state, None, outcome="Completed", steps_run=60, start_step=60)
-    assert probe_length(warm) == 30  # its length counts the checkpoint's updates
+    warm = ended(state, None, outcome="Completed", steps_run=40, start_step=40)
+    assert probe_length(warm) == 20  # its length counts the checkpoint's updates

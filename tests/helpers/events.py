@@ -1,0 +1,29 @@
+"""Reading a run's Prefect events back from the test session's server."""
+
+from __future__ import annotations
+
+import time
+
+from prefect.client.orchestration import get_client
+from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+from remedy.outlets.publish import run_name
+
+
+def events_of(resource: str, name: str, timeout: float = 30.0) -> list:
+    """The events `name` of `resource`, waiting up to `timeout` for the first one."""
+    wanted = EventFilter(
+        event=EventNameFilter(name=[name]), resource=EventResourceFilter(id=[resource])
+    )
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            events = client.read_events(filter=wanted, limit=50).events
+            if events or time.monotonic() > deadline:
+                return events
+            time.sleep(0.5)
+
+
+def run_resource(run_dir: str) -> str:
+    """The resource id a run's events name (outlets/publish.py)."""
+    return f"remedy.run.{run_name(run_dir)}"
