@@ -163,6 +163,7 @@ def served(
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
+        start_new_session=True,  # its flow-run processes too can be ended as one group
     )
 
     def deployed() -> bool:
@@ -184,9 +185,12 @@ def served(
     yield Served(ui_url=prefect_api_url.removesuffix("/api"), runs_dir=Path(env["REMEDY_RUNS_DIR"]))
     process.send_signal(signal.SIGINT)
     try:
-        process.wait(timeout=30)
+        # Idle, it ends in about 2 s; a run started from the UI still in flight would hold
+        # it for up to 30 s at the end of a worker's session: nothing is left to check then.
+        process.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")
