@@ -380,13 +380,15 @@ def release_requeued(cluster: SlurmCluster, job_id: str) -> None:
     cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
 
-def relaunch_if_refused(cluster: SlurmCluster, job_id: str) -> bool:
+def relaunch_if_refused(cluster: SlurmCluster, job_id: str, refused: list[str]) -> bool:
     """What an administrator does when the node's slurmd refused the requeued job because it
     had not yet let go of the killed run (it answers "Duplicate jobid" until its cleanup of
     that run ends, a moment after its last step is gone): the node is drained and the job
-    held, so resume the one and release the other. Returns False: the caller keeps waiting."""
+    held (a requeue more, noted in `refused`), so resume the one and release the other.
+    Returns False: the caller keeps waiting."""
     line = cluster.run("scontrol", "show", "job", "--oneliner", job_id)
     if "Reason=launch_failed_requeued_held" in line:
+        refused.append(line)
         with contextlib.suppress(subprocess.CalledProcessError):  # not drained after all
             cluster.run("scontrol", "update", f"NodeName={cluster.node}", "State=RESUME")
         cluster.run("scontrol", "release", job_id)
@@ -471,6 +473,7 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
     wait_for(lambda: any(c.step > 0 for c in backend.checkpoints("nodefail")), timeout=120)
     job_id = backend.describe("nodefail").backend_job_id
     assert job_id is not None
+    refused: list[str] = []  # relaunches the node's slurmd refused: each a requeue more
     try:
         slurm_cluster.run("scontrol", "update", f"NodeName={slurm_cluster.node}", "State=DOWN",
                           "Reason=remedy-test")  # fmt: skip
@@ -480,7 +483,8 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
                               "State=RESUME")  # fmt: skip
         wait_for(
             lambda: (
-                relaunch_if_refused(slurm_cluster, job_id) or backend.describe("nodefail").is_final
+                relaunch_if_refused(slurm_cluster, job_id, refused)
+                or backend.describe("nodefail").is_final
             ),
             timeout=240,
             explain=lambda: (
@@ -500,7 +504,8 @@ def test_a_node_failure_requeues_the_job_and_it_goes_on_from_its_checkpoint(
         + slurm_cluster.run("scontrol", "show", "job", job_id)
         + slurm_cluster.logs()[-4000:]
     )
-    assert snapshot.requeues == 1 and snapshot.backend_job_id == job_id
+    assert snapshot.requeues == 1 + len(refused), refused
+    assert snapshot.backend_job_id == job_id
     assert snapshot.progress is not None and snapshot.progress.start_step > 0
     assert snapshot.progress.step == 20 * 8
     assert jobs_named(slurm_cluster, "nodefail") == [job_id]
