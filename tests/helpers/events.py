@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from prefect.client.orchestration import get_client
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
@@ -10,15 +12,21 @@ from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFi
 from remedy.outlets.publish import run_name
 
 
-def events_of(resource: str, name: str, timeout: float = 30.0) -> list:
-    """The events `name` of `resource`, waiting up to `timeout` for the first one."""
+def events_of(
+    resource: str,
+    name: str,
+    timeout: float = 30.0,
+    where: Callable[[Any], bool] = lambda event: True,
+) -> list:
+    """The events `name` of `resource` that `where` accepts, waiting up to `timeout` for
+    the first one (a resource names a run folder, which other tests' runs may share)."""
     wanted = EventFilter(
         event=EventNameFilter(name=[name]), resource=EventResourceFilter(id=[resource])
     )
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
         while True:
-            events = client.read_events(filter=wanted, limit=50).events
+            events = [e for e in client.read_events(filter=wanted, limit=50).events if where(e)]
             if events or time.monotonic() > deadline:
                 return events
             time.sleep(0.5)
