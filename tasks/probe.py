@@ -21,7 +21,15 @@ from remedy.outlets.publish import publish_event
 from remedy.records.logs import task_logger
 from remedy.records.observe import observe
 from remedy.records.run_folder import persist
-from remedy.state_schema import Attempt, NextAction, ProbeCandidate, RunSpec, State
+from remedy.state_schema import (
+    Attempt,
+    AttemptKind,
+    JobStatus,
+    NextAction,
+    ProbeCandidate,
+    RunSpec,
+    State,
+)
 from remedy.state_schema.transitions import new_job_name, now
 from remedy.strategies.outcomes import digest, step_losses
 from remedy.strategies.plan import probes_left
@@ -77,8 +85,11 @@ def probe(
             break
         time.sleep(poll_interval_s)
     # At its bound a job the backend can continue holds: the one kept trains on as the run.
-    held = backend.can_continue and not seen.findings and not snapshot.is_final
-    held = held and steps_run(snapshot) >= steps
+    held = (
+        backend.can_continue
+        and not (seen.findings or snapshot.is_final)
+        and steps_run(snapshot) >= steps
+    )
     if not snapshot.is_final and not held:
         backend.stop(job_name)
     ended = backend.describe(job_name)
@@ -121,14 +132,14 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
     state = settle(state, [*judged, *reused], summary(judged, None, reused))
     if state.next_action is NextAction.end:
         task_logger().info("no higher rate learned faster: %s", state.end_reason)
-        stop_held(judged, run_dir, keep=None)
+        state = stop_held(state, judged, run_dir, keep=None)
         persist(run_dir, state, "probed")
         return state
     if is_question(state.findings):  # it stands: now it is an issue (tasks/notify.announce)
         publish_event("issues_found", state, run_dir)
     state = choose_best(state, judged, reused)
     planned = state.planned_change
-    stop_held(judged, run_dir, keep=planned.continue_job if planned else None)
+    state = stop_held(state, judged, run_dir, keep=planned.continue_job if planned else None)
     persist(run_dir, state, "probed")
     if state.planned_change is None:
         task_logger().info("no probe trained: planning again with what they taught")
@@ -136,12 +147,25 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
     return state
 
 
-def stop_held(probes: list[Attempt], run_dir: str, keep: str | None) -> None:
-    """Stop the probes that hold at their bound, but the one the next run goes on from."""
+def stop_held(state: State, probes: list[Attempt], run_dir: str, keep: str | None) -> State:
+    """Stop the probes that hold at their bound, but the one the next run goes on from; the
+    history records how each ended (Stopped), not the InProgress it was judged in."""
+    ended: dict[str, JobStatus] = {}
     for held in [p for p in probes if p.held and p.job_name != keep]:
-        backend_for(held.spec.backend, run_dir).stop(held.job_name)
+        backend = backend_for(held.spec.backend, run_dir)
+        backend.stop(held.job_name)
+        ended[held.job_name] = backend.describe(held.job_name).status
     if keep is not None:
         task_logger().info("the best probe, %s, trains on as the next run", keep)
+    attempts = [
+        a.model_copy(update={"outcome": ended[a.job_name]})
+        if a.kind is AttemptKind.probe and a.job_name in ended
+        else a
+        for a in state.history.attempts
+    ]
+    return state.model_copy(
+        update={"history": state.history.model_copy(update={"attempts": attempts})}
+    )
 
 
 def run_round(

@@ -38,7 +38,13 @@ from remedy.jobs.base import (
 from remedy.jobs.local.environment import check_argv_limits, job_launch, path_flags
 from remedy.jobs.local.escalation import Escalation
 from remedy.jobs.local.launch_record import LaunchRecord
-from remedy.jobs.local.layout import JobPaths, error_line, read_json, read_json_written_by_job
+from remedy.jobs.local.layout import (
+    JobPaths,
+    error_line,
+    read_json,
+    read_json_written_by_job,
+    write_request,
+)
 from remedy.jobs.local.log_metrics import final_values, read_records
 from remedy.jobs.local.process_tree import descendants, signal_process
 from remedy.jobs.registry import register_backend
@@ -312,10 +318,7 @@ class LocalBackend(JobBackend):
 
     def continue_job(self, job_name: str) -> None:
         """The continue file (REMEDY_CONTINUE_FILE): the held job trains on."""
-        paths = self.paths(job_name)
-        if not paths.continue_request.exists():
-            request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
-            write_atomic(paths.continue_request, json.dumps(request))
+        write_request(self.paths(job_name).continue_request)
 
     def stop(self, job_name: str) -> None:
         """The stop file; the supervisor escalates (SIGTERM after run_spec.stop_grace_s,
@@ -324,14 +327,12 @@ class LocalBackend(JobBackend):
         paths = self.paths(job_name)
         if self.describe(job_name).is_final:
             return
-        if not paths.stop_request.exists():
-            request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
-            try:
-                write_atomic(paths.stop_request, json.dumps(request))
-            except OSError:
-                # A full disk takes no stop file: SIGTERM tells the supervisor instead
-                # (it stops the training process at once, without the grace).
-                self._signal_supervisor(paths, signal.SIGTERM)
+        try:
+            write_request(paths.stop_request)
+        except OSError:
+            # A full disk takes no stop file: SIGTERM tells the supervisor instead
+            # (it stops the training process at once, without the grace).
+            self._signal_supervisor(paths, signal.SIGTERM)
         record = self.launched(job_name, paths)
         escalation = Escalation(record.stop_grace_s, record.kill_after_s)
         if self._wait_final(job_name, escalation.longest_s + SUPERVISOR_END_S):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import (
     METRICS_FILE,
     PROGRESS_FILE,
@@ -142,3 +144,11 @@ def error_line(path: Path, passed_over: tuple[str, ...] = ()) -> str:
         if not line.startswith((" ", "\t")):
             return line.strip()[:500]
     return f"no output in {path.name}"
+
+
+def write_request(path: Path) -> None:
+    """A request file the job watches (stop_request, continue_request), once: who asked and
+    when. OSError where it cannot be written (a full disk)."""
+    if not path.exists():
+        request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
+        write_atomic(path, json.dumps(request))

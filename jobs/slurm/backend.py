@@ -31,7 +31,7 @@ from typing import Any
 from remedy.jobs.base import FINAL_JOB_STATUSES
 from remedy.jobs.local.backend import SUPERVISOR_END_S, LocalBackend
 from remedy.jobs.local.launch_record import LaunchRecord
-from remedy.jobs.local.layout import JobPaths, error_line, read_json
+from remedy.jobs.local.layout import JobPaths, error_line, read_json, write_request
 from remedy.jobs.registry import register_backend
 from remedy.jobs.slurm import controller
 from remedy.jobs.slurm.batch_script import OUTPUT_FILE, allocation_command, batch_script, slurm_of
@@ -254,9 +254,7 @@ class SlurmBackend(LocalBackend):
         if snapshot.is_final:
             return
         paths = self.paths(job_name)
-        if not paths.stop_request.exists():
-            request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
-            write_atomic(paths.stop_request, json.dumps(request))
+        write_request(paths.stop_request)
         record = self.launched(job_name, paths)
         queued = snapshot.secondary_status == "Pending"
         if not queued and self.wait_final(job_name, record.stop_grace_s):

@@ -212,6 +212,15 @@ def test_a_language_model_far_too_hot_is_repaired_by_the_rate_search(
     assert "probed" in last.strategy_reason and "(best)" in last.strategy_reason
     assert last.outcome is JobStatus.Completed and last.metrics["test:perplexity"] < 100
     assert last.result is not None and last.result.kind.value == "trained"
+    # the best probe held at its bound and went on as the run: its updates are the run's
+    # first ones, counted once; the other that trained held too, and was stopped
+    assert best.held and last.continues == best.job_name == last.job_name
+    assert last.steps_run == 45 and best.steps_run == state.budgets.probe_steps  # its 45: all
+    assert state.history.updates_spent == sum(a.steps_run for a in state.history.attempts) - (
+        best.steps_run
+    )
+    (other,) = [p for p in probes if p.result.kind.value == "trained" and p is not best]
+    assert other.held and other.outcome is JobStatus.Stopped
     # every probe is in the report's attempt table and in the total steps
     remedy("report", "run", cwd=tmp_path)
     summary = (run_dir / "report" / "summary.md").read_text()

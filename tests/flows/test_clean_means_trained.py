@@ -205,7 +205,7 @@ def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
     """The char-level transformer (AdamW) at 1/33 of its rate: no rule fires, and its loss
     falls from 2.71 to 2.13, below the untrained model's, so it once ended clean, far above
     its intended run (1.37). Its descent is still a line at its end (0.88x the middle
-    third's drop): the verdict asks, the probes at higher rates reach its final loss in 50
+    third's drop): the verdict asks, the probes at higher rates reach its final loss in 25
     of its 400 updates, and the relaunch at the best of them trains far lower."""
     corpus = generated_corpus(tmp_path / "corpus")
     spec = {
@@ -238,3 +238,9 @@ def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
     ), [p.result for p in probes]
     assert last.spec.role("learning_rate") > 3e-5 and last.findings == []
     assert last.final_window_loss < 0.8 * first.final_window_loss
+    # the question stood: only now is it an issue, published once for automations
+    jobs = {a.job_name for a in state.history.attempts}
+    found = events_of(
+        run_resource(str(run_dir)), "remedy.issues_found", where=lambda e: e.payload["job"] in jobs
+    )
+    assert len(found) == 1 and found[0].payload["findings"][0]["rule"] == STILL_DESCENDING
