@@ -1,0 +1,80 @@
+"""Probes held at their bound (a backend that can continue them) never outlive the flow's
+decision: a cancelled flow and a spent launch budget both stop them, on the real local
+backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from remedy.jobs.local import LocalBackend
+from remedy.records.run_folder import persist
+from remedy.state_schema import Attempt, JobStatus, NextAction, PlannedChange, State
+from remedy.tasks.stop import stop_latest_job
+from remedy.tasks.train import train
+from tests.helpers.local_jobs import spec, wait_final
+
+BOUND = 3
+
+
+def launch_held(backend: LocalBackend, name: str) -> Attempt:
+    """A probe of the sgd entry point, launched and waited for until it holds at BOUND."""
+    probe_spec = spec("sgd", max_updates=BOUND)
+    backend.launch(name, probe_spec)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        snapshot = backend.describe(name)
+        assert not snapshot.is_final, f"{name} ended instead of holding: {backend.logs(name)}"
+        if snapshot.progress is not None and snapshot.progress.step >= BOUND:
+            time.sleep(0.5)  # held: no update past the bound
+            snapshot = backend.describe(name)
+            assert snapshot.status is JobStatus.InProgress and snapshot.progress is not None
+            assert snapshot.progress.step == BOUND
+            return Attempt(job_name=name, spec=probe_spec, kind="probe", held=True)
+        time.sleep(0.1)
+    raise AssertionError(f"{name} never reached its bound: {backend.logs(name)}")
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Iterator[Path]:
+    """The run's folder; a job the test left held is stopped however the test ended."""
+    folder = tmp_path / "run"
+    yield folder
+    backend = LocalBackend(folder)
+    for job in (folder / "jobs").glob("*"):
+        if not backend.describe(job.name).is_final:
+            backend.stop(job.name)
+
+
+def test_cancelling_the_flow_stops_its_held_probes(run_dir: Path) -> None:
+    backend = LocalBackend(run_dir)
+    assert backend.can_continue
+    probes = [launch_held(backend, f"probe-{i}") for i in range(2)]
+    state = State().model_copy(update={"run_spec": spec("sgd")})
+    state = state.model_copy(
+        update={"history": state.history.model_copy(update={"attempts": probes})}
+    )
+    persist(run_dir, state, "probing")
+    # Prefect calls the on_cancellation hook with the flow run (its parameters name the run)
+    stop_latest_job(None, SimpleNamespace(parameters={"run_dir": str(run_dir)}, name="x"), None)
+    for probe in probes:
+        assert wait_final(backend, probe.job_name, timeout=30).status is JobStatus.Stopped
+
+
+def test_a_spent_launch_budget_stops_the_held_probe_chosen_as_the_run(run_dir: Path) -> None:
+    backend = LocalBackend(run_dir)
+    probe = launch_held(backend, "probe-best")
+    state = State().model_copy(update={"run_spec": probe.spec})
+    history = state.history.model_copy(
+        update={"attempts": [probe], "num_retraining": state.budgets.max_num_retraining}
+    )
+    chosen = PlannedChange(strategy="search_lr", reason="best probe", continue_job="probe-best")
+    state = state.model_copy(update={"history": history, "planned_change": chosen})
+    ended = train.fn(state, str(run_dir))
+    assert ended.next_action is NextAction.end
+    assert "max_num_retraining" in (ended.end_reason or "")
+    assert wait_final(backend, "probe-best", timeout=30).status is JobStatus.Stopped
