@@ -20,11 +20,10 @@ def metric_names(state: State) -> list[str]:
     """The run's metric columns, in order, each once."""
     attempts = state.history.attempts
     specs: list[RunSpec] = [attempt.spec for attempt in attempts] or [state.run_spec]
-    builtin = specs[0].is_builtin
-    names = list(BUILTIN_METRICS) if builtin else []
+    names = list(specs[0].job.reported_metrics)
     names += [d.name for spec in specs for d in spec.metric_definitions]
     names += [criterion.metric for spec in specs for criterion in spec.success_criteria]
-    if not builtin:  # the built-in job always reports its losses: not worth a column
+    if not specs[0].job.reads_fields:  # a script's own figures (the built-in job's: its losses)
         names += sorted({name for attempt in attempts for name in attempt.metrics})
     return unique(names)
 

@@ -218,7 +218,7 @@ def unmet_criterion(attempt: Attempt) -> str | None:
             reported = ", ".join(sorted(attempt.metrics)) or "none"
             # A script's printed figure becomes a metric only through a definition.
             defined = {d.name for d in attempt.spec.metric_definitions}
-            undefined = not attempt.spec.is_builtin and criterion.metric not in defined
+            undefined = not attempt.spec.job.ours and criterion.metric not in defined
             hint = "; run_spec.metric_definitions has none" if undefined else ""
             return (
                 f"success criterion {criterion}: the job reported no {criterion.metric} "
@@ -233,7 +233,7 @@ def stated_untrained_loss(spec: RunSpec) -> Baseline | None:
     """The untrained loss the run states or the job is known to have, and where it comes from."""
     if spec.untrained_loss is not None:
         return Baseline(spec.untrained_loss, "run_spec.untrained_loss")
-    if spec.is_builtin and spec.classes is not None:  # cross-entropy over its classes
+    if spec.job.cross_entropy_over_classes and spec.classes is not None:
         return Baseline(math.log(spec.classes), f"ln {spec.classes}, a uniform guess")
     return None
 

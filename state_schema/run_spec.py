@@ -50,6 +50,7 @@ from remedy.state_schema.hyperparameters import (
     is_number,
     takes_none,
 )
+from remedy.state_schema.job_traits import BUILTIN_JOB, SCRIPT_JOB, JobTraits
 from remedy.state_schema.metric_definitions import MAX_METRIC_DEFINITIONS, MetricDefinition
 from remedy.state_schema.roles import (
     PATH_ROLES,
@@ -632,6 +633,17 @@ class RunSpec(Hyperparameters):
         return self.entry_point == BUILTIN_ENTRY_POINT
 
     @property
+    def job(self) -> JobTraits:
+        """What is known of the job before it runs (job_traits.py): ask it, not the name."""
+        return BUILTIN_JOB if self.is_builtin else SCRIPT_JOB
+
+    @property
+    def writes_into_job_folder(self) -> bool:
+        """Each attempt's outputs go to its own job folder: the job does so itself, or its
+        output_dir role's flag gets the folder."""
+        return self.job.writes_into_job_folder or "output_dir" in self.hyperparameter_roles
+
+    @property
     def classes(self) -> int | None:
         """Classes the job's model chooses among (num_classes, or the built-in job's);
         None: not known."""
@@ -661,8 +673,9 @@ class RunSpec(Hyperparameters):
         """The hyperparameters the job receives, as JSON values (the toolkit's SM_HPS): a
         script's flags, with the attempt's output folder and warm start's checkpoint folder
         for the flags of the output_dir and resume roles (None: no such flag)."""
-        if self.is_builtin:
-            return self.hyperparameters()
+        if self.job.reads_fields:  # its warm start is a field: the copy placed for it
+            fields = self.hyperparameters()
+            return fields if resume is None else fields | {"init_checkpoint": resume}
         values = dict(self.script_hyperparameters)
         for role, path in (("output_dir", output_dir), ("resume", resume)):
             flag = self.hyperparameter_roles.get(role)
@@ -702,26 +715,26 @@ class RunSpec(Hyperparameters):
         understood = self.hyperparameters_understood
         if understood is not None and role not in understood:
             return False
-        return self.is_builtin or role in self.hyperparameter_roles
+        return self.job.reads_fields or role in self.hyperparameter_roles
 
     def role(self, role: str) -> Any:
         """The role's current value (a contract value); None for a script that does not map
         it."""
         check_role_name(role)
-        if self.is_builtin:
+        if self.job.reads_fields:
             return getattr(self, role)
         flag = self.hyperparameter_roles.get(role)
         return None if flag is None else role_value(role, self.script_hyperparameters[flag])
 
     def role_label(self, role: str) -> str:
         """How a change of this role is shown: the field, or the script's flag."""
-        flag = None if self.is_builtin else self.hyperparameter_roles.get(role)
+        flag = None if self.job.reads_fields else self.hyperparameter_roles.get(role)
         return role if flag is None else option(flag)
 
     def role_as_given(self, role: str) -> Any:
         """The role's value as the job is given it: the field, or the flag's value as
         written in hyperparameters (None when unmapped)."""
-        if self.is_builtin:
+        if self.job.reads_fields:
             return getattr(self, role)
         flag = self.hyperparameter_roles.get(role)
         return None if flag is None else self.script_hyperparameters[flag]
@@ -732,7 +745,7 @@ class RunSpec(Hyperparameters):
         does not map."""
         for role in values:
             check_role_name(role)
-        if self.is_builtin:
+        if self.job.reads_fields:
             return self.model_copy(update=dict(values))
         unmapped = [role for role in values if role not in self.hyperparameter_roles]
         if unmapped:

@@ -62,7 +62,7 @@ class Strategy:
         None when it does."""
         missing = cls.missing_roles(spec)
         mapped = spec.hyperparameter_roles
-        unmapped = [role for role in missing if not spec.is_builtin and role not in mapped]
+        unmapped = [role for role in missing if not spec.job.reads_fields and role not in mapped]
         if unmapped:
             return f"the script has no flag for {', '.join(unmapped)} (hyperparameter_roles)"
         if missing:

@@ -52,8 +52,8 @@ class RollbackAndSkip(Strategy):
 
     @classmethod
     def missing_roles(cls, spec: RunSpec) -> list[str]:
-        # Windows of steps are no command-line flag: the built-in job alone passes over them.
-        return super().missing_roles(spec) if spec.is_builtin else ["skip_steps"]
+        # Windows of steps are no command-line flag: a job passes over them itself, or not.
+        return super().missing_roles(spec) if spec.job.passes_over_steps else ["skip_steps"]
 
     def applies(self, spec: RunSpec) -> bool:
         if self.window is None:

@@ -88,7 +88,7 @@ def check_allowed(spec: RunSpec, policy: str | None = None) -> None:
             )
 
     base = code_dir(spec)
-    if spec.source_dir is not None or not spec.is_builtin:
+    if spec.source_dir is not None or not spec.job.ours:
         refuse_outside("run_spec.source_dir" if spec.source_dir else "run_spec.entry_point", base)
     if spec.is_script:
         script = (base / spec.entry_point).resolve()  # an absolute entry_point stays itself
@@ -98,7 +98,7 @@ def check_allowed(spec: RunSpec, policy: str | None = None) -> None:
                 f"run_spec.source_dir ({base}): a script may not leave it"
             )
         refuse_outside("run_spec.entry_point", script)
-    elif not spec.is_builtin:
+    elif not spec.job.ours:
         found = module_file(spec.entry_point, base)
         if found is None:
             where = "run_spec.source_dir" if spec.source_dir else "the current directory"

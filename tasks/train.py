@@ -93,7 +93,7 @@ def train(state: State, run_dir: str) -> State:
 
 def shared_outputs(spec: RunSpec) -> str | None:
     """What the first attempt's log says of a script that gets no folder of its own."""
-    if spec.is_builtin or "output_dir" in spec.hyperparameter_roles:
+    if spec.writes_into_job_folder:
         return None
     return (
         "outputs may be shared: the script gets no output_dir role, so whatever it writes "

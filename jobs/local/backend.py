@@ -176,7 +176,7 @@ class LocalBackend(JobBackend):
         presence means "launched"."""
         for folder in (paths.logs, paths.checkpoints, paths.model, paths.output_data):
             folder.mkdir(parents=True, exist_ok=True)
-        if spec.init_checkpoint and not spec.is_builtin:
+        if spec.init_checkpoint:
             place_warm_start(Path(spec.init_checkpoint), paths.checkpoints)
         hyperparameters = spec.job_hyperparameters(**path_flags(spec, paths))
         write_atomic(paths.hyperparameters, json.dumps(hyperparameters, indent=2))

@@ -41,7 +41,7 @@ TORCHRUN_MODULE = "torch.distributed.run"  # the torchrun command, run by this i
 
 def job_command(spec: RunSpec, paths: JobPaths, processes: int | None = None) -> list[str]:
     """The training command; `processes`: torchrun starts the launcher that many times."""
-    if spec.is_builtin:
+    if spec.job.reads_fields:  # the contract's fields, in a file
         return [
             sys.executable,
             "-m",
@@ -79,7 +79,7 @@ ENV_ROOM_BYTES = 64 * 1024  # the job's environment and paths, besides its flags
 
 def check_argv_limits(spec: RunSpec) -> None:
     """ValueError naming the field when the job's command line is past what the OS takes."""
-    if spec.is_builtin:
+    if spec.job.reads_fields:
         return  # its hyperparameters travel in a file
     for name, value in spec.script_hyperparameters.items():
         size = max((len(os.fsencode(a)) + 1 for a in flag_arguments({name: value})), default=0)

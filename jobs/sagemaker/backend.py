@@ -103,7 +103,7 @@ class SageMakerBackend(JobBackend):
         start_step = 0
         if spec.init_checkpoint:
             start_step = copy_warm_start(s3, spec.init_checkpoint, cloud)
-        if not spec.is_builtin:
+        if not spec.job.counts_on_from_warm_start:
             start_step = 0  # a script's launcher counts its own steps from 0, as locally
         sagemaker = clients.sagemaker(spec.region)
         try:

@@ -79,8 +79,6 @@ def create_training_job_request(spec: RunSpec, paths: CloudPaths, region: str) -
     assert spec.bucket and spec.sm_role and spec.instance_type  # the preflight's business
     restored = warm_start_folder(spec.init_checkpoint) if spec.init_checkpoint else None
     values = spec.job_hyperparameters(output_dir=MODEL_DIR, resume=restored)
-    if spec.is_builtin and restored:  # the copy the service restores
-        values["init_checkpoint"] = restored
     hyperparameters = encoded_hyperparameters(values)
     hyperparameters |= {
         "sagemaker_program": json.dumps(ENTRY_PROGRAM),

@@ -31,11 +31,8 @@ def check_slurm_spec(spec: RunSpec) -> None:
             f"run_spec.slurm.nodes: {slurm.nodes} nodes need run_spec.distribution "
             "(torchrun on every node); without it the job runs on one node"
         )
-    if slurm.nodes > 1 and spec.is_builtin:
-        raise SlurmSpecError(
-            f"run_spec.slurm.nodes: the built-in job runs in one process; {slurm.nodes} "
-            "nodes need a script of your own (entry_point) and run_spec.distribution"
-        )
+    # (the built-in job runs in one process: RunSpec refuses its distribution, so the
+    # check above refuses it several nodes)
     for arg in slurm.extra_sbatch_args:
         if any(c.isspace() for c in arg):
             raise SlurmSpecError(

@@ -38,10 +38,12 @@ def test_relaunch_loads_the_last_clean_checkpoint_and_completes(
     assert second.spec.start_epoch == 2 and second.spec.learning_rate == pytest.approx(2.0)
     assert "warm start from epoch 2 (step 16)" in (second.strategy_reason or "")
 
-    # The relaunch really loaded it: it says so, and its steps continue from step 16.
+    # The relaunch really loaded it, from the copy placed in its own checkpoint folder (as a
+    # script's and a cloud job's are): it says so, and its steps continue from step 16.
     job = tmp_path / "jobs" / second.job_name
+    placed = (job / "checkpoints" / "epoch-0002").resolve()
     log = "".join(p.read_text() for p in (job / "logs").glob("*train*"))
-    assert f"warm start from {clean.resolve()}: epoch 2, step 16, optimizer state restored" in log
+    assert f"warm start from {placed}: epoch 2, step 16, optimizer state restored" in log
     metrics = [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines()]
     assert metrics[0]["step"] == 17 and {m["epoch"] for m in metrics} == {2, 3}
     assert second.outcome is JobStatus.Completed and not second.findings

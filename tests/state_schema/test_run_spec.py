@@ -17,6 +17,7 @@ from remedy.state_schema import (
     save_state,
     state_from_document,
 )
+from remedy.state_schema.job_traits import BUILTIN_JOB, SCRIPT_JOB
 from remedy.state_schema.transitions import spec_changes
 
 # The example of docs/job-contract.md: a classic argparse language-model script.
@@ -104,6 +105,24 @@ def test_hyperparameters_understood_still_validates_and_restricts_roles() -> Non
     mapped = script({"lr": 1, "clip": 1}, {"learning_rate": "lr", "grad_clip_norm": "clip"})
     restricted = mapped.model_copy(update={"hyperparameters_understood": ["grad_clip_norm"]})
     assert not restricted.has_role("learning_rate") and restricted.has_role("grad_clip_norm")
+
+
+def test_what_is_known_of_a_job_comes_from_its_traits() -> None:
+    """The built-in job's facts are written once (job_traits.py); a script's come from its
+    run_spec: its warm start goes to its resume flag, the built-in job's to init_checkpoint."""
+    builtin = RunSpec()
+    assert builtin.job is BUILTIN_JOB and builtin.writes_into_job_folder
+    fields = builtin.job_hyperparameters(resume="/job/checkpoints/epoch-0002")
+    assert fields == builtin.hyperparameters() | {"init_checkpoint": "/job/checkpoints/epoch-0002"}
+    script = RunSpec.model_validate(
+        {"entry_point": "fit.py", "hyperparameters": {"lr": 0.1}, "hyperparameter_roles": {
+            "learning_rate": "lr", "resume": "resume-from"}}
+    )  # fmt: skip
+    assert script.job is SCRIPT_JOB and not script.writes_into_job_folder
+    assert script.job_hyperparameters(resume="/c") == {"lr": 0.1, "resume-from": "/c"}
+    assert script.model_copy(
+        update={"hyperparameter_roles": {"output_dir": "out"}}
+    ).writes_into_job_folder
 
 
 def test_module_entry_points_and_legacy_names() -> None:
