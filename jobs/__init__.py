@@ -6,6 +6,7 @@ from remedy.jobs.base import (
     JobSnapshot,
     Progress,
     RuleEvaluation,
+    RuleWord,
     is_infrastructure_failure,
 )
 from remedy.jobs.registry import backend_class, backend_for, known_backends, register_backend
@@ -16,6 +17,7 @@ __all__ = [
     "JobSnapshot",
     "Progress",
     "RuleEvaluation",
+    "RuleWord",
     "backend_class",
     "backend_for",
     "is_infrastructure_failure",

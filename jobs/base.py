@@ -13,12 +13,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from remedy.debugger import Trial, create_trial
 from remedy.debugger.status import RuleStatus
 from remedy.state_schema import CHECKPOINT_META_FILE, Checkpoint, JobStatus, RunSpec
 
+# A rule's own status word (the debugger's vocabulary), apart from the payload's RuleStatus.
+RuleWord = RuleStatus
+
+RULE_STATUS_WORDS = frozenset(status.value for status in RuleStatus)
 FINAL_JOB_STATUSES = (JobStatus.Completed, JobStatus.Failed, JobStatus.Stopped)
 
 # Failure reasons start with the cloud service's error class. Only these are worth an
@@ -45,7 +49,11 @@ class RuleEvaluation(Snapshot):
 
     name: str = Field(alias="RuleConfigurationName")
     rule: str | None = Field(None, description="The rule's class (the name is the user's).")
-    status: str = Field(alias="RuleEvaluationStatus", description="A rule status word.")
+    status: RuleStatus = Field(
+        alias="RuleEvaluationStatus",
+        description="The debugger's status word (the cloud service's are the same); a word "
+        "outside it reads as Error, naming it.",
+    )
     details: str = Field("", alias="StatusDetails")
     step: int | None = None
     mode: str | None = None
@@ -56,11 +64,29 @@ class RuleEvaluation(Snapshot):
     suspect_shards: list[str] = Field(default_factory=list)
     data_problem: dict[str, Any] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_word_is_an_error(cls, data: Any) -> Any:
+        """A status file or service answer with a word the debugger never writes is not
+        silently pending for ever: it is an Error that names the word."""
+        if not isinstance(data, dict):
+            return data
+        key = "RuleEvaluationStatus" if "RuleEvaluationStatus" in data else "status"
+        word = data.get(key)
+        if word is None or word in RULE_STATUS_WORDS:
+            return data
+        details = data.get("StatusDetails", data.get("details", ""))
+        said = f"an unknown rule status word {word!r}" + (f" ({details})" if details else "")
+        return {**data, key: RuleStatus.ERROR, "StatusDetails": said, "details": said}
+
     @property
     def is_final(self) -> bool:
-        """Its status will not change (the debugger's vocabulary); an unknown word is not."""
-        known = self.status in RuleStatus.__members__.values()
-        return known and RuleStatus(self.status).is_final
+        """Its status will not change."""
+        return self.status.is_final
+
+    def as_error(self, details: str) -> RuleEvaluation:
+        """This rule as one that can never judge now, saying why."""
+        return self.model_copy(update={"status": RuleStatus.ERROR, "details": details})
 
 
 class Progress(Snapshot):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, is_infrastructure_failure
+from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, RuleWord, is_infrastructure_failure
 from remedy.records.verdict import run_flaw, run_verdict_finding
 from remedy.state_schema import (
     DataProblem,
@@ -72,9 +72,10 @@ def ended_rule(rule: RuleEvaluation, job_status: JobStatus) -> RuleEvaluation:
     """A rule stopped although its job completed (it judged no step, or not the last ones)
     can never judge now: Error. (A pending one may still judge: the cloud service's rules
     go on after the job; the local backend ends its pending ones itself.)"""
-    if rule.status == "Stopped" and job_status is JobStatus.Completed:
-        details = f"the job ended before this rule judged its steps ({rule.details or 'none'})"
-        return rule.model_copy(update={"status": "Error", "details": details})
+    if rule.status is RuleWord.STOPPED and job_status is JobStatus.Completed:
+        return rule.as_error(
+            f"the job ended before this rule judged its steps ({rule.details or 'none'})"
+        )
     return rule
 
 
@@ -82,23 +83,25 @@ def observe(snapshot: JobSnapshot) -> Observation:
     rules = snapshot.rules
     if snapshot.is_final:  # no rule reads as InProgress once its job has ended
         rules = [ended_rule(rule, snapshot.status) for rule in rules]
-    words = [rule.status for rule in rules]
-    findings = [as_finding(r, RuleStatus.IssuesFound) for r in rules if r.status == "IssuesFound"]
-    errors = [as_finding(r, RuleStatus.Error) for r in rules if r.status == "Error"]
+    # The rules' own words (the job boundary read them: an unknown one is an Error) become
+    # the payload's one summary here, and nowhere else.
+    words = {rule.status for rule in rules}
+    findings = [
+        as_finding(r, RuleStatus.IssuesFound) for r in rules if r.status is RuleWord.ISSUES_FOUND
+    ]
+    errors = [as_finding(r, RuleStatus.Error) for r in rules if r.status is RuleWord.ERROR]
     if findings:
         summary = RuleStatus.IssuesFound
     elif not words:
         summary = RuleStatus.NotFound
-    elif "Error" in words:
+    elif RuleWord.ERROR in words:
         summary = RuleStatus.Error
-    elif all(word == "NoIssuesFound" for word in words):
+    elif words == {RuleWord.NO_ISSUES_FOUND}:
         summary = RuleStatus.NoIssuesFound
-    elif snapshot.is_final and "Stopped" in words:
+    elif snapshot.is_final and RuleWord.STOPPED in words:
         summary = RuleStatus.Stopped  # the job was stopped, its rules with it
-    elif all(word in RuleStatus.__members__ for word in words):
-        summary = RuleStatus.InProgress
     else:
-        summary = RuleStatus.Unknown
+        summary = RuleStatus.InProgress
     return Observation(
         job_status=snapshot.status,
         rule_status=summary,

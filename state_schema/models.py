@@ -40,7 +40,10 @@ class JobStatus(StrEnum):
 
 
 class RuleStatus(StrEnum):
-    """Rule evaluation status words, plus the summaries the original monitor wrote."""
+    """A run's rule summary in the payload: the debugger's own words (debugger/status.py,
+    read at the job boundary; tests/jobs/test_rule_words.py ties them), plus the summaries
+    the original monitor wrote. The monitor maps the first into this in one place
+    (observe)."""
 
     InProgress = "InProgress"
     NoIssuesFound = "NoIssuesFound"

@@ -33,6 +33,7 @@ from remedy.jobs.base import (
     JobSnapshot,
     Progress,
     RuleEvaluation,
+    RuleWord,
     read_checkpoint,
 )
 from remedy.jobs.local.environment import check_argv_limits, job_launch, path_flags
@@ -307,10 +308,10 @@ class LocalBackend(JobBackend):
         }
         for name in names if job_ended else []:
             rule = found.get(name)
-            if rule is None or rule.status in ("InProgress", "Stopping"):
+            if rule is None or not rule.is_final:
                 found[name] = RuleEvaluation(
                     name=name,
-                    status="Error",
+                    status=RuleWord.ERROR,
                     details="the job ended before the rule evaluator judged this rule "
                     f"(its last word: {rule.details if rule else 'none'})",
                 )

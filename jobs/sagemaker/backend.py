@@ -31,6 +31,7 @@ from remedy.jobs.base import (
     JobSnapshot,
     Progress,
     RuleEvaluation,
+    RuleWord,
 )
 from remedy.jobs.local.backend import debugger_config, pid_alive, result_metrics, rule_configs
 from remedy.jobs.local.layout import read_json, read_json_written_by_job
@@ -50,7 +51,6 @@ from remedy.state_schema.job_env import RESULT_FILE, RULE_STATUS_DIR, without_se
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 STOP_POLL_S = 5.0
 STOP_TIMEOUT_S = 300.0  # SIGTERM, 120 s, SIGKILL, then the upload of what was written
-RULE_PENDING = ("InProgress", "Stopping")
 
 
 @register_backend
@@ -201,11 +201,11 @@ class SageMakerBackend(JobBackend):
         if judged_for_good:
             for rule in read_json(paths.rules) or []:
                 name = rule["name"]
-                if name not in found or found[name].status in RULE_PENDING:
+                if name not in found or not found[name].is_final:
                     said = found[name].details if name in found else "none"
                     found[name] = RuleEvaluation(
                         name=name,
-                        status="Error",
+                        status=RuleWord.ERROR,
                         details="the job ended before the rule evaluator judged this rule "
                         f"(its last word: {said})",
                     )

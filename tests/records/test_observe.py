@@ -44,7 +44,10 @@ def test_summaries_of_rule_statuses() -> None:
     both = observe(describe("InProgress", ("A", "IssuesFound"), ("B", "Error")))
     assert both.rule_status is RuleStatus.IssuesFound
     assert [f.rule for f in both.findings] == ["A"] and both.findings[0].step == 30
-    assert observe(describe("Completed", ("A", "Weird"))).rule_status is RuleStatus.Unknown
+    odd = observe(describe("Completed", ("A", "Weird")))  # an unknown word: an error, named
+    assert odd.rule_status is RuleStatus.Error and "unknown rule status word 'Weird'" in (
+        odd.rule_errors[0].message
+    )
 
 
 def test_an_issue_keeps_where_it_was_found_and_an_error_only_what_the_rule_said() -> None:
