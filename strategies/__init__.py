@@ -6,7 +6,6 @@ import importlib
 import pkgutil
 
 from remedy.strategies.base import STRATEGIES, Strategy, get_strategy, register_strategy
-from remedy.strategies.plan import plan_next
 from remedy.strategies.policies import (
     POLICIES,
     Decision,
@@ -21,7 +20,6 @@ from remedy.strategies.warm_start import Checkpoint, pick_checkpoint
 # these: adding a strategy means adding one file.
 _INFRASTRUCTURE = {
     "base",
-    "plan",
     "warm_start",
     "outcomes",
     "policies",
@@ -44,7 +42,6 @@ __all__ = [
     "get_policy",
     "get_strategy",
     "pick_checkpoint",
-    "plan_next",
     "register_policy",
     "register_strategy",
 ]

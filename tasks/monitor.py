@@ -15,10 +15,10 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 from prefect.states import StateType
 
+from remedy.decisions.observe import decide, observe, progress_line
 from remedy.jobs import backend_for
 from remedy.outlets.publish import publish_progress
 from remedy.records.logs import task_logger
-from remedy.records.observe import decide, observe, progress_line
 from remedy.state_schema import JobStatus, NextAction, State
 from remedy.state_schema.loss_windows import loss_thirds
 from remedy.state_schema.transitions import end, update_current_attempt

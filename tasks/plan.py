@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from remedy.decisions.plan import plan_next, with_result
 from remedy.jobs import backend_for
 from remedy.jobs.base import read_checkpoint
 from remedy.records.logs import task_logger
 from remedy.state_schema import Checkpoint, NextAction, State
 from remedy.state_schema.transitions import retraining_budget_spent, update_current_attempt
-from remedy.strategies import POLICIES, plan_next
+from remedy.strategies import POLICIES
 from remedy.strategies.outcomes import digest
-from remedy.strategies.plan import with_result
 
 # The registered policies (each registers itself at import): a dropdown in the run form.
 # Known only at run time, so a type checker sees a plain str.

@@ -16,10 +16,11 @@ import time
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from remedy.decisions.observe import observe
+from remedy.decisions.plan import probes_left
 from remedy.jobs import JobSnapshot, backend_for
 from remedy.outlets.publish import publish_event
 from remedy.records.logs import task_logger
-from remedy.records.observe import observe
 from remedy.records.run_folder import persist
 from remedy.state_schema import (
     Attempt,
@@ -32,7 +33,6 @@ from remedy.state_schema import (
 )
 from remedy.state_schema.transitions import new_job_name, now
 from remedy.strategies.outcomes import digest, step_losses
-from remedy.strategies.plan import probes_left
 from remedy.strategies.probes import (
     FARTHER_ROUNDS,
     choose_best,

@@ -7,9 +7,9 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from remedy.decisions.observe import record_end, record_progress
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
-from remedy.records.observe import record_end, record_progress
 from remedy.records.run_folder import load_run, run_dir_of, state_path
 from remedy.state_schema import State
 from remedy.tasks.retry import BACKEND_RETRIES

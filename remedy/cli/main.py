@@ -436,7 +436,7 @@ def check_policy(name: str) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from remedy.strategies import plan_next
+    from remedy.decisions.plan import plan_next
 
     state = load_state(args.state)
     check_policy(state.policy)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from remedy.decisions.plan import plan_next
 from remedy.state_schema import Finding, NextAction, RunSpec, State
 from remedy.state_schema.transitions import begin_attempt
-from remedy.strategies import Checkpoint, get_policy, plan_next
+from remedy.strategies import Checkpoint, get_policy
 
 EXPLODING = [Finding(rule="ExplodingTensor", step=5, tensor="gradient/head.weight")]
 LATE = [Finding(rule="ExplodingTensor", step=300, tensor="gradient/head.weight")]

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from remedy.debugger import RULES
+from remedy.decisions.plan import plan_next
 from remedy.state_schema import (
     Finding,
     NextAction,
@@ -17,7 +18,7 @@ from remedy.state_schema import (
     State,
 )
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
-from remedy.strategies import Checkpoint, plan_next
+from remedy.strategies import Checkpoint
 from remedy.strategies.outcomes import TROUBLE, Trouble, classify
 from remedy.strategies.search_lr import bracket
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from remedy.decisions.plan import plan_next
 from remedy.state_schema import Finding, RunSpec, State
 from remedy.state_schema.hyperparameters import StepWindow
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
-from remedy.strategies import Checkpoint, plan_next
+from remedy.strategies import Checkpoint
 from remedy.strategies.warm_start import update_of
 
 CKPTS = [Checkpoint(f"/c/step-{s:09d}", epoch=s // 100, step=s) for s in (100, 200, 300)]

@@ -6,9 +6,10 @@ from typing import ClassVar
 
 import pytest
 
+from remedy.decisions.plan import plan_next
 from remedy.state_schema import ROLES, Finding, NextAction, RunSpec, State, flag_arguments
 from remedy.state_schema.transitions import begin_attempt
-from remedy.strategies import STRATEGIES, Strategy, get_strategy, plan_next, register_strategy
+from remedy.strategies import STRATEGIES, Strategy, get_strategy, register_strategy
 
 EXPLODING = [Finding(rule="ExplodingTensor", step=5)]
 

@@ -5,9 +5,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from remedy.decisions.plan import plan_next
 from remedy.state_schema import NextAction, Payload, RunSpec, State, save_state
 from remedy.state_schema.transitions import begin_attempt, new_job_name
-from remedy.strategies import STRATEGIES, get_policy, get_strategy, plan_next
+from remedy.strategies import STRATEGIES, get_policy, get_strategy
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 
 

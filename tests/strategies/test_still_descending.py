@@ -8,6 +8,7 @@ and its probes at 10x, 100x and 1000x, which all diverge."""
 
 from __future__ import annotations
 
+from remedy.decisions.plan import plan_next
 from remedy.records.verdict import run_is_clean, run_verdict_finding
 from remedy.state_schema import (
     STILL_DESCENDING,
@@ -22,7 +23,6 @@ from remedy.state_schema import (
     State,
 )
 from remedy.state_schema.transitions import CLEAN_END, begin_attempt, update_current_attempt
-from remedy.strategies import plan_next
 from remedy.strategies.still_descending import settle
 
 TINY_THIRDS = [2.653, 1.813, 1.311, 0.731]

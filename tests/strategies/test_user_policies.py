@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from remedy.decisions.plan import plan_next
 from remedy.state_schema import Finding, NextAction, State
 from remedy.state_schema.transitions import begin_attempt
 from remedy.strategies import (
@@ -17,7 +18,6 @@ from remedy.strategies import (
     check_policy_name,
     get_policy,
     get_strategy,
-    plan_next,
     register_policy,
 )
 

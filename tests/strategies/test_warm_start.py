@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from remedy.decisions.plan import plan_next
 from remedy.state_schema import Finding, RunSpec, State
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
-from remedy.strategies import Checkpoint, pick_checkpoint, plan_next
+from remedy.strategies import Checkpoint, pick_checkpoint
 
 CKPTS = [Checkpoint(f"/c/epoch-{e:04d}", epoch=e, step=e * 79) for e in (1, 2, 3)]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from remedy.decisions.observe import decide, observe, progress_line
 from remedy.jobs import JobSnapshot
-from remedy.records.observe import decide, observe, progress_line
 from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
 from remedy.state_schema.transitions import begin_attempt
 

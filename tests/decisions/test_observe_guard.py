@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from remedy.decisions.observe import decide, observe
 from remedy.jobs import JobSnapshot
-from remedy.records.observe import decide, observe
 from remedy.state_schema import DataProblem, Finding, JobStatus, RunSpec, State
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 from remedy.strategies import get_policy
