@@ -91,16 +91,15 @@ def check_state_out(path: str | None) -> None:
 def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     configure_prefect_environment()
     from remedy.outlets.notifications import notifier
-    from remedy.state_schema.private import reveal_private
     from remedy.tasks.allowed_code import allow_for_this_shell
-    from remedy.tasks.preflight import preflight
+    from remedy.tasks.train import check_spec
 
     # A person at their own shell runs their spec's own code: said in-process, never
     # through a flow parameter (tasks/allowed_code.py).
     allow_for_this_shell(state.run_spec)
     try:
-        state = reveal_private(state)  # role and bucket left empty: from the environment
-        preflight(state.run_spec)  # bad input fails now, before any launch
+        # The flow's own first check, here before a server starts: bad input fails now.
+        check_spec.fn(state, str(run_dir), holder(args))
         notifier(args.notify_config)
     except ValueError as error:
         raise UsageError(str(error)) from None
@@ -108,22 +107,20 @@ def run_flow(state: State, run_dir: Path, args: argparse.Namespace) -> int:
         return launch_and_report(state, run_dir, args)
 
 
+def holder(args: argparse.Namespace) -> str:
+    """Who holds a run's lock, as its .lock file says."""
+    return f"remedy {args.command}"
+
+
 def launch_and_report(state: State, run_dir: Path, args: argparse.Namespace) -> int:
     """The flow on a checked state, then its table; the exit status."""
     from remedy.flows.remediate import RemediateSettings, remediate
     from remedy.outlets.messages import attempt_rich_table, attempt_table, payload_for_people
-    from remedy.records.run_folder import (
-        REPORT_DIR,
-        RunBusy,
-        load_run,
-        lock_run,
-        open_run_folder,
-        state_path,
-        unlock_run,
-    )
+    from remedy.records.run_folder import REPORT_DIR, RunBusy, load_run, state_path, unlock_run
     from remedy.records.verdict import run_is_clean
     from remedy.state_schema.private import hidden_state
     from remedy.tasks.allowed_code import allow_for_this_shell
+    from remedy.tasks.record import open_run
 
     settings = RemediateSettings(
         poll_interval_s=args.poll_interval, notify_config=args.notify_config
@@ -131,23 +128,15 @@ def launch_and_report(state: State, run_dir: Path, args: argparse.Namespace) -> 
     # A person at their own shell runs their spec's own code: said in-process, never
     # through a flow parameter (tasks/allowed_code.py).
     allow_for_this_shell(state.run_spec)
+    # The flow's own opening of the run folder, here first: the folder keeps the role and
+    # bucket, while the flow's parameters, which the UI shows, hide them (the flow takes
+    # them from the folder, and its lock again in this process).
     try:
-        lock_run(run_dir, f"remedy {args.command}")  # the flow takes it again, in this process
-    except RunBusy as error:
+        _, state = open_run.fn(state, str(run_dir), holder(args))
+    except (RunBusy, ValueError) as error:
         raise UsageError(str(error)) from None
     except OSError as error:  # a full disk at start: said plainly, nothing launched
         raise UsageError(f"{run_dir}: cannot write the run folder: {error}") from None
-    if not state_path(run_dir).exists():
-        # The run folder keeps the role and bucket; the flow's parameters, which the UI
-        # shows, hide them (the flow takes them from the folder).
-        try:
-            state = open_run_folder(run_dir, state)
-        except ValueError as error:
-            unlock_run(run_dir)
-            raise UsageError(str(error)) from None
-        except OSError as error:  # a full disk at start: said plainly, nothing launched
-            unlock_run(run_dir)
-            raise UsageError(f"{run_dir}: cannot write the run folder: {error}") from None
     print(f"remedy: run directory {run_dir}", flush=True)
     previous = signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops the job, as Ctrl-C
     try:
