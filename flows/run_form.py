@@ -29,6 +29,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from remedy.state_schema import Budgets, RunSpec
+from remedy.state_schema.backends import backend_names
 
 # run_spec fields a person does not set in the form: a strategy sets them on a relaunch
 # (a warm start, a dropped record or step), or they are deprecated. A payload through the
@@ -86,6 +87,10 @@ class RunSpecFormSchema(FormSchema):
             "description": "The cloud backend's fields: pick SageMaker to fill them in "
             "(sm_role, bucket, region and instance_type needed).",
         }
+        # a choice of the backends registered where the form is made (the payload's schema
+        # takes any registered name, so it gives them as examples)
+        fields["backend"]["enum"] = backend_names()
+        fields["backend"].pop("examples", None)
         job = [n for n in fields if n not in (*CLOUD_FIELDS, "backend", *BACKEND_GROUPS)]
         order = [n for n in (*job, "backend", *BACKEND_GROUPS) if n not in FORM_LEFT_OUT]
         definition["properties"] = {name: fields[name] for name in order}

@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from remedy.state_schema.backends import BUILTIN_BACKENDS, check_backend_name
 from remedy.state_schema.base import Strict
 from remedy.state_schema.entry_points import (
     BUILTIN_ENTRY_POINT,
@@ -294,12 +295,14 @@ class RunSpec(Hyperparameters):
     )
 
     # --- ours ----------------------------------------------------------------------
-    # The registered backends (jobs/): a test checks this list against the registry.
-    backend: Literal["local", "sagemaker", "slurm"] = Field(
+    # Any registered backend (state_schema/backends.py): adding one needs no edit here.
+    backend: str = Field(
         "local",
-        description="Where jobs run: local (processes here), sagemaker (the cloud training "
-        "service; sm_role, bucket, region and instance_type needed), slurm (sbatch on a "
-        "Slurm cluster; its fields in slurm).",
+        examples=sorted(BUILTIN_BACKENDS),
+        description="Where jobs run, a registered backend: local (processes here), "
+        "sagemaker (the cloud training service; sm_role, bucket, region and instance_type "
+        "needed), slurm (sbatch on a Slurm cluster; its fields in slurm), or one an "
+        "installed package adds. An unknown name is refused, listing the known ones.",
     )
     max_updates: int | None = Field(
         None,
@@ -455,6 +458,11 @@ class RunSpec(Hyperparameters):
                 f"max_wait_s ({self.max_wait_s}) must be at least max_run_s ({self.max_run_s})"
             )
         return self
+
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, backend: str) -> str:
+        return check_backend_name(backend)
 
     @field_validator("entry_point")
     @classmethod
