@@ -127,7 +127,7 @@ class JobBackend(ABC):
 
     name: ClassVar[str]
     # Whether the job runs its code from this machine's folders (local processes, a cluster
-    # sharing them), so preflight looks for the code, GPUs and warm start here; a backend
+    # sharing them), so preflight looks for the code and warm start here; a backend
     # that uploads source_dir elsewhere has only the uploaded script checked.
     code_runs_here: ClassVar[bool] = False
     # Whether a job bounded by run_spec.max_updates holds at its bound, to be continued

@@ -20,6 +20,8 @@ from importlib import metadata
 
 from pydantic import BaseModel
 
+from remedy.state_schema.local_spec import LocalSpec
+from remedy.state_schema.sagemaker_spec import SageMakerSpec
 from remedy.state_schema.slurm_spec import SlurmSpec
 
 ENTRY_POINT_GROUP = "remedy.backends"
@@ -27,8 +29,8 @@ BACKEND_NAME = r"^[a-z][a-z0-9_]{0,39}$"
 
 # name -> the model of its own fields (a run_spec field of the same name); None: none.
 BUILTIN_BACKENDS: dict[str, type[BaseModel] | None] = {
-    "local": None,
-    "sagemaker": None,
+    "local": LocalSpec,
+    "sagemaker": SageMakerSpec,
     "slurm": SlurmSpec,
 }
 _registered: dict[str, type[BaseModel] | None] = {}

@@ -91,6 +91,11 @@ class SlurmBackend(LocalBackend):
         super().check(spec)  # the same launcher and command line
         check_slurm_spec(spec)
 
+    @classmethod
+    def check_gpus(cls, spec: RunSpec) -> None:
+        """None here: a job's GPUs are its allocation's (slurm.gpus_per_node), not this
+        machine's; check_slurm_spec refuses run_spec.local.gpus_per_job."""
+
     # --- where a job's files are -----------------------------------------------------
     def pointer(self, job_name: str) -> Path:
         """slurm.json in the run folder: the job's folder and its Slurm job id."""

@@ -82,8 +82,8 @@ def test_slurm_fields_are_checked_naming_the_field() -> None:
         RunSpec(backend="slurm", slurm={"extra_sbatch_args": ["--output=x.log"]})
     with pytest.raises(SlurmSpecError, match=r"run_spec\.slurm\.nodes: 2 nodes need"):
         check_slurm_spec(RunSpec(backend="slurm", slurm={"nodes": 2}))
-    with pytest.raises(SlurmSpecError, match=r"run_spec\.gpus_per_job"):
-        check_slurm_spec(RunSpec(backend="slurm", gpus_per_job=1))
+    with pytest.raises(SlurmSpecError, match=r"run_spec\.local\.gpus_per_job"):
+        check_slurm_spec(RunSpec(backend="slurm", local={"gpus_per_job": 1}))
     with pytest.raises(SlurmSpecError, match=r"run_spec\.slurm\.shared_dir: no folder"):
         check_slurm_spec(RunSpec(backend="slurm", slurm={"shared_dir": "/no/such/folder"}))
 
