@@ -27,9 +27,10 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from remedy.state_schema.backends import BUILTIN_BACKENDS, check_backend_name
+from remedy.state_schema.backends import BUILTIN_BACKENDS, backend_options, check_backend_name
 from remedy.state_schema.base import Strict
 from remedy.state_schema.entry_points import (
     BUILTIN_ENTRY_POINT,
@@ -304,6 +305,10 @@ class RunSpec(Hyperparameters):
         "account, qos, time limit, nodes, GPUs, CPUs and memory, extra sbatch options) and "
         "the shared folder for the jobs' files. null: the cluster's defaults, one node.",
     )
+    # The own fields of a backend registered elsewhere (its class's options): given and
+    # written as run_spec.<its name>, as the three above; not in the schema, which cannot
+    # know them.
+    other_backends: SkipJsonSchema[dict[str, Any]] = Field(default_factory=dict, exclude=True)
     source_dir: str | None = Field(
         None,
         description="Folder of the user's code: the job's working directory, first on its "
@@ -428,6 +433,45 @@ class RunSpec(Hyperparameters):
             if stem:
                 self.base_job_name = stem[:40]
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_backends(cls, data: Any) -> Any:
+        """run_spec.<name> of a backend registered elsewhere with fields of its own: checked
+        by its model, kept in other_backends."""
+        if not isinstance(data, dict):
+            return data
+        names = [n for n in data if n not in cls.model_fields and backend_options(n)]
+        if not names:
+            return data
+        data = dict(data)
+        other = dict(data.get("other_backends") or {})
+        errors: list[InitErrorDetails] = []
+        for name in names:
+            options, value = backend_options(name), data.pop(name)
+            assert options is not None
+            try:
+                other[name] = value if isinstance(value, options) else options.model_validate(value)
+            except ValidationError as error:
+                for item in error.errors():
+                    where = (name, *item["loc"])
+                    errors.append(field_error(where, item["msg"], item["input"]))
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        data["other_backends"] = other
+        return data
+
+    @field_validator("other_backends")
+    @classmethod
+    def _other_backends_checked(cls, other: dict[str, Any]) -> dict[str, Any]:
+        for name, value in other.items():
+            options = backend_options(name)
+            if name in BUILTIN_BACKENDS or options is None or not isinstance(value, options):
+                raise ValueError(
+                    f"{name}: not the fields of a backend registered elsewhere; give a "
+                    f"backend's fields as run_spec.<its name>"
+                )
+        return other
 
     @model_validator(mode="before")
     @classmethod
@@ -640,6 +684,17 @@ class RunSpec(Hyperparameters):
         except ValueError as error:
             raise ValueError(f"hyperparameters.{flag} {error}") from None
 
+    # --- the backend's own fields --------------------------------------------------
+    def backend_fields(self, name: str | None = None) -> BaseModel | None:
+        """The own fields of the backend `name` (default: the run's), run_spec.<name>;
+        None when the spec gives none (its backend's defaults)."""
+        name = self.backend if name is None else name
+        if name in BUILTIN_BACKENDS:
+            value = getattr(self, name)
+            return value if isinstance(value, BaseModel) else None
+        found = self.other_backends.get(name)
+        return found if isinstance(found, BaseModel) else None
+
     # --- what the job receives ------------------------------------------------------
     @property
     def is_builtin(self) -> bool:
@@ -704,6 +759,8 @@ class RunSpec(Hyperparameters):
         data = handler(self)
         if info.include is not None:  # the fields asked for (hyperparameters(): the contract)
             return data
+        for name, fields in self.other_backends.items():
+            data[name] = fields.model_dump(mode=info.mode, exclude_defaults=info.exclude_defaults)
         left_out = BUILTIN_ONLY_FIELDS if not self.is_builtin else SCRIPT_ONLY_NEW_FIELDS
         for name in left_out:
             data.pop(name, None)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from remedy.jobs import JobBackend, JobNotFound, JobSnapshot, backend_for, known_backends
 from remedy.jobs.local import LocalBackend
@@ -19,6 +19,7 @@ from remedy.state_schema.backends import (
     backend_names,
     unregister_backend_name,
 )
+from remedy.state_schema.base import Strict
 
 
 def test_the_local_backend_is_found_by_its_name(tmp_path: Path) -> None:
@@ -116,3 +117,45 @@ def test_a_backend_an_installed_package_declares_is_taken_and_loaded_when_named(
     finally:
         BACKENDS.pop("plugin", None)
         unregister_backend_name("plugin")
+
+
+class ToyOptions(Strict):
+    queue: str = "default"
+    slots: int = Field(1, ge=1)
+
+
+class ToyWithFields(ToyBackend):
+    name = "toyf"
+    options = ToyOptions
+
+
+@pytest.fixture
+def toy_with_fields() -> Iterator[type[JobBackend]]:
+    register_backend(ToyWithFields)
+    yield ToyWithFields
+    BACKENDS.pop(ToyWithFields.name)
+    unregister_backend_name(ToyWithFields.name)
+
+
+def test_a_registered_backend_s_own_fields_go_under_its_name(
+    toy_with_fields: type[JobBackend],
+) -> None:
+    spec = RunSpec.model_validate({"backend": "toyf", "toyf": {"queue": "fast"}})
+    fields = spec.backend_fields()
+    assert isinstance(fields, ToyOptions) and (fields.queue, fields.slots) == ("fast", 1)
+    dumped = spec.model_dump(mode="json")
+    assert dumped["toyf"] == {"queue": "fast", "slots": 1} and "other_backends" not in dumped
+    assert RunSpec.model_validate(dumped) == spec
+    state = state_from_document({"run_spec": dumped})
+    assert state.run_spec == spec
+    with pytest.raises(PayloadError, match=r"run_spec\.toyf\.slots"):
+        state_from_document({"run_spec": {"backend": "toyf", "toyf": {"slots": 0}}})
+    assert RunSpec(backend="toyf").backend_fields() is None  # its defaults
+    assert "toyf" not in RunSpec.model_json_schema()["properties"]
+
+
+def test_fields_of_a_backend_that_is_not_registered_are_refused() -> None:
+    with pytest.raises(ValidationError, match="toyf"):
+        RunSpec.model_validate({"toyf": {"queue": "fast"}})
+    with pytest.raises(ValidationError, match="other_backends"):
+        RunSpec.model_validate({"other_backends": {"local": {"gpus_per_job": 1}}})
