@@ -5,9 +5,10 @@ Prefect derives a deployment's form from the flow's signature, wherever it is re
 shape lives here, on the parameters' types (`RunSpecForm`: `Annotated[RunSpec, ...]`), not in
 one registration route:
 
-- the job's fields first, then the backend, then each backend's own fields as one group
-  (`sagemaker`, `slurm`), collapsed until chosen (Prefect shows a nullable object as a
-  section whose fields open when its type is picked);
+- the job's fields first, then the backend (a choice of the registered ones), then each
+  backend's own fields, its group in RunSpec (`local`, `sagemaker`, `slurm`), collapsed
+  until chosen (Prefect shows a nullable object as a section whose fields open when its
+  type is picked);
 - "position" orders every field (the UI sorts by it; a server on PostgreSQL stores the
   keys re-sorted);
 - no field a strategy sets, nor the deprecated one;
@@ -16,31 +17,27 @@ one registration route:
 - `<` and `>` in descriptions escaped (the UI renders them as markdown: a tag vanishes).
 
 The payload's own schema (`remedy schema`, state.schema.json) is not changed by any of it.
-The form submits the cloud group as `run_spec.sagemaker`; `RunSpecForm`'s validator puts
-its fields back where RunSpec keeps them.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, GetJsonSchemaHandler
+from pydantic import GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from remedy.state_schema import Budgets, RunSpec
+from remedy.state_schema.backends import backend_names
 
 # run_spec fields a person does not set in the form: a strategy sets them on a relaunch
 # (a warm start, a dropped record or step), or they are deprecated. A payload through the
 # API may still give them: the flow validates run_spec itself.
 FORM_LEFT_OUT = ("start_epoch", "init_checkpoint", "skip_steps", "exclude_samples",
                  "max_updates", "hyperparameters_understood")  # fmt: skip
-# The cloud backend's fields: RunSpec keeps them flat (the original payload's names); the
-# form shows them as the group CLOUD_GROUP, after the backend choice.
-CLOUD_FIELDS = ("sm_role", "bucket", "region", "instance_type", "image_uri", "instance_count",
-                "volume_size_gb", "max_run_s", "spot", "max_wait_s")  # fmt: skip
-CLOUD_GROUP = "sagemaker"
-BACKEND_GROUPS = (CLOUD_GROUP, "slurm")  # shown after "backend", in this order
+# Each backend's own fields, a group of RunSpec's shown after the backend choice, in this
+# order (a backend registered elsewhere, with its group in RunSpec, comes after them).
+BACKEND_GROUPS = ("local", "sagemaker", "slurm")
 SCALAR_TYPES = ("string", "integer", "number", "boolean")
 
 
@@ -68,29 +65,19 @@ class RunSpecFormSchema(FormSchema):
 
     def shape(self, definition: dict[str, Any]) -> None:
         fields = definition["properties"]
-        if CLOUD_GROUP in fields:
-            return  # shaped already: RunSpec twice in one schema
-        cloud = {name: fields[name] for name in CLOUD_FIELDS}
-        group = {
-            "type": "object",
-            "title": "SageMaker",
-            "description": "The cloud backend's fields (backend sagemaker).",
-            "properties": cloud,
-        }
-        positioned(group)
-        typeable(group)
-        fields[CLOUD_GROUP] = {
-            "anyOf": [group, {"type": "null"}],
-            "default": None,  # collapsed: the UI opens it on "null"
-            "title": "SageMaker",
-            "description": "The cloud backend's fields: pick SageMaker to fill them in "
-            "(sm_role, bucket, region and instance_type needed).",
-        }
-        job = [n for n in fields if n not in (*CLOUD_FIELDS, "backend", *BACKEND_GROUPS)]
-        order = [n for n in (*job, "backend", *BACKEND_GROUPS) if n not in FORM_LEFT_OUT]
+        # a choice of the backends registered where the form is made (the payload's schema
+        # takes any registered name, so it gives them as examples)
+        fields["backend"]["enum"] = backend_names()
+        fields["backend"].pop("examples", None)
+        groups = [n for n in BACKEND_GROUPS if n in fields]
+        groups += [n for n in backend_names() if n in fields and n not in groups]
+        job = [n for n in fields if n not in ("backend", *groups)]
+        order = [n for n in (*job, "backend", *groups) if n not in FORM_LEFT_OUT]
         definition["properties"] = {name: fields[name] for name in order}
         positioned(definition)
-        definition["additionalProperties"] = True  # the fields left out, flat, from the API
+        # the fields left out, and the backends' fields flat as earlier payloads give them,
+        # from the API
+        definition["additionalProperties"] = True
         if "required" in definition:
             definition["required"] = [n for n in definition["required"] if n in order]
 
@@ -151,25 +138,7 @@ def escape_descriptions(node: Any) -> Any:
     return node
 
 
-def from_form(value: Any) -> Any:
-    """The form's `sagemaker` group back into RunSpec's flat fields (the group's values
-    win over flat ones: the form also sends the flat defaults it was given)."""
-    if not isinstance(value, dict) or CLOUD_GROUP not in value:
-        return value
-    value = dict(value)
-    group = value.pop(CLOUD_GROUP)
-    if group is None:
-        return value
-    if not isinstance(group, dict):
-        raise ValueError(f"{CLOUD_GROUP}: expected an object of the cloud fields")
-    for name, given in group.items():
-        if name not in CLOUD_FIELDS:
-            raise ValueError(f"{CLOUD_GROUP}.{name}: not a cloud field ({', '.join(CLOUD_FIELDS)})")
-        value[name] = given
-    return value
-
-
 MODEL_FORM = FormSchema()
 # The remediate flow's parameter types: the payload's models, shown as their forms.
-RunSpecForm = Annotated[RunSpec, BeforeValidator(from_form), RunSpecFormSchema()]
+RunSpecForm = Annotated[RunSpec, RunSpecFormSchema()]
 BudgetsForm = Annotated[Budgets, MODEL_FORM]

@@ -153,12 +153,15 @@ class JobBackend(ABC):
 
     name: ClassVar[str]
     # Whether the job runs its code from this machine's folders (local processes, a cluster
-    # sharing them), so preflight looks for the code, GPUs and warm start here; a backend
+    # sharing them), so preflight looks for the code and warm start here; a backend
     # that uploads source_dir elsewhere has only the uploaded script checked.
     code_runs_here: ClassVar[bool] = False
     # Whether a job bounded by run_spec.max_updates holds at its bound, to be continued
     # (continue_job) or stopped: a probe kept as the full run loses none of its updates.
     can_continue: ClassVar[bool] = False
+    # The model of the backend's own fields, run_spec.<name> (None: it has none); registered
+    # with the payload's schema together with the name.
+    options: ClassVar[type[BaseModel] | None] = None
 
     def __init__(self, run_dir: str | Path) -> None:
         # The run's folder, where a backend may keep its jobs. Absolute: a job runs in its own

@@ -1,7 +1,8 @@
 """The run_spec fields that name the account's resources: kept in state.json, never shown.
 
-sm_role (the role ARN) and bucket are hidden wherever a person or a log sees a payload: the
-payloads remedy prints and the flow's parameters in the Prefect UI hold HIDDEN instead.
+run_spec.sagemaker's sm_role (the role ARN) and bucket are hidden wherever a person or a log
+sees a payload: the payloads remedy prints and the flow's parameters in the Prefect UI hold
+HIDDEN instead.
 A flow given HIDDEN takes the real value from its run folder (a resume, a Prefect retry) or,
 for a new run, from its machine's environment (REMEDY_SM_ROLE, REMEDY_BUCKET), which is
 also where a run of the cloud backend started from the UI form with the fields left empty
@@ -14,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from remedy.state_schema.backends import backend_options
 from remedy.state_schema.models import State
 
 # field -> the environment variable of the machine running the flow that holds its value
@@ -45,22 +47,52 @@ def same_run(a: State, b: State) -> bool:
 
 def reveal_private(state: State, environ: Mapping[str, str] | None = None) -> State:
     """The state of a new run with its private fields filled from the environment: those
-    HIDDEN, and for the cloud backend those left empty. ValueError naming the field and its
+    HIDDEN, and the empty ones of the run's own backend (run_spec.<backend>, when its model
+    has them: the cloud backend's sm_role and bucket). ValueError naming the field and its
     variable when a HIDDEN one has no value there."""
     environ = os.environ if environ is None else environ
     data = state.model_dump(mode="json")
     specs = [data["run_spec"], *(attempt["spec"] for attempt in data["history"]["attempts"])]
     changed = False
     for spec in specs:
-        for field, variable in PRIVATE_FIELDS.items():
-            value = spec.get(field)
-            if value == HIDDEN or (value is None and spec.get("backend") == "sagemaker"):
-                if environ.get(variable):
-                    spec[field] = environ[variable]
-                    changed = True
-                elif value == HIDDEN:
-                    raise ValueError(
-                        f"run_spec.{field} is {HIDDEN} and {variable} is not set on this "
-                        "machine: set it, or give the value"
-                    )
+        own = spec.get("backend")
+        for name in private_groups(spec):
+            group = spec.get(name) or {}
+            if revealed(f"run_spec.{name}", group, environ, fill_empty=name == own):
+                spec[name] = group
+                changed = True
     return State.model_validate(data) if changed else state
+
+
+def private_groups(spec: Mapping[str, Any]) -> list[str]:
+    """The backends' groups of a run_spec (JSON) that hold private fields: those given, and
+    the run's own backend's."""
+    names = [name for name, value in spec.items() if isinstance(value, Mapping)]
+    if isinstance(spec.get("backend"), str):
+        names.append(spec["backend"])
+    found = []
+    for name in dict.fromkeys(names):
+        options = backend_options(name)
+        if options is not None and PRIVATE_FIELDS.keys() & options.model_fields.keys():
+            found.append(name)
+    return found
+
+
+def revealed(
+    where: str, group: dict[str, Any], environ: Mapping[str, str], fill_empty: bool
+) -> bool:
+    """Fill the group's HIDDEN private fields (and its empty ones, with fill_empty) from
+    the environment, in place; whether any was filled."""
+    changed = False
+    for field, variable in PRIVATE_FIELDS.items():
+        value = group.get(field)
+        if value == HIDDEN or (value is None and fill_empty):
+            if environ.get(variable):
+                group[field] = environ[variable]
+                changed = True
+            elif value == HIDDEN:
+                raise ValueError(
+                    f"{where}.{field} is {HIDDEN} and {variable} is not set on this "
+                    "machine: set it, or give the value"
+                )
+    return changed

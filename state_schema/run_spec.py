@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal, Self
 
 from pydantic import (
+    BaseModel,
     ConfigDict,
     Field,
     SerializationInfo,
@@ -26,8 +27,10 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from remedy.state_schema.backends import BUILTIN_BACKENDS, backend_options, check_backend_name
 from remedy.state_schema.base import Strict
 from remedy.state_schema.entry_points import (
     BUILTIN_ENTRY_POINT,
@@ -51,6 +54,7 @@ from remedy.state_schema.hyperparameters import (
     takes_none,
 )
 from remedy.state_schema.job_traits import BUILTIN_JOB, SCRIPT_JOB, JobTraits
+from remedy.state_schema.local_spec import LocalSpec
 from remedy.state_schema.metric_definitions import MAX_METRIC_DEFINITIONS, MetricDefinition
 from remedy.state_schema.roles import (
     PATH_ROLES,
@@ -59,6 +63,7 @@ from remedy.state_schema.roles import (
     role_value,
     script_value,
 )
+from remedy.state_schema.sagemaker_spec import SageMakerSpec
 from remedy.state_schema.slurm_spec import SlurmSpec
 
 # Contract fields every job uses, the built-in one or not: the rest are the built-in job's.
@@ -68,6 +73,14 @@ BUILTIN_ONLY_FIELDS = frozenset(Hyperparameters.model_fields) - FIELDS_OF_EVERY_
 # Fields only a script reads (their JSON names): a built-in run's payload leaves out the new
 # ones, so it dumps as it always did.
 SCRIPT_ONLY_NEW_FIELDS = ("hyperparameter_style", "arguments", "bare_flags", "coupled_flags")
+
+
+# Fields earlier payloads give at the top of run_spec -> the backend whose fields they are
+# now (run_spec.<backend>.<field>): still read there, written nested.
+LEGACY_FIELDS: dict[str, str] = {
+    **dict.fromkeys(SageMakerSpec.model_fields, "sagemaker"),
+    **dict.fromkeys(LocalSpec.model_fields, "local"),
+}
 
 
 # The rules of a run_spec that names none (debugger/rule_presets.py defines the sets).
@@ -251,56 +264,16 @@ class RunSpec(Hyperparameters):
     debugger_save_interval: int = Field(
         100, gt=0, le=10**9, description="Gradients are saved every this many steps."
     )
-    tensorboard: bool = Field(
-        False,
-        description="Local backend: also write what the debugger saves as TensorBoard event "
-        "files in each job's folder (`tensorboard --logdir RUN_DIR/jobs`).",
-    )
-    sm_role: str | None = Field(
-        None,
-        description="Cloud backend: execution role ARN. Leave empty: REMEDY_SM_ROLE of the "
-        "machine running the flow (a value given here shows as <hidden> once the run starts).",
-    )
-    bucket: str | None = Field(
-        None,
-        description="Cloud backend: bucket for outputs. Leave empty: REMEDY_BUCKET of the "
-        "machine running the flow (a value given here shows as <hidden> once the run starts).",
-    )
-    region: str | None = Field(None, description="Cloud backend: region.")
-    instance_type: str | None = Field(None, description="Cloud backend: instance type.")
-    image_uri: str | None = Field(
-        None,
-        max_length=255,
-        description="Cloud backend: the training image. null: the PyTorch training image of "
-        "the region (CPU or GPU after instance_type); your own needs remedy-train installed "
-        "for capture.",
-    )
-    instance_count: int = Field(1, ge=1, le=100, description="Cloud backend: instances per job.")
-    volume_size_gb: int = Field(30, ge=1, le=16384, description="Cloud backend: disk per instance.")
-    max_run_s: int = Field(
-        86400, ge=1, le=28 * 86400, description="Cloud backend: a job is stopped after this long."
-    )
-    spot: bool = Field(
-        False,
-        description="Cloud backend: managed spot training (interruptions resume from the "
-        "job's checkpoints).",
-    )
-    max_wait_s: int | None = Field(
-        None,
-        title="Spot Max Wait (s)",  # apart from the monitor's max_wait_s in the same form
-        ge=1,
-        le=28 * 86400,
-        description="Cloud backend, spot: the longest a job may wait for capacity and run, "
-        "at least max_run_s. null: max_run_s.",
-    )
 
     # --- ours ----------------------------------------------------------------------
-    # The registered backends (jobs/): a test checks this list against the registry.
-    backend: Literal["local", "sagemaker", "slurm"] = Field(
+    # Any registered backend (state_schema/backends.py): adding one needs no edit here.
+    backend: str = Field(
         "local",
-        description="Where jobs run: local (processes here), sagemaker (the cloud training "
-        "service; sm_role, bucket, region and instance_type needed), slurm (sbatch on a "
-        "Slurm cluster; its fields in slurm).",
+        examples=sorted(BUILTIN_BACKENDS),
+        description="Where jobs run, a registered backend: local (processes here), "
+        "sagemaker (the cloud training service; sm_role, bucket, region and instance_type "
+        "needed), slurm (sbatch on a Slurm cluster; its fields in slurm), or one an "
+        "installed package adds. An unknown name is refused, listing the known ones.",
     )
     max_updates: int | None = Field(
         None,
@@ -310,6 +283,22 @@ class RunSpec(Hyperparameters):
         "bound: kept by the job even when the flow that watches it is gone). null: the "
         "job's own length.",
     )
+    # Each backend's own fields, under its name (state_schema/backends.py).
+    local: LocalSpec | None = Field(
+        None,
+        exclude_if=lambda value: value is None,  # absent unless given
+        description="Local backend: each job's GPUs and a TensorBoard copy of its tensors "
+        "(tensorboard, gpus_per_job). null: the defaults.",
+    )
+    sagemaker: SageMakerSpec | None = Field(
+        None,
+        title="SageMaker",
+        exclude_if=lambda value: value is None,  # absent unless given
+        description="Cloud backend: the training job of each attempt (sm_role, bucket, "
+        "region, instance_type, image_uri, instance_count, volume_size_gb, max_run_s, spot, "
+        "max_wait_s). Earlier payloads give these fields at the top of run_spec; they are "
+        "read from there too.",
+    )
     slurm: SlurmSpec | None = Field(
         None,
         exclude_if=lambda value: value is None,  # absent from every other backend's spec
@@ -317,6 +306,10 @@ class RunSpec(Hyperparameters):
         "account, qos, time limit, nodes, GPUs, CPUs and memory, extra sbatch options) and "
         "the shared folder for the jobs' files. null: the cluster's defaults, one node.",
     )
+    # The own fields of a backend registered elsewhere (its class's options): given and
+    # written as run_spec.<its name>, as the three above; not in the schema, which cannot
+    # know them.
+    other_backends: SkipJsonSchema[dict[str, Any]] = Field(default_factory=dict, exclude=True)
     source_dir: str | None = Field(
         None,
         description="Folder of the user's code: the job's working directory, first on its "
@@ -425,13 +418,6 @@ class RunSpec(Hyperparameters):
         "interval between progress so far (at least 300 s; after 5 intervals), below "
         "progress_timeout_s; fixed: progress_timeout_s alone.",
     )
-    gpus_per_job: int | None = Field(
-        None,
-        ge=0,
-        description="Local backend: GPUs each job gets, its own (CUDA_VISIBLE_DEVICES); a "
-        "job waits while every GPU is taken by other jobs. null: one when the machine has "
-        "any, else none; 0: the CPU only.",
-    )
     # --- deprecated ------------------------------------------------------------------
     hyperparameters_understood: list[str] | None = Field(
         None,
@@ -449,13 +435,86 @@ class RunSpec(Hyperparameters):
                 self.base_job_name = stem[:40]
         return self
 
-    @model_validator(mode="after")
-    def _spot_wait(self) -> Self:
-        if self.max_wait_s is not None and self.max_wait_s < self.max_run_s:
-            raise ValueError(
-                f"max_wait_s ({self.max_wait_s}) must be at least max_run_s ({self.max_run_s})"
-            )
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _other_backends(cls, data: Any) -> Any:
+        """run_spec.<name> of a backend registered elsewhere with fields of its own: checked
+        by its model, kept in other_backends."""
+        if not isinstance(data, dict):
+            return data
+        names = [n for n in data if n not in cls.model_fields and backend_options(n)]
+        if not names:
+            return data
+        data = dict(data)
+        other = dict(data.get("other_backends") or {})
+        errors: list[InitErrorDetails] = []
+        for name in names:
+            options, value = backend_options(name), data.pop(name)
+            assert options is not None
+            try:
+                other[name] = value if isinstance(value, options) else options.model_validate(value)
+            except ValidationError as error:
+                for item in error.errors():
+                    where = (name, *item["loc"])
+                    errors.append(field_error(where, item["msg"], item["input"]))
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        data["other_backends"] = other
+        return data
+
+    @field_validator("other_backends")
+    @classmethod
+    def _other_backends_checked(cls, other: dict[str, Any]) -> dict[str, Any]:
+        for name, value in other.items():
+            options = backend_options(name)
+            if name in BUILTIN_BACKENDS or options is None or not isinstance(value, options):
+                raise ValueError(
+                    f"{name}: not the fields of a backend registered elsewhere; give a "
+                    f"backend's fields as run_spec.<its name>"
+                )
+        return other
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_places(cls, data: Any) -> Any:
+        """Backend fields at the top of run_spec (the original payload's sm_role, bucket,
+        region, instance_type, ...) moved under their backend's name; one given in both
+        places with two values is refused. A top-level default says nothing: dropped."""
+        if not isinstance(data, dict) or not LEGACY_FIELDS.keys() & data.keys():
+            return data
+        data = dict(data)
+        errors = []
+        for name in [name for name in data if name in LEGACY_FIELDS]:
+            value, group = data.pop(name), LEGACY_FIELDS[name]
+            model = BUILTIN_BACKENDS[group]
+            assert model is not None
+            default = model.model_fields[name].get_default()
+            if value == default and type(value) is type(default):
+                continue
+            given = data.get(group)
+            if isinstance(given, BaseModel):
+                given = given.model_dump(exclude_unset=True)
+            if given is None:
+                given = {}
+            if not isinstance(given, dict):
+                continue  # the group's own error says what is wrong
+            if name in given and given[name] != value:
+                message = (
+                    f"{name} is given twice, at the top of run_spec (where earlier payloads kept "
+                    f"it) and as run_spec.{group}.{name}, with two values: give it once, "
+                    f"in run_spec.{group}"
+                )
+                errors.append(field_error((name,), message, value))
+                continue
+            data[group] = {**given, name: given.get(name, value)}
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return data
+
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, backend: str) -> str:
+        return check_backend_name(backend)
 
     @field_validator("entry_point")
     @classmethod
@@ -626,6 +685,17 @@ class RunSpec(Hyperparameters):
         except ValueError as error:
             raise ValueError(f"hyperparameters.{flag} {error}") from None
 
+    # --- the backend's own fields --------------------------------------------------
+    def backend_fields(self, name: str | None = None) -> BaseModel | None:
+        """The own fields of the backend `name` (default: the run's), run_spec.<name>;
+        None when the spec gives none (its backend's defaults)."""
+        name = self.backend if name is None else name
+        if name in BUILTIN_BACKENDS:
+            value = getattr(self, name)
+            return value if isinstance(value, BaseModel) else None
+        found = self.other_backends.get(name)
+        return found if isinstance(found, BaseModel) else None
+
     # --- what the job receives ------------------------------------------------------
     @property
     def is_builtin(self) -> bool:
@@ -702,6 +772,8 @@ class RunSpec(Hyperparameters):
         data = handler(self)
         if info.include is not None:  # the fields asked for (hyperparameters(): the contract)
             return data
+        for name, fields in self.other_backends.items():
+            data[name] = fields.model_dump(mode=info.mode, exclude_defaults=info.exclude_defaults)
         left_out = BUILTIN_ONLY_FIELDS if not self.is_builtin else SCRIPT_ONLY_NEW_FIELDS
         for name in left_out:
             data.pop(name, None)

@@ -13,12 +13,10 @@ directory) first on the import path, then the installed packages.
 from __future__ import annotations
 
 import importlib.util
-import os
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from remedy.jobs import backend_class
-from remedy.jobs.local.gpus import GpuSettingError, gpus_wanted, visible_devices
 from remedy.outlets.report_store import reports_store
 from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
 from remedy.tasks.allowed_code import check_allowed
@@ -51,10 +49,6 @@ def check_code(spec: RunSpec) -> None:
     if not backend_class(spec.backend).code_runs_here:
         check_uploaded(spec)
         return
-    try:
-        gpus_wanted(spec.gpus_per_job, len(visible_devices(os.environ)))
-    except GpuSettingError as error:
-        raise PreflightError(str(error)) from None
     if spec.init_checkpoint:
         check_checkpoint(Path(spec.init_checkpoint))
     code_dir = Path(spec.source_dir or ".").resolve()

@@ -19,7 +19,9 @@ import time
 from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
 
 from remedy.debugger import RULES
 from remedy.debugger.capture import capture_config
@@ -38,6 +40,7 @@ from remedy.jobs.base import (
 )
 from remedy.jobs.local.environment import check_argv_limits, job_launch, path_flags
 from remedy.jobs.local.escalation import Escalation
+from remedy.jobs.local.gpus import gpus_wanted, visible_devices
 from remedy.jobs.local.launch_record import LaunchRecord
 from remedy.jobs.local.layout import (
     JobPaths,
@@ -47,10 +50,12 @@ from remedy.jobs.local.layout import (
     write_request,
 )
 from remedy.jobs.local.log_metrics import final_values, read_records
+from remedy.jobs.local.options import local_of
 from remedy.jobs.local.process_tree import descendants, signal_process
 from remedy.jobs.registry import register_backend
 from remedy.state_schema import Checkpoint, JobStatus, RunSpec, write_atomic
 from remedy.state_schema.job_env import without_secrets
+from remedy.state_schema.local_spec import LocalSpec
 from remedy.state_schema.metric_definitions import is_finite
 
 SUPERVISOR_GONE = "InternalServerError: the job's supervisor process disappeared"
@@ -104,7 +109,7 @@ def debugger_config(spec: RunSpec, tensors: Path) -> dict[str, object]:
         with contextlib.suppress(ValueError):
             rules.append(check_rule(RuleConfig.from_dict(config)))
     config = capture_config(rules, str(tensors), spec.debugger_save_interval)
-    if spec.tensorboard:  # beside the store: jobs/JOB/tensorboard
+    if local_of(spec).tensorboard:  # beside the store: jobs/JOB/tensorboard
         config["tensorboard_dir"] = str(tensors.parent / TENSORBOARD_DIR)
     return config
 
@@ -142,12 +147,19 @@ def place_warm_start(checkpoint: Path, checkpoints: Path) -> None:
 @register_backend
 class LocalBackend(JobBackend):
     name = "local"
+    options: ClassVar[type[BaseModel] | None] = LocalSpec
     code_runs_here = True  # and a Slurm job's, which runs this launcher on shared folders
     can_continue = True  # the continue file, as the stop file: in the job's folder
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:
         check_argv_limits(spec)  # past the OS's limits a job could never start
+        cls.check_gpus(spec)
+
+    @classmethod
+    def check_gpus(cls, spec: RunSpec) -> None:
+        """run_spec.local.gpus_per_job against the GPUs this machine shows the job."""
+        gpus_wanted(local_of(spec).gpus_per_job, len(visible_devices(os.environ)))
 
     def paths(self, job_name: str) -> JobPaths:
         return JobPaths(self.run_dir / "jobs" / job_name)
@@ -198,7 +210,7 @@ class LocalBackend(JobBackend):
             env=launch.env,
             stop_grace_s=spec.stop_grace_s,
             kill_after_s=spec.kill_after_s,
-            gpus_per_job=spec.gpus_per_job,
+            gpus_per_job=local_of(spec).gpus_per_job,
             progress_timeout_s=spec.progress_timeout_s,
             progress_timeout=spec.progress_timeout,
         )

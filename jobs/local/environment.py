@@ -22,6 +22,7 @@ from pathlib import Path
 
 from remedy.jobs.local.gpus import gpus_wanted, visible_devices
 from remedy.jobs.local.layout import JobPaths
+from remedy.jobs.local.options import local_of
 from remedy.state_schema import RunSpec
 from remedy.state_schema import job_env as names
 from remedy.state_schema.flags import environment_value, flag_arguments
@@ -161,7 +162,7 @@ def toolkit_variables(
 
 def job_gpus(spec: RunSpec, environ: Mapping[str, str]) -> int:
     """How many GPUs the job will get (its supervisor picks which: gpus.py)."""
-    return gpus_wanted(spec.gpus_per_job, len(visible_devices(environ)))
+    return gpus_wanted(local_of(spec).gpus_per_job, len(visible_devices(environ)))
 
 
 def source_dir(spec: RunSpec) -> Path:

@@ -53,11 +53,11 @@ def lock_dir(environ: Mapping[str, str]) -> Path:
 
 
 def gpus_wanted(requested: int | None, visible: int) -> int:
-    """GPUs a job gets: run_spec.gpus_per_job, or one when the machine has any."""
+    """GPUs a job gets: run_spec.local.gpus_per_job, or one when the machine has any."""
     wanted = (1 if visible else 0) if requested is None else requested
     if wanted > visible:
         raise GpuSettingError(
-            f"run_spec.gpus_per_job is {wanted}, but only {visible} GPU(s) are visible "
+            f"run_spec.local.gpus_per_job is {wanted}, but only {visible} GPU(s) are visible "
             f"({CUDA_VISIBLE_DEVICES} or /dev/nvidiaN)"
         )
     return wanted

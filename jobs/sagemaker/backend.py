@@ -41,12 +41,13 @@ from remedy.jobs.sagemaker import clients
 from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths, warm_start_folder
 from remedy.jobs.sagemaker.naming import training_job_name
 from remedy.jobs.sagemaker.reports import mirror
-from remedy.jobs.sagemaker.request import create_training_job_request
+from remedy.jobs.sagemaker.request import create_training_job_request, sagemaker_of
 from remedy.jobs.sagemaker.service_model import check_request
 from remedy.jobs.sagemaker.snapshot import job_snapshot, scrub
 from remedy.jobs.sagemaker.source import pack, upload
 from remedy.state_schema import CHECKPOINT_META_FILE, Checkpoint, JobStatus, RunSpec, write_atomic
 from remedy.state_schema.job_env import RESULT_FILE, RULE_STATUS_DIR, without_secrets
+from remedy.state_schema.sagemaker_spec import SageMakerSpec
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 STOP_POLL_S = 5.0
@@ -56,6 +57,7 @@ STOP_TIMEOUT_S = 300.0  # SIGTERM, 120 s, SIGKILL, then the upload of what was w
 @register_backend
 class SageMakerBackend(JobBackend):
     name = "sagemaker"
+    options = SageMakerSpec
     # How often the watcher polls DescribeTrainingJob and the evaluator the store; tests
     # shorten them (the service's own status changes take tens of seconds).
     watch_poll_s = 10.0
@@ -67,8 +69,11 @@ class SageMakerBackend(JobBackend):
     def check(cls, spec: RunSpec) -> None:
         from remedy.jobs.sagemaker.checks import check_cloud_spec
 
-        if spec.tensorboard:  # never ignored: the cloud job's tensors stay in its bucket
-            raise ValueError("run_spec.tensorboard: the local backend's option (cloud: false)")
+        if spec.local is not None and spec.local.tensorboard:
+            # never ignored: the cloud job's tensors stay in its bucket
+            raise ValueError(
+                "run_spec.local.tensorboard: the local backend's option (cloud: false)"
+            )
         check_cloud_spec(spec)
 
     def paths(self, job_name: str) -> LocalPaths:
@@ -92,20 +97,23 @@ class SageMakerBackend(JobBackend):
         paths = self.paths(job_name)
         if paths.record.exists():
             return  # launched before (e.g. by a flow that crashed right after): never twice
-        assert spec.region and spec.bucket  # the preflight refuses a spec without them
-        cloud = CloudPaths(spec.bucket, training_job_name(job_name, str(self.run_dir)))
-        request = create_training_job_request(spec, cloud, spec.region)
+        fields = sagemaker_of(spec)
+        assert fields.region and fields.bucket  # the preflight refuses a spec without them
+        cloud = CloudPaths(fields.bucket, training_job_name(job_name, str(self.run_dir)))
+        request = create_training_job_request(spec, cloud, fields.region)
         paths.root.mkdir(parents=True, exist_ok=True)
         paths.rule_status.mkdir(exist_ok=True)
         write_atomic(paths.rules, json.dumps(rule_configs(spec), indent=2))
-        s3 = clients.s3(spec.region)
-        upload(s3, spec.bucket, cloud.source_key, pack(spec, self.job_debugger_config(spec, cloud)))
+        s3 = clients.s3(fields.region)
+        upload(
+            s3, fields.bucket, cloud.source_key, pack(spec, self.job_debugger_config(spec, cloud))
+        )
         start_step = 0
         if spec.init_checkpoint:
             start_step = copy_warm_start(s3, spec.init_checkpoint, cloud)
         if not spec.job.counts_on_from_warm_start:
             start_step = 0  # a script's launcher counts its own steps from 0, as locally
-        sagemaker = clients.sagemaker(spec.region)
+        sagemaker = clients.sagemaker(fields.region)
         try:
             sagemaker.create_training_job(**request)
         except Exception as error:
@@ -114,8 +122,8 @@ class SageMakerBackend(JobBackend):
         record = {
             "job_name": job_name,
             "training_job_name": cloud.training_job_name,
-            "region": spec.region,
-            "bucket": spec.bucket,
+            "region": fields.region,
+            "bucket": fields.bucket,
             "created": datetime.now(UTC).isoformat(),
             # Steps done before this launch (the built-in job goes on from a warm start's
             # step); the job's own progress.json says so too, once it has sent one.

@@ -13,7 +13,7 @@ import re
 
 from remedy.jobs.sagemaker.images import ImageError, training_image
 from remedy.jobs.sagemaker.layout import CloudPaths
-from remedy.jobs.sagemaker.request import create_training_job_request
+from remedy.jobs.sagemaker.request import create_training_job_request, sagemaker_of
 from remedy.jobs.sagemaker.service_model import RequestError, instance_types
 from remedy.jobs.sagemaker.source import SourceError, source_files
 from remedy.state_schema import RunSpec
@@ -27,30 +27,35 @@ class CloudSpecError(ValueError):
 
 
 def check_cloud_spec(spec: RunSpec) -> None:
-    missing = [name for name in REQUIRED if not getattr(spec, name)]
+    cloud = sagemaker_of(spec)
+    missing = [name for name in REQUIRED if not getattr(cloud, name)]
     if missing:
         raise CloudSpecError(
-            f"run_spec: the sagemaker backend needs {', '.join(missing)} (see docs/cloud.md; "
-            "sm_role and bucket may instead be REMEDY_SM_ROLE and REMEDY_BUCKET)"
+            f"run_spec.sagemaker: the sagemaker backend needs {', '.join(missing)} (see "
+            "docs/cloud.md; sm_role and bucket may instead be REMEDY_SM_ROLE and REMEDY_BUCKET)"
         )
-    assert spec.instance_type and spec.region and spec.bucket
+    assert cloud.instance_type and cloud.region and cloud.bucket
     known = instance_types()
-    if spec.instance_type not in known:
-        close = difflib.get_close_matches(spec.instance_type, known, n=3)
+    if cloud.instance_type not in known:
+        close = difflib.get_close_matches(cloud.instance_type, known, n=3)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         raise CloudSpecError(
-            f"run_spec.instance_type: {spec.instance_type!r} is not a training instance type "
-            f"of the service{hint}"
+            f"run_spec.sagemaker.instance_type: {cloud.instance_type!r} is not a training "
+            f"instance type of the service{hint}"
         )
     regions = cloud_regions()
-    if regions and spec.region not in regions:
-        close = difflib.get_close_matches(spec.region, regions, n=1)
+    if regions and cloud.region not in regions:
+        close = difflib.get_close_matches(cloud.region, regions, n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise CloudSpecError(f"run_spec.region: the service has no region {spec.region!r}{hint}")
-    if not BUCKET_NAME.fullmatch(spec.bucket) or ".." in spec.bucket:
-        raise CloudSpecError("run_spec.bucket: not a bucket name (3-63 of a-z, 0-9, '.', '-')")
+        raise CloudSpecError(
+            f"run_spec.sagemaker.region: the service has no region {cloud.region!r}{hint}"
+        )
+    if not BUCKET_NAME.fullmatch(cloud.bucket) or ".." in cloud.bucket:
+        raise CloudSpecError(
+            "run_spec.sagemaker.bucket: not a bucket name (3-63 of a-z, 0-9, '.', '-')"
+        )
     try:
-        training_image(spec.image_uri, spec.region, spec.instance_type)
+        training_image(cloud.image_uri, cloud.region, cloud.instance_type)
         list(source_files(spec))
     except (ImageError, SourceError) as error:
         raise CloudSpecError(str(error)) from None
@@ -60,8 +65,8 @@ def check_cloud_spec(spec: RunSpec) -> None:
             "bucket (an s3:// folder a job wrote)"
         )
     try:
-        paths = CloudPaths(spec.bucket, "preflight-check")
-        create_training_job_request(spec, paths, spec.region)
+        paths = CloudPaths(cloud.bucket, "preflight-check")
+        create_training_job_request(spec, paths, cloud.region)
     except (RequestError, ValueError) as error:
         raise CloudSpecError(f"run_spec: the service would refuse the job: {error}") from None
 

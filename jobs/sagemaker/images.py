@@ -1,9 +1,9 @@
 """The framework image a job runs in: the PyTorch training image of the job's region (the
 cloud SDK's `image_uris.retrieve("pytorch", region, version, py_version, instance_type,
-image_scope="training")`), or the user's own (run_spec.image_uri).
+image_scope="training")`), or the user's own (run_spec.sagemaker.image_uri).
 
 The training images live in a registry account per region (763104351884 in most); a region
-the SDK lists no image for needs run_spec.image_uri.
+the SDK lists no image for needs run_spec.sagemaker.image_uri.
 """
 
 from __future__ import annotations
@@ -73,8 +73,9 @@ def processor(instance_type: str) -> str:
     family = instance_family(instance_type)
     if family.startswith(OTHER_ACCELERATORS):
         raise ImageError(
-            f"run_spec.instance_type {instance_type}: the PyTorch training image does not "
-            "run on this accelerator; set run_spec.image_uri to an image that does"
+            f"run_spec.sagemaker.instance_type {instance_type}: the PyTorch training image "
+            "does not run on this accelerator; set run_spec.sagemaker.image_uri to an image "
+            "that does"
         )
     return "gpu" if family.startswith(GPU_FAMILIES) else "cpu"
 
@@ -83,8 +84,8 @@ def registry_account(region: str) -> str:
     if region in REGISTRY_ACCOUNTS:
         return REGISTRY_ACCOUNTS[region]
     raise ImageError(
-        f"run_spec.region {region}: remedy does not know the PyTorch training image's "
-        "registry there; set run_spec.image_uri"
+        f"run_spec.sagemaker.region {region}: remedy does not know the PyTorch training "
+        "image's registry there; set run_spec.sagemaker.image_uri"
     )
 
 

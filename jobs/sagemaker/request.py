@@ -13,7 +13,8 @@ it in script mode, checked against the service's model (service_model.py).
   hold the container's model folder and the warm start's restored checkpoint.
 - CheckpointConfig always (warm start, spot interruptions; the built-in job's
   init_checkpoint is the copy of the checkpoint the service restores into the container);
-  StoppingCondition from run_spec.max_run_s (and max_wait_s with spot); the managed
+  StoppingCondition from run_spec.sagemaker.max_run_s (and max_wait_s with
+  spot); the managed
   debugger is not asked for.
 """
 
@@ -35,6 +36,7 @@ from remedy.jobs.sagemaker.service_model import check_request
 from remedy.jobs.sagemaker.source import ENTRY_PROGRAM
 from remedy.state_schema import RunSpec
 from remedy.state_schema import job_env as names
+from remedy.state_schema.sagemaker_spec import SageMakerSpec
 
 CREATE = "CreateTrainingJob"
 CONTAINER_LOG_LEVEL = "20"  # logging.INFO, the SDK's default
@@ -42,6 +44,11 @@ CONTAINER_LOG_LEVEL = "20"  # logging.INFO, the SDK's default
 TOOLKIT_PREFIX = "sagemaker_"
 COMMAND_LINE_ENV = "REMEDY_COMMAND_LINE"  # read by container_entry.py
 MODEL_DIR = "/opt/ml/model"  # SM_MODEL_DIR in the container, uploaded at the end
+
+
+def sagemaker_of(spec: RunSpec) -> SageMakerSpec:
+    """The run's cloud fields (run_spec.sagemaker; the defaults when it gives none)."""
+    return spec.sagemaker or SageMakerSpec()
 
 
 def encoded_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
@@ -76,7 +83,8 @@ def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
 
 def create_training_job_request(spec: RunSpec, paths: CloudPaths, region: str) -> dict[str, Any]:
     """The request; RequestError when the service's model refuses it, naming the member."""
-    assert spec.bucket and spec.sm_role and spec.instance_type  # the preflight's business
+    cloud = sagemaker_of(spec)
+    assert cloud.bucket and cloud.sm_role and cloud.instance_type  # the preflight's business
     restored = warm_start_folder(spec.init_checkpoint) if spec.init_checkpoint else None
     values = spec.job_hyperparameters(output_dir=MODEL_DIR, resume=restored)
     hyperparameters = encoded_hyperparameters(values)
@@ -90,7 +98,7 @@ def create_training_job_request(spec: RunSpec, paths: CloudPaths, region: str) -
     if spec.distribution is not None and spec.distribution.enabled:
         hyperparameters["sagemaker_torch_distributed_enabled"] = "true"
     algorithm: dict[str, Any] = {
-        "TrainingImage": training_image(spec.image_uri, region, spec.instance_type),
+        "TrainingImage": training_image(cloud.image_uri, region, cloud.instance_type),
         "TrainingInputMode": "File",
         "EnableSageMakerMetricsTimeSeries": bool(spec.metric_definitions),
     }
@@ -98,22 +106,22 @@ def create_training_job_request(spec: RunSpec, paths: CloudPaths, region: str) -
         algorithm["MetricDefinitions"] = [
             {"Name": d.name, "Regex": d.regex} for d in spec.metric_definitions
         ]
-    stopping: dict[str, int] = {"MaxRuntimeInSeconds": spec.max_run_s}
-    if spec.spot:
-        stopping["MaxWaitTimeInSeconds"] = spec.max_wait_s or spec.max_run_s
+    stopping: dict[str, int] = {"MaxRuntimeInSeconds": cloud.max_run_s}
+    if cloud.spot:
+        stopping["MaxWaitTimeInSeconds"] = cloud.max_wait_s or cloud.max_run_s
     request: dict[str, Any] = {
         "TrainingJobName": paths.training_job_name,
         "HyperParameters": hyperparameters,
         "AlgorithmSpecification": algorithm,
-        "RoleArn": spec.sm_role,
+        "RoleArn": cloud.sm_role,
         "OutputDataConfig": {"S3OutputPath": paths.output},
         "ResourceConfig": {
-            "InstanceType": spec.instance_type,
-            "InstanceCount": spec.instance_count,
-            "VolumeSizeInGB": spec.volume_size_gb,
+            "InstanceType": cloud.instance_type,
+            "InstanceCount": cloud.instance_count,
+            "VolumeSizeInGB": cloud.volume_size_gb,
         },
         "StoppingCondition": stopping,
-        "EnableManagedSpotTraining": spec.spot,
+        "EnableManagedSpotTraining": cloud.spot,
         "CheckpointConfig": {"S3Uri": paths.checkpoints, "LocalPath": CHECKPOINT_DIR},
         "Environment": job_environment(spec, paths),
         "Tags": [{"Key": "remedy:job", "Value": paths.training_job_name}],

@@ -40,6 +40,7 @@ from remedy.jobs.slurm.controller import SlurmError, SlurmJob
 from remedy.jobs.slurm.requeue import RUN_SPEC_FILE, prepared_restart
 from remedy.state_schema import JobStatus, RunSpec, write_atomic
 from remedy.state_schema.job_env import without_secrets
+from remedy.state_schema.slurm_spec import SlurmSpec
 
 SUBMIT_TIMEOUT_S = 60.0  # a job folder without a Slurm job by then was never submitted
 POLL_S = 0.5  # how often stop() asks the controller
@@ -83,11 +84,17 @@ def age_s(created: str) -> float:
 @register_backend
 class SlurmBackend(LocalBackend):
     name = "slurm"
+    options = SlurmSpec
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:
         super().check(spec)  # the same launcher and command line
         check_slurm_spec(spec)
+
+    @classmethod
+    def check_gpus(cls, spec: RunSpec) -> None:
+        """None here: a job's GPUs are its allocation's (slurm.gpus_per_node), not this
+        machine's; check_slurm_spec refuses run_spec.local.gpus_per_job."""
 
     # --- where a job's files are -----------------------------------------------------
     def pointer(self, job_name: str) -> Path:

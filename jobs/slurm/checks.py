@@ -21,9 +21,9 @@ class SlurmSpecError(ValueError):
 
 def check_slurm_spec(spec: RunSpec) -> None:
     slurm = slurm_of(spec)
-    if spec.gpus_per_job is not None:
+    if spec.local is not None and spec.local.gpus_per_job is not None:
         raise SlurmSpecError(
-            "run_spec.gpus_per_job: the local backend's setting; the slurm backend asks for "
+            "run_spec.local.gpus_per_job: the local backend's setting; the slurm backend asks for "
             "GPUs with run_spec.slurm.gpus_per_node"
         )
     if slurm.nodes > 1 and (spec.distribution is None or not spec.distribution.enabled):

@@ -160,8 +160,13 @@ def test_the_overnight_search_is_scheduled_at_one(served: Served) -> None:
     assert schedule.active
 
 
+CLOUD_FIELDS = ("sm_role", "bucket", "region", "instance_type", "image_uri", "instance_count",
+                "volume_size_gb", "max_run_s", "spot", "max_wait_s")  # fmt: skip
+
+
 def cloud_run_spec(**fields: object) -> dict:
-    """The form's built-in job on the cloud backend (placeholder role and bucket)."""
+    """The form's built-in job on the cloud backend (placeholder role and bucket), its
+    fields at the top of run_spec as earlier payloads give them."""
     return {
         "backend": "sagemaker",
         "sm_role": "arn:aws:iam::123456789012:role/remedy-training",
@@ -174,17 +179,17 @@ def cloud_run_spec(**fields: object) -> dict:
 def test_the_run_form_takes_a_cloud_run_spec(served: Served) -> None:
     """The deployment's parameter schema as the server keeps it (the UI's form, a pool
     deployment's enforced schema) and the flow's own parameter model take backend
-    sagemaker with its fields: flat (the API, a saved run_spec) or as the form's group."""
+    sagemaker with its fields: as the form's group, or flat (an earlier payload)."""
     from prefect.utilities.schema_tools import validate
 
     from remedy.flows.remediate import remediate
-    from remedy.flows.run_form import CLOUD_FIELDS
 
     with get_client(sync_client=True) as client:
         schema = client.read_deployment_by_name("remediate/remediate").parameter_openapi_schema
     fields = schema["definitions"]["RunSpec"]["properties"]
     assert "sagemaker" in fields["backend"]["enum"]
-    assert set(fields["sagemaker"]["anyOf"][0]["properties"]) == set(CLOUD_FIELDS)
+    cloud = schema["definitions"]["SageMakerSpec"]["properties"]
+    assert set(cloud) == set(CLOUD_FIELDS)
     flat = cloud_run_spec(spot=True, max_run_s=3600)
     grouped = {name: value for name, value in flat.items() if name not in CLOUD_FIELDS}
     grouped["sagemaker"] = {name: value for name, value in flat.items() if name in CLOUD_FIELDS}
@@ -192,7 +197,8 @@ def test_the_run_form_takes_a_cloud_run_spec(served: Served) -> None:
         parameters = {"run_spec": given}
         assert validate(parameters, schema) == []
         run_spec = remediate.validate_parameters(parameters)["run_spec"]
-        assert (run_spec.backend, run_spec.instance_type, run_spec.spot) == (
+        assert run_spec.sagemaker is not None
+        assert (run_spec.backend, run_spec.sagemaker.instance_type, run_spec.sagemaker.spot) == (
             "sagemaker",
             "ml.g5.xlarge",
             True,
@@ -212,7 +218,7 @@ def test_a_deployment_run_refuses_a_cloud_spec_it_cannot_launch_naming_the_field
         ),
         "typo": (
             {"instance_type": "ml.g5.xlarg"},
-            "run_spec.instance_type: 'ml.g5.xlarg' is not a training instance type",
+            "run_spec.sagemaker.instance_type: 'ml.g5.xlarg' is not a training instance",
         ),
     }
     for name, (fields, expected) in cases.items():
@@ -232,23 +238,28 @@ def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
     """The form (the remediate deployment's schema): the job's fields, the backend, then
     each backend's fields as one group; nothing a strategy sets; descriptions without raw
     tags; nullable fields open typeable. A payload through the API may still carry the
-    fields left out, flat cloud fields and nulls (the flow validates run_spec itself)."""
+    fields left out, the cloud fields flat as earlier payloads and nulls (the flow
+    validates run_spec itself)."""
     from prefect.utilities.schema_tools import validate
 
     from remedy.flows.deployments import remediate_deployment
     from remedy.flows.remediate import remediate
-    from remedy.flows.run_form import CLOUD_FIELDS, FORM_LEFT_OUT
+    from remedy.flows.run_form import FORM_LEFT_OUT
     from remedy.state_schema import RunSpec
 
     schema = remediate_deployment()._parameter_openapi_schema.model_dump(exclude_unset=True)
     properties = schema["definitions"]["RunSpec"]["properties"]
     fields = sorted(properties, key=lambda name: properties[name]["position"])
     assert fields == list(properties)
-    assert fields[-3:] == ["backend", "sagemaker", "slurm"]
+    assert fields[-4:] == ["backend", "local", "sagemaker", "slurm"]
+    assert properties["backend"]["enum"] == ["local", "sagemaker", "slurm"]
     assert fields.index("entry_point") < fields.index("backend") and fields[0] == "base_job_name"
     assert not (set(FORM_LEFT_OUT) | set(CLOUD_FIELDS)) & set(fields)
-    cloud, null = properties["sagemaker"]["anyOf"]
-    assert list(cloud["properties"]) == list(CLOUD_FIELDS) and null == {"type": "null"}
+    group, null = properties["sagemaker"]["anyOf"]
+    assert group == {"$ref": "#/definitions/SageMakerSpec"} and null == {"type": "null"}
+    cloud = schema["definitions"]["SageMakerSpec"]
+    assert list(cloud["properties"]) == list(CLOUD_FIELDS)
+    assert properties["sagemaker"]["title"] == "SageMaker"
     assert properties["sagemaker"]["default"] is None  # collapsed until chosen
     # a nullable field: its typed input first, null an option of its own, no null default
     unset = {"enum": [None], "title": "unset"}
@@ -261,6 +272,7 @@ def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
     assert "<hidden>" not in text and "&lt;hidden&gt;" in text
     # one page of the form: no two inputs with the same label (two "Max Wait S" were)
     page = [properties, cloud["properties"], schema["definitions"]["SlurmSpec"]["properties"]]
+    page += [schema["definitions"]["LocalSpec"]["properties"]]
     page += [schema["definitions"][name]["properties"] for name in ("RemediateSettings", "Budgets")]
     titles = [field.get("title") for group in page for field in group.values()]
     assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
@@ -271,11 +283,12 @@ def test_the_run_form_shows_the_job_then_the_backend_then_its_fields() -> None:
         {"run_spec": {"sagemaker": {"sm_role": "arn:role", "spot": True}}},  # the form's
     ):
         assert validate(parameters, schema) == [], parameters
-    # the form's group is put back where RunSpec keeps it, winning over flat defaults
+    # the form's group wins over flat defaults (an earlier deployment's)
     form = {"run_spec": {"region": None, "sagemaker": {"region": "eu-west-1", "spot": True}}}
     run_spec = remediate.validate_parameters(form)["run_spec"]
-    assert (run_spec.region, run_spec.spot) == ("eu-west-1", True)
-    with pytest.raises(Exception, match="sagemaker.depth: not a cloud field"):
+    assert run_spec.sagemaker is not None
+    assert (run_spec.sagemaker.region, run_spec.sagemaker.spot) == ("eu-west-1", True)
+    with pytest.raises(Exception, match=r"sagemaker\.depth"):
         remediate.validate_parameters({"run_spec": {"sagemaker": {"depth": 3}}})
     # the flow run's parameters as the form sent them: the group's role hidden too
     from remedy.state_schema.private import HIDDEN, hide_private

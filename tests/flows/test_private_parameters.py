@@ -22,12 +22,19 @@ BUCKET = "example-sagemaker-debugger-model-automation"
 QUIET = RemediateSettings(report=False)
 
 
+def role_and_bucket(state: State) -> tuple[str | None, str | None]:
+    """run_spec.sagemaker's role and the first attempt's spec's bucket."""
+    cloud, attempts = state.run_spec.sagemaker, state.history.attempts
+    first = attempts[0].spec.sagemaker if attempts else cloud
+    return (cloud.sm_role if cloud else None, first.bucket if first else None)
+
+
 def ended_state() -> State:
     """The seed's final payload with an attempt: an ended run whose run_spec and attempt
     both name them."""
     state = Payload.model_validate(SEED_FINAL_PAYLOAD).state
     state = begin_attempt(state, "seed-job-1").model_copy(update={"next_action": NextAction.end})
-    assert state.run_spec.sm_role == ROLE and state.history.attempts[0].spec.bucket == BUCKET
+    assert role_and_bucket(state) == (ROLE, BUCKET)
     return state
 
 
@@ -45,8 +52,8 @@ def parameters_of(run_dir: Path) -> dict[str, Any]:
 def assert_hidden(parameters: dict[str, Any]) -> None:
     text = json.dumps(parameters)
     assert ROLE not in text and BUCKET not in text and "111111111111" not in text
-    assert parameters["state"]["run_spec"]["sm_role"] == HIDDEN
-    assert parameters["state"]["run_spec"]["bucket"] == HIDDEN
+    assert parameters["state"]["run_spec"]["sagemaker"]["sm_role"] == HIDDEN
+    assert parameters["state"]["run_spec"]["sagemaker"]["bucket"] == HIDDEN
 
 
 @pytest.mark.adversarial("secrets and access", fails_as="leaked")
@@ -59,7 +66,7 @@ def test_remedy_run_never_sends_them(prefect_api_url: str, tmp_path: Path) -> No
     assert_hidden(parameters_of(run_dir))
     assert ROLE not in done.stdout and BUCKET not in done.stdout
     saved = load_state(run_dir / "state.json")  # the run folder keeps them
-    assert saved.run_spec.sm_role == ROLE and saved.history.attempts[0].spec.bucket == BUCKET
+    assert role_and_bucket(saved) == (ROLE, BUCKET)
 
 
 @pytest.mark.adversarial("secrets and access", fails_as="leaked")
@@ -74,8 +81,8 @@ def test_given_through_the_api_they_are_hidden_and_a_retry_finds_them(
     retried = remediate(
         state=State.model_validate(shown["state"]), run_dir=str(run_dir), return_state=True
     ).result(raise_on_failure=False)  # the seed's payload did not end clean: Failed
-    assert retried.run_spec.sm_role == ROLE
-    assert load_state(run_dir / "state.json").run_spec.bucket == BUCKET
+    assert role_and_bucket(retried)[0] == ROLE
+    assert role_and_bucket(load_state(run_dir / "state.json")) == (ROLE, BUCKET)
 
 
 @pytest.mark.adversarial("secrets and access", fails_as="leaked")
@@ -89,7 +96,7 @@ def test_a_new_run_takes_hidden_ones_from_the_machine(
         state=hidden_state(ended_state()), run_dir=str(run_dir), settings=QUIET, return_state=True
     )
     saved = load_state(run_dir / "state.json")
-    assert saved.run_spec.sm_role == ROLE and saved.history.attempts[0].spec.bucket == BUCKET
+    assert role_and_bucket(saved) == (ROLE, BUCKET)
     assert_hidden(parameters_of(run_dir))
 
 
@@ -98,13 +105,19 @@ def test_hidden_ones_without_the_machine_s_value_are_refused_naming_it(
 ) -> None:
     monkeypatch.delenv("REMEDY_SM_ROLE", raising=False)
     monkeypatch.setenv("REMEDY_BUCKET", BUCKET)
-    with pytest.raises(ValueError, match="run_spec.sm_role is <hidden> and REMEDY_SM_ROLE"):
+    with pytest.raises(
+        ValueError, match="run_spec.sagemaker.sm_role is <hidden> and REMEDY_SM_ROLE"
+    ):
         reveal_private(hidden_state(ended_state()))
     # The cloud backend with them left empty (the UI form) takes them from the machine.
-    cloud = ended_state().run_spec.model_copy(update={"backend": "sagemaker", "bucket": None})
+    spec = ended_state().run_spec
+    assert spec.sagemaker is not None
+    emptied = spec.sagemaker.model_copy(update={"sm_role": None, "bucket": None})
+    cloud = spec.model_copy(update={"backend": "sagemaker", "sagemaker": emptied})
     monkeypatch.setenv("REMEDY_SM_ROLE", "arn:aws:iam::222222222222:role/r")
-    filled = reveal_private(State(run_spec=cloud.model_copy(update={"sm_role": None})))
-    assert (filled.run_spec.sm_role, filled.run_spec.bucket) == (
+    filled = reveal_private(State(run_spec=cloud))
+    assert filled.run_spec.sagemaker is not None
+    assert (filled.run_spec.sagemaker.sm_role, filled.run_spec.sagemaker.bucket) == (
         "arn:aws:iam::222222222222:role/r",
         BUCKET,
     )

@@ -72,7 +72,8 @@ def test_search_runs_every_candidate_and_ranks_them(
     assert sorted(states.values()) == ["COMPLETED", "FAILED"], states
     assert all(BUCKET not in json.dumps(p) for p in ours)
     saved = load_state(tmp_path / "candidate-001" / "state.json")
-    assert (saved.run_spec.sm_role, saved.run_spec.bucket) == (ROLE, BUCKET)
+    cloud = saved.run_spec.sagemaker
+    assert cloud is not None and (cloud.sm_role, cloud.bucket) == (ROLE, BUCKET)
 
 
 def test_space_validates_every_candidate_before_running() -> None:

@@ -58,7 +58,7 @@ def test_visible_devices_and_settings() -> None:
     assert gpus_wanted(None, 2) == 1
     assert gpus_wanted(None, 0) == 0
     assert gpus_wanted(0, 2) == 0
-    with pytest.raises(GpuSettingError, match=r"run_spec.gpus_per_job is 3, but only 2"):
+    with pytest.raises(GpuSettingError, match=r"run_spec.local.gpus_per_job is 3, but only 2"):
         gpus_wanted(3, 2)
     assert jobs_per_gpu({}) == 1
     with pytest.raises(GpuSettingError, match="REMEDY_JOBS_PER_GPU='two'"):
@@ -159,7 +159,7 @@ def test_more_gpus_than_the_machine_has_is_refused_before_launch(
     tmp_path: Path, gpu_machine: Path
 ) -> None:
     too_many = spec("quick", gpus_per_job=3)
-    with pytest.raises(PreflightError, match=r"run_spec.gpus_per_job is 3, but only 2 GPU"):
+    with pytest.raises(PreflightError, match=r"run_spec.local.gpus_per_job is 3, but only 2 GPU"):
         preflight(too_many)
     backend = LocalBackend(tmp_path / "run")
     with pytest.raises(GpuSettingError, match="gpus_per_job"):

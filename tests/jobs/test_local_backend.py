@@ -152,12 +152,12 @@ def test_unknown_job(backend: LocalBackend) -> None:
 
 
 def test_run_spec_tensorboard_exports_what_the_debugger_saves(backend: LocalBackend) -> None:
-    """run_spec.tensorboard: the built-in job's saved tensors also as TensorBoard event
+    """run_spec.local.tensorboard: the built-in job's saved tensors also as TensorBoard event
     files in its folder, readable as TensorBoard reads them."""
     from remedy.debugger.tfevents import read_events
     from tests.flows.specs import tiny_spec
 
-    tiny = tiny_spec(add_batch_norm=1, num_epochs=1, tensorboard=True)
+    tiny = tiny_spec(add_batch_norm=1, num_epochs=1, local={"tensorboard": True})
     backend.launch("tb", tiny)
     assert wait_final(backend, "tb", timeout=180).status == JobStatus.Completed
     files = sorted((backend.paths("tb").root / "tensorboard").rglob("events.out.tfevents.*"))
@@ -165,8 +165,8 @@ def test_run_spec_tensorboard_exports_what_the_debugger_saves(backend: LocalBack
     steps = {event.step for path in files for event in read_events(path) if event.values}
     assert len(steps) >= 2  # several saved steps, not a stub file
     # off by default, and never ignored on the cloud backend
-    assert RunSpec().tensorboard is False
+    assert RunSpec().local is None
     from remedy.jobs.sagemaker.backend import SageMakerBackend
 
-    with pytest.raises(ValueError, match="run_spec.tensorboard"):
-        SageMakerBackend.check(RunSpec(backend="sagemaker", tensorboard=True))
+    with pytest.raises(ValueError, match="run_spec.local.tensorboard"):
+        SageMakerBackend.check(RunSpec(backend="sagemaker", local={"tensorboard": True}))

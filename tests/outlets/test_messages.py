@@ -59,13 +59,15 @@ def test_the_final_message_hides_the_role_and_bucket() -> None:
 @pytest.mark.adversarial("secrets and access", fails_as="leaked")
 def test_a_payload_shown_to_people_hides_them_in_every_run_spec() -> None:
     state = seed_state_after_finding()
-    assert state.run_spec.sm_role == ROLE and state.history.attempts[-1].spec.bucket == BUCKET
+    cloud, last = state.run_spec.sagemaker, state.history.attempts[-1].spec.sagemaker
+    assert cloud is not None and last is not None
+    assert cloud.sm_role == ROLE and last.bucket == BUCKET
     shown = payload_for_people(state)
     assert ROLE not in shown and BUCKET not in shown and "111111111111" not in shown
     document = json.loads(shown)
-    assert document["state"]["run_spec"]["sm_role"] == "<hidden>"
-    assert document["state"]["history"]["attempts"][-1]["spec"]["bucket"] == "<hidden>"
-    assert document["state"]["run_spec"]["region"] == state.run_spec.region  # not private
+    assert document["state"]["run_spec"]["sagemaker"]["sm_role"] == "<hidden>"
+    assert document["state"]["history"]["attempts"][-1]["spec"]["sagemaker"]["bucket"] == "<hidden>"
+    assert document["state"]["run_spec"]["sagemaker"]["region"] == cloud.region  # not private
 
 
 def test_attempt_table_has_a_row_per_attempt() -> None:

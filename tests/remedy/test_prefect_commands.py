@@ -39,7 +39,7 @@ def test_deployment_defaults_never_hold_the_role_or_bucket(tmp_path: Path) -> No
     with pytest.raises(UsageError, match="which the Prefect UI would show"):
         search_parameters(str(path))
     path.write_text(json.dumps({"learning_rate": 0.1}))
-    assert remediate_parameters(str(path))["run_spec"]["sm_role"] is None
+    assert "sagemaker" not in remediate_parameters(str(path))["run_spec"]
 
 
 PROBE_FLOW = """

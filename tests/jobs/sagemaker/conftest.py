@@ -12,6 +12,7 @@ import pytest
 from remedy.jobs.sagemaker.backend import SageMakerBackend
 from remedy.jobs.sagemaker.clients import client as CACHED_CLIENT
 from remedy.state_schema import RunSpec, exploding_tensor_rule
+from remedy.state_schema.sagemaker_spec import SageMakerSpec
 from tests.jobs.sagemaker.fake_service import FakeTrainingService
 
 BUCKET = "remedy-cloud-test"
@@ -63,17 +64,17 @@ def service(
 
 
 def cloud_spec(tmp_path: Path, **fields: object) -> RunSpec:
-    """A script job (source_dir with train.py) for the cloud backend."""
+    """A script job (source_dir with train.py) for the cloud backend; fields of
+    run_spec.sagemaker may be given by their names."""
     code = tmp_path / "code"
     code.mkdir(exist_ok=True)
     (code / "train.py").write_text("print('training')\n")
     (code / "model.py").write_text("WIDTH = 4\n")
+    cloud = {"sm_role": ROLE, "bucket": BUCKET, "region": REGION, "instance_type": "ml.g5.xlarge"}
+    cloud |= {name: fields.pop(name) for name in list(fields) if name in SageMakerSpec.model_fields}
     values: dict[str, object] = {
         "backend": "sagemaker",
-        "sm_role": ROLE,
-        "bucket": BUCKET,
-        "region": REGION,
-        "instance_type": "ml.g5.xlarge",
+        "sagemaker": cloud,
         "source_dir": str(code),
         "entry_point": "train.py",
         "hyperparameters": {"lr": 0.1, "optimizer": "adam", "tied": True, "sizes": [2, 3]},

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import get_args
 
 import pytest
 import torch
@@ -62,8 +61,9 @@ def jobs_named(cluster: SlurmCluster, name: str) -> list[str]:
 # --- the spec ----------------------------------------------------------------------------
 
 
-def test_run_spec_backend_names_every_registered_backend() -> None:
-    assert sorted(get_args(RunSpec.model_fields["backend"].annotation)) == known_backends()
+def test_run_spec_backend_takes_every_registered_backend() -> None:
+    for name in known_backends():
+        assert RunSpec(backend=name).backend == name
 
 
 def test_the_flow_takes_a_slurm_run_spec_and_other_specs_stay_as_they_were() -> None:
@@ -82,8 +82,8 @@ def test_slurm_fields_are_checked_naming_the_field() -> None:
         RunSpec(backend="slurm", slurm={"extra_sbatch_args": ["--output=x.log"]})
     with pytest.raises(SlurmSpecError, match=r"run_spec\.slurm\.nodes: 2 nodes need"):
         check_slurm_spec(RunSpec(backend="slurm", slurm={"nodes": 2}))
-    with pytest.raises(SlurmSpecError, match=r"run_spec\.gpus_per_job"):
-        check_slurm_spec(RunSpec(backend="slurm", gpus_per_job=1))
+    with pytest.raises(SlurmSpecError, match=r"run_spec\.local\.gpus_per_job"):
+        check_slurm_spec(RunSpec(backend="slurm", local={"gpus_per_job": 1}))
     with pytest.raises(SlurmSpecError, match=r"run_spec\.slurm\.shared_dir: no folder"):
         check_slurm_spec(RunSpec(backend="slurm", slurm={"shared_dir": "/no/such/folder"}))
 
