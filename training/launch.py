@@ -15,8 +15,9 @@ printed and status 1. Before it starts, the launcher
   - writes, when REMEDY_OUTPUT_DIR is set, progress.json and a metrics.jsonl line after
     every step and result.json at the end (training/progress.py): {"status": "Completed" |
     "Stopped", "steps": N, "final_train_loss": ...};
-  - runs the NaN guard (REMEDY_NAN_GUARD: stop | skip | off; training/script_guard.py),
-    which writes its rule status into REMEDY_RULE_STATUS_DIR;
+  - runs the NaN guard (REMEDY_NAN_GUARD: stop | skip | off; training/script_guard.py,
+    the policy of training/nan_guard.py that the built-in job's guard follows too), which
+    writes its rule status into REMEDY_RULE_STATUS_DIR;
   - turns REMEDY_STOP_FILE appearing, or SIGTERM, into a clean stop between two updates
     (training/stopping.py): store closed, result.json "Stopped", exit status 0; so does
     REMEDY_MAX_UPDATES (a probe's bound), after that many updates.
@@ -236,6 +237,7 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
             capture.close()  # the store's last steps and end.json
         except Exception as exc:  # the training ran: its status matters more than the store
             log(f"closing the tensor store failed: {exc}")
+    guard.close(capture.steps)  # a "skip" run that met bad updates: its final word
     # A script that ends by itself after a request (a framework callback saw the stop file
     # and ended the training) was stopped too.
     reason = reason or stop.reason

@@ -1,16 +1,17 @@
-"""The NaN guard for scripts run by the launcher: a non-finite update is never applied.
+"""The launcher's NaN guard, for any script: the shared policy over a zero-code update.
 
-At each update the zero-code capture reports (before the update is applied), the loss and
-the L2 norm of all gradients (float64: finite exactly when every gradient is) must be
-finite. When they are not:
-  - "stop" (default): rule status NonFiniteGradient IssuesFound is written, in the shape
-    training/guard.py writes it (its writer, write_rule_status), the stop file is created
-    (as a StopTraining action does, so the rule evaluator stops with the job), and
-    StopTraining is raised: the update is not applied, result.json says "Stopped";
-  - "skip": the update's gradients are discarded (it changes nothing), a NoIssuesFound
-    status says so, and training goes on; after MAX_SKIPPED_BATCHES bad updates it
-    stops as "stop" does;
-  - "off": nothing.
+At each update the zero-code capture reports (before the update is applied), the guard
+follows the policy every job's guard does (training/nan_guard.py): the loss and the L2 norm
+of all gradients must be finite; "stop" writes NonFiniteGradient IssuesFound, creates the
+stop file and raises StopTraining (the update is not applied, result.json says "Stopped");
+"skip" counts the bad update, writes NoIssuesFound and goes on, stopping after
+MAX_SKIPPED_UPDATES; "off" does nothing; `close` at the end of a "skip" run says it ended.
+What the launcher adds:
+  - "skip" discards the update's gradients, so that the script's optimizer step changes
+    nothing (the launcher cannot keep the script from calling it);
+  - a GradScaler's own skips are let be (below);
+  - in a job of several processes every rank writes the one status, under a lock, and a
+    rank's "skipped, training goes on" never replaces another rank's stop.
 Unlike the built-in job's guard, it writes no repro bundle: the launcher does not know the
 script's batch, data or model layout.
 On a GPU with "stop" or "off" the launcher has the capture report each update one update
@@ -38,29 +39,21 @@ from remedy.debugger import store
 from remedy.debugger.status import RuleStatus, status_path
 from remedy.debugger.zero_code import Update
 from remedy.training.environment import NanGuardMode
-from remedy.training.guard import (
-    MAX_SKIPPED_BATCHES,
-    RULE_NAME,
-    request_stop,
-    write_rule_status,
-)
+from remedy.training.nan_guard import RULE_NAME, Evidence, NanGuardPolicy, finite
 from remedy.training.stopping import StopTraining
 
 # A GradScaler skipping an update at this scale or below is a divergence (see above).
 MIN_LOSS_SCALE = 1.0
 
 
-class ScriptNanGuard:
+class ScriptNanGuard(NanGuardPolicy):
+    """The policy (training/nan_guard.py) with the launcher's scaler and workers."""
+
     def __init__(
         self, mode: NanGuardMode, status_dir: Path | None, worker: str | None = None
     ) -> None:
         """`worker`: this process's name in a job of several (they share the status)."""
-        self.mode = mode
-        self.status_dir = status_dir
-        self.worker = worker
-        self.bad_updates = 0
-        self.first_bad_step: int | None = None
-        self.stopped = False
+        super().__init__(mode, status_dir, worker)
         self.scaler_skips = 0  # updates a GradScaler skipped in a row
 
     def check(self, update: Update) -> None:
@@ -69,38 +62,19 @@ class ScriptNanGuard:
         if self.mode == "off":
             return
         self.scaler_skips = self.scaler_skips + 1 if update.scaler_skipped else 0
-        if update.finite or (update.scaler_skipped and not _diverged(update)):
+        if finite(update.loss, update.grad_norm) or (
+            update.scaler_skipped and not _diverged(update)
+        ):
             return
-        self.bad_updates += 1
-        if self.first_bad_step is None:
-            self.first_bad_step = update.step
-        what = _what(update, self.scaler_skips)
-        stop = self.mode == "stop" or self.bad_updates >= MAX_SKIPPED_BATCHES
-        if stop:
-            action = "update not applied, job stopped"
-            status = RuleStatus.ISSUES_FOUND
-        else:
-            action = "update skipped, training goes on (nan guard skip)"
-            status = RuleStatus.NO_ISSUES_FOUND
-            update.discard_gradients()
-        text = (
-            f"{self.bad_updates} non-finite update(s), latest at step {update.step}: "
-            f"{what}; {action}"
-        )
-        if self.worker is not None:
-            text = f"{self.worker}: {text}"
-        if self.status_dir is not None:
-            self._write_status(status, update.step, text)
-        print(f"nan guard: {text}", flush=True)
-        if stop:
-            self.stopped = True
-            request_stop()
+        if self.record_bad(update.step, Evidence(what=_what(update, self.scaler_skips))):
             raise StopTraining(f"nan guard: non-finite update at step {update.step}")
+        update.discard_gradients()
 
-    def _write_status(self, status: RuleStatus, step: int, text: str) -> None:
-        assert self.status_dir is not None
-        if self.worker is None:
-            write_rule_status(self.status_dir, status, step, text, bad_batches=self.bad_updates)
+    def _write_status(
+        self, status: RuleStatus, text: str, evidence: Evidence, steps_evaluated: int
+    ) -> None:
+        if self.worker is None or self.status_dir is None:
+            super()._write_status(status, text, evidence, steps_evaluated)
             return
         # Every rank writes the one NonFiniteGradient status: under a lock, and a rank's
         # "skipped, training goes on" never replaces another rank's stop.
@@ -110,7 +84,7 @@ class ScriptNanGuard:
             current = store.read_json(status_path(self.status_dir, RULE_NAME)) or {}
             stopped = current.get("RuleEvaluationStatus") == RuleStatus.ISSUES_FOUND.value
             if status is RuleStatus.ISSUES_FOUND or not stopped:
-                write_rule_status(self.status_dir, status, step, text, bad_batches=self.bad_updates)
+                super()._write_status(status, text, evidence, steps_evaluated)
 
 
 def _diverged(update: Update) -> bool:

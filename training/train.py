@@ -27,10 +27,11 @@ script; JSON written to a temporary file, then renamed into place):
 Non-finite numbers (NaN, +-inf) are written as null so every file stays valid JSON.
 wall_time is seconds since the Unix epoch. Accuracies are fractions in [0, 1].
 
-With nan_guard "stop" (the default) or "skip", the NaN guard (training/guard.py) checks the
-loss and gradients before each update: a non-finite step is never applied; it leaves a repro
+With nan_guard "stop" (the default) or "skip", the NaN guard (training/guard.py, the policy
+of training/nan_guard.py that the launcher's guard follows too) checks the loss and
+gradients before each update: a non-finite update is never applied; it leaves a repro
 bundle in repro/ and the rule status NonFiniteGradient.json, then stops the job ("stop") or
-skips the batch ("skip"); trace/ names every step's samples. With nan_guard "off" a
+skips the update ("skip"); trace/ names every step's samples. With nan_guard "off" a
 diverging run keeps training until it is stopped from outside. Spotting slower trouble is
 the tensor debugger's job.
 
@@ -311,7 +312,7 @@ def train(
                 train_loss, grad_norm, accuracy = train_step(job, batch, step, epoch, guard)
                 step += 1
                 every = config.checkpoint_every_steps
-                if every and step % every == 0 and not guard.stop:
+                if every and step % every == 0 and not guard.stopped:
                     name = step_checkpoint_name(step)
                     save_checkpoint(
                         checkpoints, model, optimizer, epoch=epoch, step=step, name=name
@@ -332,7 +333,7 @@ def train(
                     )
 
                 # a stop asked for from outside, by the guard, or by a probe's bound
-                if guard.stop:
+                if guard.stopped:
                     stop.request("the NaN guard")
                 bound.reached(step - job.start_step)
                 stop.check_file()

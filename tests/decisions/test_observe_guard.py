@@ -16,7 +16,7 @@ def guard_description(job: str, suspects: list[int], **extra: Any) -> JobSnapsho
     status = {
         "RuleConfigurationName": "NonFiniteGradient",
         "RuleEvaluationStatus": "IssuesFound",
-        "StatusDetails": "1 non-finite step(s), latest at step 3",
+        "StatusDetails": "1 non-finite update(s), latest at step 3",
         "step": 3,
         "tensor": None,
         "bundle": f"/runs/x/jobs/{job}/repro/step-000003",

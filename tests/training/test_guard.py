@@ -116,6 +116,10 @@ def test_skip_mode_goes_on_and_reports_repeated_samples_as_bad_data(tmp_path: Pa
     status = rule_status(out)
     assert status["RuleEvaluationStatus"] == "NoIssuesFound"
     assert status["bad_batches"] == 3  # the sample is met once per epoch
+    # the run's final word: every step checked, the latest bad one's batch holds the sample
+    assert status["steps_evaluated"] == result["steps"]
+    assert BAD_SAMPLE in batch_of_step(out, status["step"])
+    assert "run ended, those updates skipped" in status["StatusDetails"]
     assert status["localisation"] == "forward stem" and status["bundle"]
     assert status["data_problem"]["samples"] == [BAD_SAMPLE]
     assert status["data_problem"]["shards"] == ["data_batch_2:3"]

@@ -410,6 +410,8 @@ def test_nan_guard_skip_discards_a_bad_update_and_goes_on(job: Job, project: Pat
     status = json.loads((job.rule_status / "NonFiniteGradient.json").read_text())
     assert status["RuleEvaluationStatus"] == "NoIssuesFound"
     assert status["step"] == 4 and status["bad_batches"] == 1
+    assert status["steps_evaluated"] == 10  # the run's final word, once it ended
+    assert "run ended, those updates skipped" in status["StatusDetails"]
     assert not job.stop_file.exists()
 
 
