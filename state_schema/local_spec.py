@@ -6,13 +6,15 @@ LEGACY_FIELDS in run_spec.py) and writes them here.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from remedy.state_schema.base import Strict
 
 
 class LocalSpec(Strict):
     """How each job runs here: its GPUs, and a TensorBoard copy of what it saves."""
+
+    model_config = ConfigDict(title="Local")  # the name the run form's toggle shows
 
     tensorboard: bool = Field(
         False,

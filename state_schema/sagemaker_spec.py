@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from remedy.state_schema.base import Strict
 
 
 class SageMakerSpec(Strict):
     """The training job each attempt is: its role, bucket, region, instances and limits."""
+
+    model_config = ConfigDict(title="SageMaker")  # the name the run form's toggle shows
 
     sm_role: str | None = Field(
         None,

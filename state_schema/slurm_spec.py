@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from remedy.state_schema.base import Strict
 
@@ -25,6 +25,8 @@ OWN_OPTIONS = (
 
 class SlurmSpec(Strict):
     """The allocation of one attempt: `sbatch` options, written into its batch script."""
+
+    model_config = ConfigDict(title="Slurm")  # the name the run form's toggle shows
 
     partition: str | None = Field(
         None, pattern=SLURM_NAME, description="--partition. null: the cluster's default."

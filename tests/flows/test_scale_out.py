@@ -262,7 +262,7 @@ def test_prefect_yaml_describes_what_remedy_deploy_registers(
     assert order(yaml_schema["properties"])[:2] == ["run_spec", "budgets"]
     run_spec = yaml_schema["definitions"]["RunSpec"]["properties"]
     assert order(run_spec)[0] == "base_job_name"
-    assert order(run_spec)[-3:] == ["backend", "sagemaker", "slurm"]
+    assert order(run_spec)[-4:] == ["backend", "local", "sagemaker", "slurm"]
     assert "sm_role" not in run_spec and "start_epoch" not in run_spec
     for model in ("RunSpec", "Budgets", "RemediateSettings"):
         fields = yaml_schema["definitions"][model]["properties"]

@@ -117,8 +117,9 @@ def field(page: Any, label: str) -> Any:
 
 def assert_shown_in_order(text: str, fields: dict[str, Any]) -> None:
     """Every field's label appears in `text`, in the order of the fields' "position" (the
-    UI labels a field by its schema title)."""
-    by_position = sorted(fields.values(), key=lambda field: field["position"])
+    UI labels a field by its schema title; a model's own fields without positions, in their
+    order)."""
+    by_position = sorted(fields.values(), key=lambda field: field.get("position", 0))
     titles = [f"{field['title']} (Optional)" for field in by_position]
     assert [title for title in titles if title not in text] == []
     indices = [text.index(title) for title in titles]
@@ -202,8 +203,9 @@ def test_the_run_form_holds_only_what_a_person_chooses(
             page.get_by_text("Sm Role (Optional)", exact=True).wait_for()
             text = page.inner_text("body")
             assert_shown_in_order(text, schema["definitions"]["RunSpec"]["properties"])
-            cloud_fields = schema["definitions"]["RunSpec"]["properties"]["sagemaker"]["anyOf"][0]
-            assert_shown_in_order(text, cloud_fields["properties"])
+            cloud = schema["definitions"]["RunSpec"]["properties"]["sagemaker"]["anyOf"][0]
+            cloud_fields = schema["definitions"][cloud["$ref"].rsplit("/", 1)[-1]]["properties"]
+            assert_shown_in_order(text, cloud_fields)
             assert text.index("Backend (Optional)") < text.index("Sm Role (Optional)")
             assert "shows as <hidden> once the run starts" in text  # a description's <...>
             assert "Partition (Optional)" not in text  # slurm's section stays closed

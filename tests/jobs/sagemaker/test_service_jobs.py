@@ -61,7 +61,7 @@ def test_a_warm_start_goes_on_from_its_checkpoints_step(
     )
     backend.launch("warm", warm)
     snapshot = settled(backend, "warm")
-    assert snapshot.status.value == "Completed"
+    assert snapshot.status.value == "Completed", snapshot.failure_reason
     assert snapshot.progress is not None
     assert (snapshot.progress.start_step, snapshot.progress.step) == (8, 16)
     assert snapshot.progress.steps_run == 8

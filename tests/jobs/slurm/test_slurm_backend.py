@@ -377,6 +377,9 @@ def release_requeued(cluster: SlurmCluster, job_id: str) -> None:
     let go of the run Slurm ended (a copy launched while it has not is refused, and held)."""
     wait_for(lambda: slurm_state(cluster, job_id) == "PENDING", timeout=60)
     wait_for(lambda: not job_steps_on_node(cluster, job_id), timeout=60)
+    # slurmd revoked the killed run's credential; it kills a relaunch whose new credential
+    # was made in the same second ("Job credential revoked": its times are whole seconds).
+    time.sleep(1.1)
     cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
 
