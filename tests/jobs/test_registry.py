@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -65,12 +66,21 @@ class ToyBackend(JobBackend):
     def tensor_store(self, job_name: str) -> str | None: return None  # fmt: skip
 
 
+@contextmanager
+def registered(cls: type[JobBackend]) -> Iterator[type[JobBackend]]:
+    """The backend registered for the test only (here and with the payload's schema)."""
+    register_backend(cls)
+    try:
+        yield cls
+    finally:
+        BACKENDS.pop(cls.name, None)
+        unregister_backend_name(cls.name)
+
+
 @pytest.fixture
 def toy_registered() -> Iterator[type[JobBackend]]:
-    register_backend(ToyBackend)
-    yield ToyBackend
-    BACKENDS.pop(ToyBackend.name)
-    unregister_backend_name(ToyBackend.name)
+    with registered(ToyBackend) as cls:
+        yield cls
 
 
 def test_a_backend_registered_at_runtime_is_taken_with_no_schema_edit(
@@ -131,10 +141,8 @@ class ToyWithFields(ToyBackend):
 
 @pytest.fixture
 def toy_with_fields() -> Iterator[type[JobBackend]]:
-    register_backend(ToyWithFields)
-    yield ToyWithFields
-    BACKENDS.pop(ToyWithFields.name)
-    unregister_backend_name(ToyWithFields.name)
+    with registered(ToyWithFields) as cls:
+        yield cls
 
 
 def test_a_registered_backend_s_own_fields_go_under_its_name(
