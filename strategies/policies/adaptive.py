@@ -14,10 +14,11 @@ spent. A user's policy_config replaces the order for the findings it names.
 from __future__ import annotations
 
 from remedy.state_schema import Finding, PolicyStep, State
+from remedy.strategies.base import Strategy
 from remedy.strategies.outcomes import Trouble, rule_class, trouble
 from remedy.strategies.policies.base import Decision, Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, cheap_first, walk
-from remedy.strategies.search_lr import SearchLR
+from remedy.strategies.search_lr import SearchLR, SearchLRDown
 from remedy.strategies.still_descending import is_question
 from remedy.strategies.warm_start import Checkpoint, update_of
 
@@ -125,6 +126,22 @@ def after_rate_rise(state: State, finding: Finding) -> bool:
     return rise < onset <= rise + RATE_RISE_REACH
 
 
+def first_cut_from_sound_weights(
+    state: State, chosen: Strategy, clean_checkpoint: Checkpoint | None
+) -> bool:
+    """The run's first cut of the rate, warm-started from a sound checkpoint, is launched
+    as it is, without probes. The model trained soundly up to that checkpoint, so the rate
+    is near right and one cut is the likely fix; probes from trained weights would rank
+    rates by a few updates, which favours rates too small (short-horizon bias, Wu et al.
+    2018), and the losing ones cost more than a cut that fails: on
+    benchmarks/policy_comparison.py's late and late_spike the probes took total/final from
+    1.06x to 1.37x and from 1.04x to 1.59x, for the same final model. Should the cut
+    diverge again, the next one is probed."""
+    if not isinstance(chosen, SearchLRDown) or clean_checkpoint is None:
+        return False
+    return not any(a.strategy == chosen.name for a in state.history.attempts)
+
+
 def blames_data(finding: Finding) -> bool:
     """The NaN guard traced the failure to particular samples (issue 6's data_problem)."""
     return getattr(finding, "data_problem", None) is not None
@@ -175,8 +192,10 @@ class AdaptivePolicy(Policy):
                 # round of short probes does what a launch per rate would.
                 # The verdict's question is about a run that learned: finer steps.
                 fine = is_question(findings)
-                spread = chosen.spread(state.run_spec, fine) if isinstance(chosen, SearchLR) else ()
-                return Decision(chosen, probe=tuple(spread))
+                searched = isinstance(chosen, SearchLR)
+                if not searched or first_cut_from_sound_weights(state, chosen, clean_checkpoint):
+                    return Decision(chosen)
+                return Decision(chosen, probe=tuple(chosen.spread(state.run_spec, fine)))
         parts = [
             f"{rule}: tried or ruled out {'; '.join(w.skipped) or 'nothing'}"
             for rule, w in walks.items()

@@ -261,6 +261,24 @@ def test_probing_plans_a_few_rates_of_the_bracket_side_by_side() -> None:
     assert rates[1] == pytest.approx(math.sqrt(0.1))
 
 
+def test_the_first_cut_from_sound_weights_is_launched_without_probes() -> None:
+    """A divergence after a sound checkpoint: the rate is near right, the first cut goes
+    on from the checkpoint as the run. A cut that diverges again (later) is probed."""
+    sound = Checkpoint(path="/ckpt/step-40", epoch=1, step=40)
+    spec = script(1.0).model_copy(update={"debugger_save_interval": 1})
+    state = plan_next(launched(spec), [diverged(45)], [sound], probing=True)
+    assert not state.probes and state.planned_change.strategy == "search_lr_down"
+    assert lr_of(state) == pytest.approx(0.1) and state.run_spec.init_checkpoint == "/ckpt/step-40"
+    later = Checkpoint(path="/ckpt/step-80", epoch=2, step=80)
+    again = plan_next(relaunch(state, 2), [diverged(85)], [sound, later], probing=True)
+    rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in again.probes)
+    assert rates == pytest.approx([1e-4, 1e-3, 1e-2])
+    assert {p.run_spec.init_checkpoint for p in again.probes} == {"/ckpt/step-80"}
+    # without a sound checkpoint (caught before the first) the first cut is probed
+    cold = plan_next(launched(spec), [diverged(5)], [], probing=True)
+    assert len(cold.probes) == 3
+
+
 def test_the_best_probe_becomes_the_next_launch_and_every_probe_is_kept() -> None:
     from remedy.strategies.probes import keep_probes, probe_attempt
 
