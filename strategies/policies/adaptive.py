@@ -191,10 +191,11 @@ class AdaptivePolicy(Policy):
                 # A rate to search: a few rates of the bracket, probed side by side, so one
                 # round of short probes does what a launch per rate would.
                 # The verdict's question is about a run that learned: finer steps.
-                fine = is_question(findings)
-                searched = isinstance(chosen, SearchLR)
-                if not searched or first_cut_from_sound_weights(state, chosen, clean_checkpoint):
+                if not isinstance(chosen, SearchLR) or first_cut_from_sound_weights(
+                    state, chosen, clean_checkpoint
+                ):
                     return Decision(chosen)
+                fine = is_question(findings)
                 return Decision(chosen, probe=tuple(chosen.spread(state.run_spec, fine)))
         parts = [
             f"{rule}: tried or ruled out {'; '.join(w.skipped) or 'nothing'}"
