@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from remedy.flows.remediate import RemediateSettings, remediate
-from remedy.state_schema import Budgets, JobStatus, State, exploding_tensor_rule
+from remedy.state_schema import JobStatus, State, exploding_tensor_rule
 from tests.flows.specs import tiny_spec
 
 
@@ -24,13 +24,14 @@ def test_relaunch_loads_the_last_clean_checkpoint_and_completes(
         add_batch_norm=1, warmup_epochs=2, warmup_learning_rate=0.01, learning_rate=20.0,
         num_epochs=4, rules=[exploding_tensor_rule()],
     )  # fmt: skip
-    final = remediate(  # no probes: this is about the relaunch's warm start
-        state=State(run_spec=spec, policy="adaptive", budgets=Budgets(probe_steps=0)),
+    final = remediate(  # probes on, as by default: the first cut from sound weights has none
+        state=State(run_spec=spec, policy="adaptive"),
         run_dir=str(tmp_path),
         settings=RemediateSettings(poll_interval_s=0.5),
         return_state=True,
     ).result(raise_on_failure=False)  # the payload, whatever Prefect state the run ended in
-    first, second = final.history.attempts
+    first, second = final.history.attempts  # the run and the cut: no probe between them
+    assert [a.kind.value for a in (first, second)] == ["run", "run"]
     assert first.findings and first.findings[0].step >= 18  # fired in epoch 2
     clean = tmp_path / "jobs" / first.job_name / "checkpoints" / "epoch-0002"
     assert second.strategy == "search_lr_down"
