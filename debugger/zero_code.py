@@ -137,7 +137,8 @@ _COMPILE_WARNING = r"Using `torch.compile\(module\)` when there are global hooks
 
 @dataclass(frozen=True)
 class Update:
-    """One update (one step) as the capture saw it, before it is applied."""
+    """One update (one step) as the capture saw it: before it is applied, or, read one
+    update late (`applied`, see "One-step lag"), after."""
 
     step: int  # updates so far, this one included: 1 for the first
     loss: float | None  # mean of the losses backpropagated since the last update; may be nan
@@ -155,6 +156,9 @@ class Update:
     # The scaler found non-finite gradients and did not apply the update (it then lowers
     # its scale): the update is reported after the fact, its gradients as they overflowed.
     scaler_skipped: bool = False
+    # Read one update late (the lag): the optimizer has applied it already, and the job can
+    # only stop before the next one.
+    applied: bool = False
 
     @property
     def finite(self) -> bool:
@@ -705,6 +709,7 @@ class _PendingUpdate:
             manual=self.manual,
             wall_time=self.wall_time,
             _named=self.named,
+            applied=True,
         )
 
 

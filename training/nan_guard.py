@@ -40,6 +40,7 @@ RULE_NAME = "NonFiniteGradient"
 MAX_SKIPPED_UPDATES = 20  # "skip" gives up after this many: the run is not training any more
 
 STOPPED = "update not applied, job stopped"
+STOPPED_AFTER = "update applied (read one update late), job stopped before the next"
 GOING_ON = "update skipped, training goes on (nan_guard skip)"
 ENDED = "run ended, those updates skipped (nan_guard skip)"
 
@@ -75,10 +76,13 @@ class NanGuardPolicy:
         self.stopped = False  # by a bad update: the job ends
         self.latest = Evidence()  # the latest bad update's
 
-    def record_bad(self, step: int, evidence: Evidence | None = None) -> bool:
-        """A bad update at `step`, which the job does not apply: the status is written and,
-        when the guard stops ("stop", or the MAX_SKIPPED_UPDATES-th in "skip"), the stop
-        requested. True: the job must stop; False: it goes on."""
+    def record_bad(
+        self, step: int, evidence: Evidence | None = None, applied: bool = False
+    ) -> bool:
+        """A bad update at `step`, which the job does not apply (`applied`: it was, read one
+        update late on a device): the status is written and, when the guard stops ("stop",
+        or the MAX_SKIPPED_UPDATES-th in "skip"), the stop requested. True: the job must
+        stop; False: it goes on."""
         evidence = evidence or Evidence()
         self.bad_updates += 1
         if self.first_bad_step is None:
@@ -86,7 +90,8 @@ class NanGuardPolicy:
         self.latest_bad_step, self.latest = step, evidence
         self.stopped = self.mode == "stop" or self.bad_updates >= MAX_SKIPPED_UPDATES
         if self.stopped:
-            self._report(RuleStatus.ISSUES_FOUND, STOPPED, evidence, steps_evaluated=step)
+            action = STOPPED_AFTER if applied else STOPPED
+            self._report(RuleStatus.ISSUES_FOUND, action, evidence, steps_evaluated=step)
             request_stop()
         else:  # a final word at once: a job that dies later must not leave a rule pending
             self._report(RuleStatus.NO_ISSUES_FOUND, GOING_ON, evidence, steps_evaluated=step)

@@ -16,7 +16,8 @@ Unlike the built-in job's guard, it writes no repro bundle: the launcher does no
 script's batch, data or model layout.
 On a GPU with "stop" or "off" the launcher has the capture report each update one update
 late (debugger/zero_code.py, "One-step lag"): a non-finite update is then applied, and the
-job stops before the next one; "skip" always sees an update before it is applied.
+job stops before the next one (its status says "update applied (read one update late)");
+"skip" always sees an update before it is applied.
 
 AMP: a GradScaler skips an update whose (scaled) gradients overflow and lowers its scale;
 that is its normal calibration, not a divergence, and the guard lets it be. It is one when
@@ -66,7 +67,8 @@ class ScriptNanGuard(NanGuardPolicy):
             update.scaler_skipped and not _diverged(update)
         ):
             return
-        if self.record_bad(update.step, Evidence(what=_what(update, self.scaler_skips))):
+        evidence = Evidence(what=_what(update, self.scaler_skips))
+        if self.record_bad(update.step, evidence, applied=update.applied):
             raise StopTraining(f"nan guard: non-finite update at step {update.step}")
         update.discard_gradients()
 

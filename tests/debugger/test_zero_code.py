@@ -453,6 +453,8 @@ def test_with_lag_a_stopping_observer_stops_one_update_late() -> None:
         with pytest.raises(Stopped):
             train(observer, lag, 4, model=models[lag])
     assert observers["off"].calls == 2 and observers["always"].calls == 3
+    # the update that stopped it says whether it had been applied (its guard's words)
+    assert not observers["off"].updates[-1].applied and observers["always"].updates[-1].applied
     for lag, applied in (("off", 1), ("always", 2)):
         plain = mlp()
         train(None, "off", applied, model=plain)

@@ -37,6 +37,19 @@ def test_stop_stops_at_the_first_bad_update(tmp_path: Path, stop_file: Path) -> 
     assert json.loads(stop_file.read_text())["requested_by"] == "nan_guard"
 
 
+def test_an_update_read_one_update_late_is_said_to_be_applied(
+    tmp_path: Path, stop_file: Path
+) -> None:
+    """On a device the launcher reads each update one update late: the bad one has been
+    applied when the guard stops the job, and its status must not say otherwise."""
+    guard = NanGuardPolicy("stop", tmp_path / "status")
+    assert guard.record_bad(7, Evidence(what="loss nan"), applied=True) is True
+    assert status(tmp_path / "status")["StatusDetails"] == (
+        "1 non-finite update(s), latest at step 7: loss nan; "
+        "update applied (read one update late), job stopped before the next"
+    )
+
+
 def test_skip_goes_on_until_max_skipped_updates(tmp_path: Path, stop_file: Path) -> None:
     guard = NanGuardPolicy("skip", tmp_path / "status")
     for n in range(1, MAX_SKIPPED_UPDATES):
