@@ -108,11 +108,12 @@ def has_begun(run_dir: str | Path) -> bool:
         return state_path(run_dir).exists()
 
 
-def open_run_folder(run_dir: str | Path, state: State) -> State:
+def open_run_folder(run_dir: str | Path, state: State, journal: bool = True) -> State:
     """The state to go on from: `state` for a new run (state.json and start.json written,
     its hidden private fields taken from the environment), the saved state when `state` is
     this run's start or its saved state, private fields hidden or not (a retry of the same
-    flow run, a resume). RunMismatch for any other state: a run is never overwritten."""
+    flow run, a resume; journaled "resume" unless `journal` is False: this process opened
+    it already). RunMismatch for any other state: a run is never overwritten."""
     run_dir = Path(run_dir)
     path = state_path(run_dir)
     if not path.exists():
@@ -124,7 +125,8 @@ def open_run_folder(run_dir: str | Path, state: State) -> State:
     saved = load_run(run_dir)
     start = run_dir / START_FILE
     if same_run(state, saved) or (start.exists() and same_run(state, load_state(start))):
-        persist(run_dir, saved, "resume")
+        if journal:
+            persist(run_dir, saved, "resume")
         return saved
     raise RunMismatch(
         f"{run_dir} already holds another run (state.json, next action "
@@ -158,6 +160,11 @@ def lock_run(run_dir: str | Path, holder: str) -> None:
     who = f"pid {os.getpid()} on {socket.gethostname()}, {holder}, since {since}"
     os.write(descriptor, f"{who}\n".encode())
     _held[folder] = descriptor
+
+
+def holds_run(run_dir: str | Path) -> bool:
+    """Whether this process holds the run's lock (lock_run)."""
+    return Path(run_dir).resolve() in _held
 
 
 def unlock_run(run_dir: str | Path) -> None:

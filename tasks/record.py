@@ -13,6 +13,7 @@ from remedy.outlets.publish import hide_parameters, publish_attempts
 from remedy.records.logs import quiet_task_runs
 from remedy.records.run_folder import (
     FINISHED,
+    holds_run,
     job_run_dir,
     lock_run,
     open_run_folder,
@@ -41,9 +42,11 @@ def open_run(state: State, run_dir: str | None, flow_run_name: str) -> tuple[str
     process, and the state to go on from: the given one for a new run, the saved one when the folder
     holds this run already (a retry, a resume). Another run in the folder is refused."""
     run_dir = run_dir or job_run_dir(state.run_spec.base_job_name, flow_run_name)
+    # `remedy run`/`resume` opened it in this process already, and journaled it then.
+    opened_here = holds_run(run_dir)
     lock_run(run_dir, f"flow run {flow_run_name}")
     try:
-        return run_dir, open_run_folder(run_dir, state)
+        return run_dir, open_run_folder(run_dir, state, journal=not opened_here)
     except Exception:
         unlock_run(run_dir)
         raise

@@ -76,6 +76,8 @@ def test_a_run_that_crashed_after_its_final_state_is_finished_by_resume(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
     run_dir = quick_run(prefect_api_url, tmp_path)
+    # opened once, by the command (the flow it starts in its process does not journal it again)
+    assert events(run_dir).count("start") == 1 and "resume" not in events(run_dir)
     # The flow dies after saving its final state, before the report and the last message:
     journal = run_dir / "transitions.jsonl"
     journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:-1]))
@@ -86,7 +88,7 @@ def test_a_run_that_crashed_after_its_final_state_is_finished_by_resume(
     resumed = remedy("resume", str(run_dir), "--poll-interval", "0.3", api_url=prefect_api_url)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert (run_dir / REPORT_DIR / "index.html").is_file()
-    assert events(run_dir)[-2:] == ["resume", "finished"]
+    assert events(run_dir)[-2:] == ["resume", "finished"] and events(run_dir).count("resume") == 1
     assert len(load_state(run_dir / "state.json").history.attempts) == 1  # nothing redone
     again = remedy("resume", str(run_dir), api_url=prefect_api_url)
     assert again.returncode == 0 and "already ended" in again.stdout
