@@ -206,20 +206,6 @@ def moto_server() -> Iterator[str]:
     server.stop()
 
 
-# -- the order the two workers take the files in ----------------------------------------------
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The files with the most slow tests first, each file's tests in their order. Each file
-    runs on one worker (--dist loadfile, in this order: --no-loadscope-reorder), and a long
-    file taken last keeps one worker busy while the other has nothing left (xdist's own
-    order, most tests first, put the installed wheel's few long tests near the end)."""
-    slow: dict[Path, int] = {}
-    for item in items:
-        slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: -slow[item.path])  # stable: a file's tests keep their order
-
-
 # -- the adversarial suite's counts (tests/adversarial.py) -----------------------------------
 
 

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -38,7 +36,6 @@ def test_ruff_format_check_passes() -> None:
     assert "already formatted" in result.stdout, result.stdout
 
 
-@pytest.mark.slow  # 1-2 CPU minutes from cold: started early (tests/conftest.py)
 def test_mypy_passes() -> None:
     result = run("mypy")
     assert result.returncode == 0, f"mypy:\n{result.stdout}\n{result.stderr}"
