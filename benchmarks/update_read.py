@@ -5,7 +5,7 @@
 The launcher's capture reads each update's loss and the L2 norm of its gradients (the NaN
 guard's input, the progress records' grad_norm). Two ways, on CPU tensors, 1 torch thread:
   torch float64   each gradient's float64 norm (torch._foreach_norm), stacked with the loss
-                  and read in one .tolist() (what a device still does)
+                  and read in one .tolist() (_read_stacked: what a device still does)
   in place        numpy's dot over each gradient's own memory, the loss by .item()
                   (debugger/zero_code.py: _read_in_place, what the CPU does)
 on the gradients of two models: the MLP of benchmarks/zero_code_overhead.py (6 tensors)
@@ -20,7 +20,6 @@ is larger than this difference. Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import time
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from remedy.debugger.zero_code import _norms, _read_in_place  # noqa: E402
+from remedy.debugger.zero_code import _read_in_place, _read_stacked  # noqa: E402
 from remedy.state_schema import Hyperparameters  # noqa: E402
 from remedy.training.build import build_model_and_optimizer  # noqa: E402
 
@@ -58,9 +57,9 @@ def gradients(model_name: str) -> Gradients:
 
 
 def torch_float64(loss: torch.Tensor, grads: list[torch.Tensor]) -> tuple[float, float]:
-    norms = _norms(grads)
-    values = torch.stack([loss.to(norms[0].dtype), *norms]).tolist()
-    return values[0], math.hypot(*values[1:])
+    read = _read_stacked(loss, grads)
+    assert read is not None, "the loss and its gradients are on one device"
+    return read
 
 
 def in_place(loss: torch.Tensor, grads: list[torch.Tensor]) -> tuple[float, float]:

@@ -815,17 +815,13 @@ def _host_values(
     device-to-host transfer (None stays None)."""
     import torch
 
-    if loss is not None and all(x is None for x in extras):
-        read = _read_in_place(loss, grads)
-        if read is not None:
-            return read[0], read[1], [None] * len(extras)
-    norms = _norms(grads)
     present = [(i, x) for i, x in enumerate(extras) if x is not None]
     extra_values: list[float | None] = [None] * len(extras)
-    if not present and loss is not None and norms and loss.device == norms[0].device:
-        # The usual update (no AMP scaler): one stack, one transfer, no other work.
-        values = torch.stack([loss.to(norms[0].dtype), *norms]).tolist()
-        return values[0], math.hypot(*values[1:]), extra_values
+    if loss is not None and not present:  # the usual update (no AMP scaler)
+        read = _read_in_place(loss, grads) or _read_stacked(loss, grads)
+        if read is not None:
+            return read[0], read[1], extra_values
+    norms = _norms(grads)
     if loss is None and not norms and not present:
         return None, None, extra_values
     device: torch.device | str | None = (
@@ -849,14 +845,26 @@ def _host_values(
     return loss_value, (math.hypot(*values) if norms else None), extra_values
 
 
+def _read_stacked(loss: torch.Tensor, grads: list[torch.Tensor]) -> tuple[float, float] | None:
+    """(loss, L2 norm of all gradients): each gradient's float64 norm, one fused kernel,
+    stacked with the loss and read in one transfer; None without gradients, or with them
+    on another device than the loss."""
+    import torch
+
+    norms = _norms(grads)
+    if not norms or loss.device != norms[0].device:
+        return None
+    values = torch.stack([loss.to(norms[0].dtype), *norms]).tolist()
+    return values[0], math.hypot(*values[1:])
+
+
 def _read_in_place(loss: torch.Tensor, grads: list[torch.Tensor]) -> tuple[float, float] | None:
-    """(loss, L2 norm of all gradients) of dense floating-point CPU tensors, read where
-    they lie: numpy's dot over each gradient's own memory, no torch operation and no copy.
-    About a third of the torch path's cost per update (16 against 51 us on a 6-tensor
-    MLP, 142 against 346 us on ResNet-20, measured with this module's own _host_values).
-    None where it does not apply, or where the norm is not finite: the float64 torch
-    path then decides, so a gradient that is only huge (its float32 sum of squares
-    overflows) is never called non-finite."""
+    """(loss, L2 norm of all gradients) of dense float32/float64 CPU tensors, read where
+    they lie: numpy's dot over each gradient's own memory, no torch operation and no copy
+    (about half _read_stacked's cost: benchmarks/update_read.py). None where it does not
+    apply, or where the norm is not finite: _read_stacked then decides in float64, so a
+    gradient that is only huge (its float32 sum of squares overflows) is never called
+    non-finite."""
     import numpy as np
 
     if not grads or loss.device.type != "cpu":
@@ -867,7 +875,7 @@ def _read_in_place(loss: torch.Tensor, grads: list[torch.Tensor]) -> tuple[float
             values = grad.numpy().reshape(-1)
         except (RuntimeError, TypeError):
             return None
-        if values.dtype.kind != "f":
+        if values.dtype.kind != "f" or values.itemsize < 4:  # float16 would sum in float16
             return None
         total += float(np.dot(values, values))
     if not math.isfinite(total):

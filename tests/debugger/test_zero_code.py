@@ -310,8 +310,9 @@ def test_cpu_gradients_read_in_place_agree_with_float64_and_keep_finiteness() ->
         broken[0][3, 4] = bad
         _, norm, _ = _host_values(loss, broken)
         assert norm is not None and not math.isfinite(norm)
-    # what numpy cannot share goes the torch way: bfloat16, sparse
+    # what numpy cannot share, or would sum imprecisely, goes the torch way
     assert _read_in_place(loss, [grads[1].bfloat16()]) is None
+    assert _read_in_place(loss, [grads[1].half()]) is None
     assert _read_in_place(loss, [grads[1].to_sparse()]) is None
 
 
