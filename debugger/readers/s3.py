@@ -1,9 +1,13 @@
 """Reader for a store under an s3:// URI: incremental listings and ranged GETs.
 
 New steps are listed with ListObjectsV2 StartAfter (keys sort like step numbers), and a
-step file is read without downloading it: one small ranged GET for its header (the index,
-usually in one go), one per tensor asked for. The writer uploads steps one after another,
-each with a single PUT, so a listing is gap-free and never shows half an object.
+step file is read without downloading it: one ranged GET for its header (the index, usually
+in one go, with the first tensors after it), then one per tensor not yet brought, reading a
+little ahead. Rules read a step's tensors in name order, the order of the file, so a rule
+reading every tensor costs a few GETs a step instead of one a tensor (each GET is a round
+trip and a billed request), while a rule reading one tensor never brings the rest of a
+large step. The writer uploads steps one after another, each with a single PUT, so a
+listing is gap-free and never shows half an object.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from remedy.debugger.readers.base import StoreReader
 from remedy.debugger.s3 import client, is_missing, parse_uri
 
 _FIRST_GET = 65_536  # one ranged GET usually brings the whole header
+_READ_AHEAD = 262_144  # a tensor's GET brings up to this many bytes of those after it
+_STEPS_KEPT = 4  # steps whose fetched bytes are kept (the evaluator reads one at a time)
 
 
 class S3StoreReader(StoreReader):
@@ -28,6 +34,9 @@ class S3StoreReader(StoreReader):
         self._client = client()
         # (mode, step) -> offsets of its tensors; a few dozen bytes per tensor name.
         self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
+        # (mode, step) -> the bytes fetched last, from a file offset: the header's GET,
+        # then each read-ahead window. Only the latest steps, so memory stays bounded.
+        self._fetched: dict[tuple[ModeKeys, int], tuple[int, bytes]] = {}
 
     def child(self, relative: str) -> S3StoreReader:
         return S3StoreReader(f"{self.location.rstrip('/')}/{relative}")
@@ -88,6 +97,7 @@ class S3StoreReader(StoreReader):
         if header.mode is not mode or header.mode_step != mode_step:
             raise CorruptStepFile(f"{where}: header says {header.mode.value} {header.mode_step}")
         self._entries[(mode, mode_step)] = entries
+        self._keep(mode, mode_step, 0, head)
         return header
 
     def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
@@ -97,12 +107,37 @@ class S3StoreReader(StoreReader):
             entries = self._entries[(mode, mode_step)]
         entry = entries[name]
         size = entry.end - entry.start
-        data = self._get(self._key(mode, mode_step), entry.start, entry.end) if size else b""
+        data = self._bytes(mode, mode_step, entry, entries) if size else b""
         where = f"s3://{self._where.bucket}/{self._key(mode, mode_step)}"
         if len(data) != size:  # a truncated object: never hand out part of a tensor
             raise CorruptStepFile(f"{where}: truncated tensor {name}")
         store.check_tensor(entry, data, where, name)
         return np.frombuffer(data, dtype=entry.dtype).reshape(entry.shape).copy()
+
+    def _bytes(
+        self,
+        mode: ModeKeys,
+        mode_step: int,
+        entry: store.TensorEntry,
+        entries: dict[str, store.TensorEntry],
+    ) -> bytes:
+        """A tensor's bytes: from what was fetched already, else one GET from its start to
+        the end of the last tensor that ends within the read-ahead (tensors lie back to
+        back, so the GET is at most the tensor and the read-ahead)."""
+        offset, fetched = self._fetched.get((mode, mode_step), (0, b""))
+        if offset <= entry.start and entry.end <= offset + len(fetched):
+            return fetched[entry.start - offset : entry.end - offset]
+        ahead = entry.end + _READ_AHEAD
+        end = max(e.end for e in entries.values() if entry.start <= e.start and e.end <= ahead)
+        window = self._get(self._key(mode, mode_step), entry.start, end)
+        self._keep(mode, mode_step, entry.start, window)
+        return window[: entry.end - entry.start]
+
+    def _keep(self, mode: ModeKeys, mode_step: int, offset: int, fetched: bytes) -> None:
+        self._fetched.pop((mode, mode_step), None)
+        self._fetched[(mode, mode_step)] = (offset, fetched)  # the newest last
+        while len(self._fetched) > _STEPS_KEPT:
+            del self._fetched[next(iter(self._fetched))]
 
     def _key(self, mode: ModeKeys, mode_step: int) -> str:
         return self._where.key(f"{store.STEPS_DIR}/{mode.value}/{store.step_file_name(mode_step)}")
