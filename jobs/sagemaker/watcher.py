@@ -12,7 +12,8 @@
   and the verdict reads: the first and the latest training loss), numbered from the job's
   start_step (a warm start goes on from its checkpoint's step, as for a local job);
 - once the job has ended, lets the evaluator judge what was written (it ends by itself
-  when the store is closed) for at most drain_s, then stops it (rules left Stopped).
+  when the store is closed) while it goes on judging, until drain_s pass without a word
+  from it, then stops it (rules left Stopped).
 Started detached by the backend at launch (and again by describe() when it finds the job
 running unwatched); exits when its work is done. Never prints the bucket or the role.
 """
@@ -210,10 +211,12 @@ class Watcher:
         evaluator = self.evaluator
         if evaluator is None:
             return
-        deadline = time.monotonic() + self.drain_s
+        deadline, judged = time.monotonic() + self.drain_s, self.rules_judged()
         while evaluator.poll() is None and time.monotonic() < deadline:
             self.follow_job()
             time.sleep(min(self.poll_s, 1.0))
+            if (now := self.rules_judged()) != judged:  # still catching up: not stuck
+                deadline, judged = time.monotonic() + self.drain_s, now
         if evaluator.poll() is None:
             evaluator.terminate()  # judges what is written, marks the rest Stopped
             try:
@@ -222,6 +225,14 @@ class Watcher:
                 evaluator.kill()
                 evaluator.wait()
         log(f"rule evaluator exited with status {evaluator.returncode}")
+
+    def rules_judged(self) -> list[tuple[str, str]]:
+        """What the evaluator's status files say (each rule's status and steps evaluated)."""
+        said = []
+        for path in sorted(self.paths.rule_status.glob("*.json")):
+            status = read_json_written_by_job(path) or {}
+            said.append((path.name, f"{status.get('status')} {status.get('details')}"))
+        return said
 
 
 def main(argv: list[str] | None = None) -> int:
