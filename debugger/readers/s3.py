@@ -23,7 +23,7 @@ from remedy.debugger.readers.base import StoreReader
 from remedy.debugger.s3 import client, is_missing, parse_uri
 
 _FIRST_GET = 65_536  # one ranged GET usually brings the whole header
-_READ_AHEAD = 262_144  # a tensor's GET brings up to this many bytes of those after it
+_READ_AHEAD = 1_048_576  # a tensor's GET brings up to this many bytes of those after it
 _STEPS_KEPT = 4  # steps whose fetched bytes are kept (the evaluator reads one at a time)
 
 

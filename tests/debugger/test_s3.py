@@ -20,7 +20,7 @@ from remedy.debugger import (
     create_trial,
     read_statuses,
 )
-from remedy.debugger.readers.s3 import S3StoreReader
+from remedy.debugger.readers.s3 import _READ_AHEAD, S3StoreReader
 from tests.debugger import scenarios as sc
 from tests.debugger.helpers import EXPLODING_LR, first_nonfinite, start_evaluator, train
 
@@ -156,7 +156,7 @@ def test_every_tensor_of_a_step_is_read_in_a_few_gets(s3: str) -> None:
     for name, array in arrays.items():
         np.testing.assert_array_equal(trial.tensor(name).value(0), array)
     # 1.6 MB: the header's GET, then windows of the read-ahead; no byte fetched twice
-    assert len(fetched) <= 1 + 1_600_000 // 262_144 + 1 < len(arrays) // 4
+    assert len(fetched) <= 1 + 1_600_000 // _READ_AHEAD + 1 < len(arrays) // 4
     assert sum(fetched) < 1_600_000 + 65_536 + 8_000
 
 
