@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -395,6 +398,36 @@ def evaluator_command(
         "--status-dir", status_dir, "--stop-file", stop_file,
         "--poll-interval", str(poll_interval), *busy, "--exit-with-parent",
     ]  # fmt: skip
+
+
+def wait_while_judging(
+    evaluator: subprocess.Popen[bytes],
+    status_dir: str | os.PathLike[str],
+    quiet_s: float,
+    poll_s: float = 0.5,
+    each_poll: Callable[[], None] | None = None,
+) -> bool:
+    """After its job has ended, let an evaluator started by evaluator_command end by
+    itself: as long as its statuses keep changing (it is still catching up with the
+    store: a slow store, many tensors, a loaded machine), and until `quiet_s` pass
+    without a change. True when it ended; the caller stops one that did not."""
+    folder = Path(status_dir)
+
+    def said() -> list[tuple[str, int]]:
+        stamps = []
+        for path in sorted(folder.glob("*.json")):
+            with contextlib.suppress(OSError):  # replaced meanwhile: the next poll sees it
+                stamps.append((path.name, path.stat().st_mtime_ns))
+        return stamps
+
+    last, deadline = said(), time.monotonic() + quiet_s
+    while evaluator.poll() is None and time.monotonic() < deadline:
+        if each_poll is not None:
+            each_poll()
+        time.sleep(poll_s)
+        if (now := said()) != last:
+            last, deadline = now, time.monotonic() + quiet_s
+    return evaluator.poll() is not None
 
 
 def watch_surroundings(

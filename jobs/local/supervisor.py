@@ -27,7 +27,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from remedy.debugger.evaluator import BUSY_POLL_INTERVAL, evaluator_command, write_errors
+from remedy.debugger.evaluator import (
+    BUSY_POLL_INTERVAL,
+    evaluator_command,
+    wait_while_judging,
+    write_errors,
+)
 from remedy.debugger.status import read_statuses
 from remedy.debugger.store import has_ended
 from remedy.jobs.local.capped_log import CappedLog
@@ -50,7 +55,9 @@ from remedy.jobs.local.progress_watch import ProgressWatch, floor_s
 from remedy.state_schema import write_atomic
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX, without_secrets
 
-EVALUATOR_DRAIN_S = 120.0  # after a clean end, time the evaluator gets to judge the last steps
+# After a clean end the evaluator judges the last steps for as long as it goes on judging,
+# and is stopped once this long passes without a word from it.
+EVALUATOR_DRAIN_S = 120.0
 EVALUATOR_KILL_S = 30.0
 LOG_DRAIN_S = 30.0  # once its processes are gone, time to copy the job's last output
 POLL_S = 0.1  # how often the training process and the stop file are looked at
@@ -219,11 +226,10 @@ class Supervisor:
         if self.evaluator is None:
             return
         clean_end = has_ended(self.paths.tensors)  # every worker's end marker, if several
-        try:
-            self.evaluator.wait(timeout=EVALUATOR_DRAIN_S if clean_end else 0.01)
+        quiet_s = EVALUATOR_DRAIN_S if clean_end else 0.01
+        if wait_while_judging(self.evaluator, self.paths.rule_status, quiet_s, POLL_S):
             return
-        except subprocess.TimeoutExpired:
-            self.evaluator.terminate()  # it judges what is written, then reports Stopped
+        self.evaluator.terminate()  # it judges what is written, then reports Stopped
         try:
             self.evaluator.wait(timeout=EVALUATOR_KILL_S)
         except subprocess.TimeoutExpired:

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from remedy.debugger.evaluator import evaluator_command
+from remedy.debugger.evaluator import evaluator_command, wait_while_judging
 from remedy.jobs.local.layout import read_json_written_by_job
 from remedy.jobs.sagemaker import clients
 from remedy.jobs.sagemaker.layout import CloudPaths, LocalPaths
@@ -211,13 +211,9 @@ class Watcher:
         evaluator = self.evaluator
         if evaluator is None:
             return
-        deadline, judged = time.monotonic() + self.drain_s, self.rules_judged()
-        while evaluator.poll() is None and time.monotonic() < deadline:
-            self.follow_job()
-            time.sleep(min(self.poll_s, 1.0))
-            if (now := self.rules_judged()) != judged:  # still catching up: not stuck
-                deadline, judged = time.monotonic() + self.drain_s, now
-        if evaluator.poll() is None:
+        status_dir = self.paths.rule_status
+        poll_s = min(self.poll_s, 1.0)
+        if not wait_while_judging(evaluator, status_dir, self.drain_s, poll_s, self.follow_job):
             evaluator.terminate()  # judges what is written, marks the rest Stopped
             try:
                 evaluator.wait(timeout=EVALUATOR_STOP_S)
@@ -225,14 +221,6 @@ class Watcher:
                 evaluator.kill()
                 evaluator.wait()
         log(f"rule evaluator exited with status {evaluator.returncode}")
-
-    def rules_judged(self) -> list[tuple[str, str]]:
-        """What the evaluator's status files say (each rule's status and steps evaluated)."""
-        said = []
-        for path in sorted(self.paths.rule_status.glob("*.json")):
-            status = read_json_written_by_job(path) or {}
-            said.append((path.name, f"{status.get('status')} {status.get('details')}"))
-        return said
 
 
 def main(argv: list[str] | None = None) -> int:
