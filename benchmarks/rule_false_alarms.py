@@ -119,11 +119,14 @@ def train(name: str, hyperparameters: dict[str, Any], folder: Path) -> Trained:
 def evaluate(store: Path, rules: list[str]) -> dict[str, tuple[RuleStatus, str]]:
     """Every rule with its defaults over a finished store: {rule: (status, details)}."""
     configs = [RuleConfig(name=rule, rule=rule) for rule in rules]
-    status_dir = Path(tempfile.mkdtemp(prefix="status-"))
-    evaluator = RuleEvaluator(create_trial(store), configs, status_dir, log=lambda line: None)
-    evaluator.start()
-    evaluator.poll()
-    return {rule: (record.status, record.details) for rule, record in evaluator.statuses.items()}
+    with tempfile.TemporaryDirectory(prefix="status-") as folder:  # statuses: only while judging
+        status_dir = Path(folder)
+        evaluator = RuleEvaluator(create_trial(store), configs, status_dir, log=lambda line: None)
+        evaluator.start()
+        evaluator.poll()
+        return {
+            rule: (record.status, record.details) for rule, record in evaluator.statuses.items()
+        }
 
 
 def run_zoo(

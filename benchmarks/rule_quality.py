@@ -416,25 +416,26 @@ class Detection:
 def evaluate(trained: Trained) -> dict[str, Detection]:
     """Every rule configuration over the finished store: {configuration name: Detection},
     plus RECOMMENDED (the first of its rules to fire)."""
-    status_dir = Path(tempfile.mkdtemp(prefix="status-"))
-    evaluator = RuleEvaluator(
-        create_trial(trained.store), rule_configs(), status_dir, log=lambda line: None
-    )
-    evaluator.start()
-    evaluator.poll()
-    found: dict[str, Detection] = {}
-    for name, record in evaluator.statuses.items():
-        step = None
-        if record.status is RuleStatus.ISSUES_FOUND and record.step is not None:
-            step = record.step
-            if record.mode is ModeKeys.EVAL:
-                step = trained.train_steps_before_eval[record.step]
-        found[name] = Detection(record.status, step, record.details or "")
-    ours = [d for n, d in found.items() if n.startswith(f"{RECOMMENDED}.")]
-    fired = [d for d in ours if d.status is RuleStatus.ISSUES_FOUND]
-    first = min(fired, key=lambda d: d.train_step or 0) if fired else None
-    found[RECOMMENDED] = first or Detection(RuleStatus.NO_ISSUES_FOUND, None, "")
-    return found
+    with tempfile.TemporaryDirectory(prefix="status-") as folder:  # statuses: only while judging
+        status_dir = Path(folder)
+        evaluator = RuleEvaluator(
+            create_trial(trained.store), rule_configs(), status_dir, log=lambda line: None
+        )
+        evaluator.start()
+        evaluator.poll()
+        found: dict[str, Detection] = {}
+        for name, record in evaluator.statuses.items():
+            step = None
+            if record.status is RuleStatus.ISSUES_FOUND and record.step is not None:
+                step = record.step
+                if record.mode is ModeKeys.EVAL:
+                    step = trained.train_steps_before_eval[record.step]
+            found[name] = Detection(record.status, step, record.details or "")
+        ours = [d for n, d in found.items() if n.startswith(f"{RECOMMENDED}.")]
+        fired = [d for d in ours if d.status is RuleStatus.ISSUES_FOUND]
+        first = min(fired, key=lambda d: d.train_step or 0) if fired else None
+        found[RECOMMENDED] = first or Detection(RuleStatus.NO_ISSUES_FOUND, None, "")
+        return found
 
 
 @dataclass

@@ -19,23 +19,25 @@ from tests.debugger import scenarios as sc
 
 def evaluate(store: Path, rule: str, **params: Any) -> RuleStatusRecord:
     """Run the evaluator over a finished store with one rule; its final status."""
-    status_dir = Path(tempfile.mkdtemp(prefix="status-"))
-    config = RuleConfig(name=rule, rule=rule, parameters=params)
-    evaluator = RuleEvaluator(create_trial(store), [config], status_dir, log=lambda line: None)
-    evaluator.start()
-    assert evaluator.poll()  # the store has ended: every rule is final after one poll
-    return evaluator.statuses[rule]
+    with tempfile.TemporaryDirectory(prefix="status-") as folder:  # statuses: only while judging
+        status_dir = Path(folder)
+        config = RuleConfig(name=rule, rule=rule, parameters=params)
+        evaluator = RuleEvaluator(create_trial(store), [config], status_dir, log=lambda line: None)
+        evaluator.start()
+        assert evaluator.poll()  # the store has ended: every rule is final after one poll
+        return evaluator.statuses[rule]
 
 
 # -- the runs -------------------------------------------------------------------------------
 
 _CACHE: dict[str, sc.Run] = {}
+_STORES = tempfile.TemporaryDirectory(prefix="rule-pathologies-")  # removed at exit
 
 
 def run(name: str) -> sc.Run:
     """Each scenario trains once per test session."""
     if name not in _CACHE:
-        store = Path(tempfile.mkdtemp(prefix=f"{name}-")) / "store"
+        store = Path(_STORES.name) / name / "store"
         _CACHE[name] = SCENARIOS[name](store)
     return _CACHE[name]
 
