@@ -16,7 +16,9 @@ Exit status of check: 0 no issues, 1 issues found or a rule error, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import tempfile
 import threading
 import typing
 from pathlib import Path
@@ -129,16 +131,20 @@ def cmd_check(args: argparse.Namespace) -> int:
             configs += load_rule_configs(args.rules_json)
         except RuleConfigError as error:
             raise UsageError(f"--rules-json {args.rules_json}: {error}") from None
-    status_dir = Path(args.status_dir) if args.status_dir else _scratch_dir()
-    try:
-        evaluator = RuleEvaluator(trial, configs, status_dir, log=lambda line: None)
-    except RuleConfigError as error:
-        raise UsageError(str(error)) from None
-    evaluator.start()
-    if args.follow:
-        evaluator.run(args.poll_interval, threading.Event())
-    else:
-        evaluator.poll()
+    with contextlib.ExitStack() as scratch:  # without --status-dir: removed once judged
+        status_dir = Path(
+            args.status_dir
+            or scratch.enter_context(tempfile.TemporaryDirectory(prefix="remedy-check-"))
+        )
+        try:
+            evaluator = RuleEvaluator(trial, configs, status_dir, log=lambda line: None)
+        except RuleConfigError as error:
+            raise UsageError(str(error)) from None
+        evaluator.start()
+        if args.follow:
+            evaluator.run(args.poll_interval, threading.Event())
+        else:
+            evaluator.poll()
     worst = EXIT_OK
     for name, record in evaluator.statuses.items():
         where = ""
@@ -201,12 +207,6 @@ def _custom_rules(rule_file: str | None, rules: list[str]) -> set[str]:
     if not found:
         raise UsageError(f"--rule-file {rule_file}: defines none of {rules}")
     return found
-
-
-def _scratch_dir() -> Path:
-    import tempfile
-
-    return Path(tempfile.mkdtemp(prefix="remedy-check-"))
 
 
 def register(commands: Any) -> None:

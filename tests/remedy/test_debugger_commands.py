@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -69,9 +70,18 @@ def test_check_reports_issues_and_exit_status(
     assert "ExplodingTensor: NoIssuesFound (14 steps)" in out
 
 
-def test_check_quiet_store_exits_zero(stalled: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_quiet_store_exits_zero(
+    stalled: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     assert main(["check", str(stalled), "--rule", "DeadRelu", "--param", "threshold_layer=99"]) == 0
     assert "DeadRelu: NoIssuesFound" in capsys.readouterr().out
+    assert list(scratch.iterdir()) == []  # its statuses' folder is gone, not left behind
 
 
 def test_check_with_a_custom_rule_file(
