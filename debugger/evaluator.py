@@ -37,14 +37,13 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remedy.debugger import store
 from remedy.debugger.exceptions import DebuggerError
@@ -59,6 +58,9 @@ from remedy.debugger.rule_config import (
 from remedy.debugger.rules import Rule, get_rule, load_rule_file, reads
 from remedy.debugger.status import RuleStatus, RuleStatusRecord, write_status
 from remedy.debugger.trial import Trial, create_trial
+
+if TYPE_CHECKING:
+    import subprocess
 
 DEFAULT_POLL_INTERVAL = 0.5
 # A local store's busy interval: until the first step and while steps keep arriving the

@@ -227,7 +227,8 @@ class Supervisor:
             return
         clean_end = has_ended(self.paths.tensors)  # every worker's end marker, if several
         quiet_s = EVALUATOR_DRAIN_S if clean_end else 0.01
-        if wait_while_judging(self.evaluator, self.paths.rule_status, quiet_s, POLL_S):
+        poll_s = min(POLL_S, quiet_s)
+        if wait_while_judging(self.evaluator, self.paths.rule_status, quiet_s, poll_s):
             return
         self.evaluator.terminate()  # it judges what is written, then reports Stopped
         try:

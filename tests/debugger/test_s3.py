@@ -21,6 +21,7 @@ from remedy.debugger import (
     read_statuses,
 )
 from remedy.debugger.readers.s3 import _READ_AHEAD, S3StoreReader
+from remedy.debugger.trial import Trial
 from tests.debugger import scenarios as sc
 from tests.debugger.helpers import EXPLODING_LR, first_nonfinite, start_evaluator, train
 
@@ -96,17 +97,9 @@ def test_steps_are_uploaded_during_training_and_read_incrementally(s3: str) -> N
         Hook(s3)
 
 
-def test_one_tensor_is_fetched_without_the_rest_of_the_step(s3: str) -> None:
-    hook = Hook(s3, collections={"big": SaveConfig(save_interval=1)})
-    model = sc.mlp([2, 1])
-    hook.register_module(model)
-    model(torch.ones(1, 2))
-    big = np.arange(250_000, dtype=np.float32).reshape(500, 500)
-    hook.save_tensor("big", big, collection="big")
-    hook.save_tensor("small", np.array([1.5, 2.5], dtype=np.float64), collection="big")
-    hook.close()
-
-    fetched: list[int] = []  # bytes of each step-file response
+def recorded_trial(s3: str) -> tuple[Trial, list[int]]:
+    """A trial over the store whose reader records the bytes of each step-file GET."""
+    fetched: list[int] = []
     reader = S3StoreReader(s3)
     original = reader._client.get_object
 
@@ -117,9 +110,20 @@ def test_one_tensor_is_fetched_without_the_rest_of_the_step(s3: str) -> None:
         return response
 
     reader._client.get_object = recording_get  # type: ignore[method-assign]
-    from remedy.debugger.trial import Trial
+    return Trial(reader), fetched
 
-    trial = Trial(reader)
+
+def test_one_tensor_is_fetched_without_the_rest_of_the_step(s3: str) -> None:
+    hook = Hook(s3, collections={"big": SaveConfig(save_interval=1)})
+    model = sc.mlp([2, 1])
+    hook.register_module(model)
+    model(torch.ones(1, 2))
+    big = np.arange(250_000, dtype=np.float32).reshape(500, 500)
+    hook.save_tensor("big", big, collection="big")
+    hook.save_tensor("small", np.array([1.5, 2.5], dtype=np.float64), collection="big")
+    hook.close()
+
+    trial, fetched = recorded_trial(s3)
     np.testing.assert_array_equal(trial.tensor("small").value(0), [1.5, 2.5])
     # the header, then 16 bytes: the 1 MB neighbour stays in the bucket
     assert len(fetched) == 2 and fetched[1] == 16
@@ -139,20 +143,7 @@ def test_every_tensor_of_a_step_is_read_in_a_few_gets(s3: str) -> None:
         hook.save_tensor(name, array, collection="many")
     hook.close()
 
-    fetched: list[int] = []
-    reader = S3StoreReader(s3)
-    original = reader._client.get_object
-
-    def recording_get(**kwargs: Any) -> Any:
-        response = original(**kwargs)
-        if str(kwargs["Key"]).endswith(".safetensors"):
-            fetched.append(response["ContentLength"])
-        return response
-
-    reader._client.get_object = recording_get  # type: ignore[method-assign]
-    from remedy.debugger.trial import Trial
-
-    trial = Trial(reader)
+    trial, fetched = recorded_trial(s3)
     for name, array in arrays.items():
         np.testing.assert_array_equal(trial.tensor(name).value(0), array)
     # 1.6 MB: the header's GET, then windows of the read-ahead; no byte fetched twice

@@ -9,6 +9,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from remedy.jobs.sagemaker.watcher import Watcher
 
 # An evaluator still catching up with a store after its job ended: its status says one more
@@ -26,13 +28,19 @@ CATCHING_UP = textwrap.dedent(
 )
 
 
-def test_an_evaluator_still_judging_after_the_job_is_not_cut_short(tmp_path: Path) -> None:
+@pytest.fixture
+def watcher(tmp_path: Path) -> Watcher:
+    """A job folder's watcher that drains for 1 s and follows no bucket."""
     record = {"bucket": "b", "training_job_name": "job", "region": "us-east-1",
               "watch_poll_s": 0.1, "evaluator_drain_s": 1.0}  # fmt: skip
     (tmp_path / "sagemaker.json").write_text(json.dumps(record))
     watcher = Watcher(tmp_path)
     watcher.paths.rule_status.mkdir()
     watcher.follow_job = lambda: None  # type: ignore[method-assign]  # no bucket here
+    return watcher
+
+
+def test_an_evaluator_still_judging_after_the_job_is_not_cut_short(watcher: Watcher) -> None:
     watcher.evaluator = subprocess.Popen(
         [sys.executable, "-c", CATCHING_UP, str(watcher.paths.rule_status)]
     )
@@ -45,13 +53,7 @@ def test_an_evaluator_still_judging_after_the_job_is_not_cut_short(tmp_path: Pat
     assert status["status"] == "NoIssuesFound"
 
 
-def test_an_evaluator_that_says_nothing_is_stopped_after_the_drain(tmp_path: Path) -> None:
-    record = {"bucket": "b", "training_job_name": "job", "region": "us-east-1",
-              "watch_poll_s": 0.1, "evaluator_drain_s": 1.0}  # fmt: skip
-    (tmp_path / "sagemaker.json").write_text(json.dumps(record))
-    watcher = Watcher(tmp_path)
-    watcher.paths.rule_status.mkdir()
-    watcher.follow_job = lambda: None  # type: ignore[method-assign]
+def test_an_evaluator_that_says_nothing_is_stopped_after_the_drain(watcher: Watcher) -> None:
     watcher.evaluator = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     started = time.monotonic()
     watcher.finish_evaluator()
