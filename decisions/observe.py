@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, RuleWord, is_infrastructure_failure
-from remedy.records.verdict import run_flaw, run_verdict_finding
+from remedy.records.verdict import asked_at_half, run_flaw, run_verdict_finding
 from remedy.state_schema import (
     DataProblem,
     Finding,
@@ -176,8 +176,32 @@ def record_end(state: State, snapshot: JobSnapshot, metrics_location: str) -> St
     return state
 
 
-def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_location: str) -> State:
-    """The original monitor's choice, on a fresh observation of the current job."""
+def job_length(state: State, snapshot: JobSnapshot) -> int | None:
+    """The updates the current job runs in all: as it reports them (the built-in job), or
+    as its spec states them (a script's max_steps role); None: not known."""
+    if snapshot.progress is not None and snapshot.progress.total_steps:
+        return snapshot.progress.total_steps
+    attempt = state.current_attempt
+    return attempt.spec.stated_length if attempt is not None else None
+
+
+def early_finding(state: State, snapshot: JobSnapshot) -> Finding | None:
+    """The verdict's question asked of a running job at half its known length
+    (records/verdict.py: asked_at_half): NOT_TRAINED when its model has not begun to learn."""
+    if snapshot.is_final:
+        return None
+    return asked_at_half(record_progress(state, snapshot), job_length(state, snapshot))
+
+
+def decide(
+    state: State,
+    seen: Observation,
+    snapshot: JobSnapshot,
+    metrics_location: str,
+    early: Finding | None = None,
+) -> State:
+    """The original monitor's choice, on a fresh observation of the current job (`early`:
+    the verdict's finding on it while it runs, early_finding)."""
     seen = replace(seen, findings=trace_data_problems(seen.findings, state))
     history = state.history.model_copy(
         update={"num_monitor_transitions": state.history.num_monitor_transitions + 1}
@@ -201,6 +225,8 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
         return end(state, f"max_monitor_transitions ({budget}) exceeded")
     if seen.rule_status is RuleStatus.IssuesFound:
         return state.model_copy(update={"next_action": NextAction.launch_new})  # after plan
+    if early is not None and not seen.settled:
+        return verdict_found(state, early)  # the flow stops the job, as for a rule's finding
     if not seen.settled:
         return state.model_copy(update={"next_action": NextAction.monitor})
     if seen.job_status is JobStatus.Completed:
@@ -227,8 +253,9 @@ def decide(state: State, seen: Observation, snapshot: JobSnapshot, metrics_locat
 
 
 def verdict_found(state: State, found: Finding) -> State:
-    """A completed run that no rule faulted, found wanting by the verdict (records/verdict.py:
-    its model learned nothing, or too slowly): its finding, so the policy repairs it."""
+    """A run that no rule faulted, found wanting by the verdict (records/verdict.py: its
+    model learned nothing, or too slowly; at its end, or at half its length): its finding,
+    so the policy repairs it."""
     state = update_current_attempt(state, findings=[found])
     return state.model_copy(
         update={

@@ -42,11 +42,17 @@ ROLES: tuple[str, ...] = (
 # not in hyperparameters: the value is the attempt's, not the user's.
 PATH_ROLES: tuple[str, ...] = ("output_dir", "resume")
 
+# A role remedy reads and never changes: the flag that says how many updates the job runs
+# in all (its --max-steps, max_iters, ...). Known, a run is asked at half of it whether its
+# model has begun to learn (records/verdict.py: asked_at_half); the built-in job reports
+# its own length.
+LENGTH_ROLE = "max_steps"
+
 
 def check_mapped_role_name(role: str) -> None:
-    """A role hyperparameter_roles may map: a strategy's or a path role."""
-    if role not in ROLES and role not in PATH_ROLES:
-        known = ", ".join((*ROLES, *PATH_ROLES))
+    """A role hyperparameter_roles may map: a strategy's, a path role or the length's."""
+    if role not in ROLES and role not in PATH_ROLES and role != LENGTH_ROLE:
+        known = ", ".join((*ROLES, *PATH_ROLES, LENGTH_ROLE))
         raise ValueError(f"unknown role {role!r}; known roles: {known}")
 
 
@@ -95,3 +101,18 @@ def _is_zero(value: int | float | str) -> bool:
         return float(value) == 0
     except ValueError:
         return False
+
+
+def length_value(value: Any) -> int:
+    """A length flag's value as a number of updates (a whole number above 0, or its text);
+    a ValueError says why it is not one."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"is {value!r}, not a number of updates") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"is {value!r}, not a number of updates")
+    if value != int(value) or value < 1:
+        raise ValueError(f"is {value!r}, not a whole number of updates above 0")
+    return int(value)

@@ -57,9 +57,11 @@ from remedy.state_schema.job_traits import BUILTIN_JOB, SCRIPT_JOB, JobTraits
 from remedy.state_schema.local_spec import LocalSpec
 from remedy.state_schema.metric_definitions import MAX_METRIC_DEFINITIONS, MetricDefinition
 from remedy.state_schema.roles import (
+    LENGTH_ROLE,
     PATH_ROLES,
     check_mapped_role_name,
     check_role_name,
+    length_value,
     role_value,
     script_value,
 )
@@ -332,7 +334,9 @@ class RunSpec(Hyperparameters):
         description='Role -> the script\'s flag name, e.g. {"learning_rate": "lr"}: which '
         "flags the remediation strategies may change. A strategy applies only when the "
         "roles it changes are mapped. output_dir: the flag that gets the attempt's own "
-        "output folder; resume: the flag that gets a warm start's checkpoint folder.",
+        "output folder; resume: the flag that gets a warm start's checkpoint folder; "
+        "max_steps: the flag that says how many updates the job runs (read, never "
+        "changed: a run is asked at half of them whether its model has begun to learn).",
     )
     hyperparameter_style: HyperparameterStyle = Field(
         DEFAULT_STYLE,
@@ -644,7 +648,7 @@ class RunSpec(Hyperparameters):
 
     def _check_coupled(self, flag: str, coupled: CoupledFlag, taken: Mapping[str, str]) -> None:
         leader_role = taken.get(coupled.follows)
-        if leader_role is None or leader_role in PATH_ROLES:
+        if leader_role is None or leader_role in PATH_ROLES or leader_role == LENGTH_ROLE:
             raise ValueError(
                 f"follows {coupled.follows!r}, which hyperparameter_roles does not map to a "
                 "role: only a flag a strategy changes moves others"
@@ -668,6 +672,17 @@ class RunSpec(Hyperparameters):
         check_mapped_role_name(role)
         if flag in taken:
             raise ValueError(f"the flag {flag!r} already plays {taken[flag]}")
+        if role == LENGTH_ROLE:
+            if flag not in self.script_hyperparameters:
+                raise ValueError(
+                    f"maps to the flag {flag!r}, which hyperparameters lacks (add "
+                    f'"{flag}": the updates the job runs)'
+                )
+            try:
+                length_value(self.script_hyperparameters[flag])
+            except ValueError as error:
+                raise ValueError(f"hyperparameters.{flag} {error}") from None
+            return
         if role in PATH_ROLES:
             if flag in self.script_hyperparameters:
                 raise ValueError(
@@ -720,6 +735,13 @@ class RunSpec(Hyperparameters):
         if self.num_classes is not None:
             return self.num_classes
         return BUILTIN_NUM_CLASSES if self.is_builtin else None
+
+    @property
+    def stated_length(self) -> int | None:
+        """The updates a script's job runs in all, as its max_steps role's flag says; None
+        where it maps none (the built-in job reports its own length as it runs)."""
+        flag = None if self.job.reads_fields else self.hyperparameter_roles.get(LENGTH_ROLE)
+        return None if flag is None else length_value(self.script_hyperparameters[flag])
 
     @property
     def steps_per_epoch(self) -> int | None:

@@ -15,7 +15,7 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 from prefect.states import StateType
 
-from remedy.decisions.observe import decide, observe, progress_line
+from remedy.decisions.observe import decide, early_finding, observe, progress_line
 from remedy.jobs import backend_for
 from remedy.outlets.publish import publish_progress
 from remedy.records.logs import task_logger
@@ -75,12 +75,14 @@ def monitor(
             line = progress_line(state, snapshot)
             logger.info(line)
             publish_progress(state, snapshot, line)
-        if seen.key != before or seen.settled or now - started >= max_wait_s:
+        early = early_finding(state, snapshot)  # a model that has not begun to learn
+        if early or seen.key != before or seen.settled or now - started >= max_wait_s:
             records = None  # the job's step records, read once where needed
             if seen.settled and snapshot.status is JobStatus.Completed:
                 records = backend.metrics(job_name)
                 state = with_descent(state, records)
-            decided = decide(state, seen, snapshot, backend.metrics_location(job_name))
+            location = backend.metrics_location(job_name)
+            decided = decide(state, seen, snapshot, location, early)
             if decided.next_action is NextAction.end and seen.settled:
                 # the last attempt's outcome, recorded
                 decided = learned(decided, run_dir, records)

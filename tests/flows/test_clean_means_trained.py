@@ -199,6 +199,45 @@ def test_a_run_still_speeding_up_at_its_end_is_the_verdicts_finding(
 
 
 @pytest.mark.slow
+def test_a_run_of_stated_length_that_has_not_begun_to_learn_is_stopped_at_half(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The GPT-style job with its rate and its schedule's floor both typed 1000x too small,
+    its length stated (the max_steps role maps max_iters): by update 200, half of its 400,
+    its loss has not fallen 10 % below its first (the bar at its end too), so the verdict's
+    question is asked there: NotTrained, and the job is stopped rather than spending its
+    second half. (Asked at the monitor's first look past half: 2 s apart here, about 100
+    of this tiny job's updates.)"""
+    corpus = generated_corpus(tmp_path / "corpus")
+    flags = {
+        "data": str(corpus), "learning_rate": 6e-6,
+        "min_lr": 6e-7, "max_iters": 400, "lr_decay_iters": 400,
+    }  # fmt: skip
+    roles = {"learning_rate": "learning_rate", "output_dir": "out_dir", "max_steps": "max_iters"}
+    spec = {
+        "base_job_name": "gpt-flat",
+        "source_dir": str(EXAMPLES / "gpt_lm"),
+        "entry_point": "train.py",
+        "hyperparameters": flags,
+        "hyperparameter_roles": roles,
+        "rules": [],
+    }
+    one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}
+    code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
+    assert code != 0, output[-3000:]
+    state = load_state(run_dir / "state.json")
+    (attempt,) = state.history.attempts
+    assert [(f.rule, f.rule_class) for f in attempt.findings] == [(NOT_TRAINED, NOT_TRAINED)]
+    message = attempt.findings[0].message
+    assert message.startswith("the model has not begun to learn by update 2"), message
+    assert "half of the job's 400: its training loss" in message
+    # stopped past half, not run to its end
+    assert attempt.outcome is JobStatus.Stopped and 200 <= attempt.steps_run < 400
+    assert attempt.final_window_loss > 0.9 * attempt.initial_loss
+    assert "the model has not begun to learn" in str(state.end_reason), state.end_reason
+
+
+@pytest.mark.slow
 def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
     tmp_path: Path, prefect_api_url: str
 ) -> None:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from remedy.records.verdict import attempt_flaw, run_flaw, run_is_clean, run_verdict_finding
+from remedy.records.verdict import (
+    asked_at_half,
+    attempt_flaw,
+    run_flaw,
+    run_is_clean,
+    run_verdict_finding,
+)
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
@@ -273,3 +279,33 @@ def test_the_thirds_of_a_launch_are_windows_of_its_step_losses() -> None:
     losses: list[float | None] = [float(120 - i) for i in range(120)]
     losses[0] = None  # a non-finite step is left out of its window
     assert loss_thirds(losses) == [115.0, 80.5, 40.5, 5.5]
+
+
+def test_a_run_of_known_length_is_asked_at_half_whether_it_began_to_learn() -> None:
+    """At half its length a cold start whose loss is not 10 % below the untrained model's
+    is found NotTrained there (not at its end); one that learned, one not yet at half, a
+    warm start, a run of unknown or tiny length, and one judged by its criteria are not."""
+    script = State(run_spec=RunSpec(entry_point="train.py"))
+    flat = {"outcome": None, "initial_loss": 5.70, "initial_window_loss": 5.71, "loss_window": 20}
+    running = ended(script, steps_run=200, final_window_loss=5.60, **flat)
+    found = asked_at_half(running, 400)
+    assert found is not None and (found.rule, found.rule_class) == (NOT_TRAINED, NOT_TRAINED)
+    assert found.step == 199
+    assert found.message.startswith(
+        "the model has not begun to learn by update 200, half of the job's 400: its "
+        "training loss 5.6 (median of the last 20 steps) is not 10% below the untrained "
+        "model's 5.7 (measured: its first step's)"
+    ), found.message
+    assert asked_at_half(running, None) is None  # length not known
+    early = ended(script, steps_run=199, final_window_loss=5.6, **flat)
+    assert asked_at_half(early, 400) is None
+    learned = ended(script, steps_run=200, final_window_loss=5.0, **flat)
+    assert asked_at_half(learned, 400) is None
+    tiny = ended(script, steps_run=30, final_window_loss=5.6, **flat)
+    assert asked_at_half(tiny, 60) is None
+    warm = ended(running, "k", start_step=100, steps_run=200, final_window_loss=5.6, **flat)
+    assert asked_at_half(warm, 400) is None
+    at_least = [{"metric": "test:accuracy", "op": ">=", "value": 0.9}]
+    criteria = State(run_spec=RunSpec(entry_point="train.py", success_criteria=at_least))
+    judged = ended(criteria, steps_run=200, final_window_loss=5.6, **flat)
+    assert asked_at_half(judged, 400) is None

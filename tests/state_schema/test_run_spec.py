@@ -185,11 +185,25 @@ def test_unknown_and_unmapped_roles_are_refused_naming_them() -> None:
         ({"o": "SGD"}, {"optimizer": "o"}, "Input should be 'sgd', 'momentum'"),
         ({"lr": 1}, {"learning_rate": "lr", "warmup_learning_rate": "lr"}, "already plays"),
         ({"bs": True}, {"batch_size": "bs"}, "must be a number"),
+        ({"n": 0}, {"max_steps": "n"}, "hyperparameters.n is 0, not a whole number of updates"),
+        ({"n": "all"}, {"max_steps": "n"}, "hyperparameters.n is 'all', not a number of updates"),
+        ({}, {"max_steps": "n"}, "maps to the flag 'n', which hyperparameters lacks"),
     ],
 )
 def test_a_flag_must_fit_its_role(flags: dict, roles: dict, message: str) -> None:
     document = {"entry_point": "main.py", "hyperparameters": flags, "hyperparameter_roles": roles}
     assert message in errors(document)
+
+
+def test_a_script_states_its_length_by_its_max_steps_flag() -> None:
+    spec = RunSpec(
+        entry_point="train.py",
+        hyperparameters={"max_iters": "400", "lr": 0.1},
+        hyperparameter_roles={"max_steps": "max_iters", "learning_rate": "lr"},
+    )
+    assert spec.stated_length == 400
+    assert RunSpec(entry_point="train.py").stated_length is None
+    assert RunSpec().stated_length is None  # the built-in job reports its own as it runs
 
 
 def test_every_role_is_a_field_of_the_training_contract() -> None:
