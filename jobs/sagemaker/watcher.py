@@ -165,8 +165,13 @@ class Watcher:
         name = self.cloud.training_job_name
         try:
             clients.sagemaker(self.region).stop_training_job(TrainingJobName=name)
-        except Exception as error:  # e.g. it ended meanwhile (ValidationException)
-            log(f"StopTrainingJob {name}: {type(error).__name__}")
+        except Exception as error:  # e.g. the flow's own stop came first
+            # The service's error code only: its message may name the bucket.
+            code = getattr(error, "response", {}).get("Error", {}).get("Code")
+            if code == "ValidationException":  # the service's word for "not InProgress"
+                log(f"StopTrainingJob {name}: not needed, already stopping or ended")
+            else:
+                log(f"StopTrainingJob {name}: {type(error).__name__} {code or ''}".rstrip())
         else:
             log(f"StopTrainingJob {name}: a rule asked for it")
 

@@ -8,9 +8,11 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from remedy.jobs.sagemaker import clients
 from remedy.jobs.sagemaker.watcher import Watcher
 
 # An evaluator still catching up with a store after its job ended: its status says one more
@@ -59,3 +61,30 @@ def test_an_evaluator_that_says_nothing_is_stopped_after_the_drain(watcher: Watc
     watcher.finish_evaluator()
     assert watcher.evaluator.returncode != 0  # terminated
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("ValidationException", "StopTrainingJob job: not needed, already stopping or ended"),
+        ("ThrottlingException", "StopTrainingJob job: ClientError ThrottlingException"),
+    ],
+)
+def test_a_stop_the_service_refuses_is_logged_by_its_code(
+    watcher: Watcher, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    code: str, said: str,
+) -> None:  # fmt: skip
+    """The flow's own stop reached the service first: the job is no longer InProgress, and
+    the service refuses a second one (ValidationException, the service's word for it)."""
+    from botocore.exceptions import ClientError
+
+    class Refusing:
+        def stop_training_job(self, **request: Any) -> None:
+            error = {"Code": code, "Message": "rejected: status Stopping (bucket s3://b)"}
+            raise ClientError({"Error": error}, "StopTrainingJob")
+
+    monkeypatch.setattr(clients, "sagemaker", lambda region: Refusing())
+    watcher.stop_job()
+    logged = capsys.readouterr()
+    assert said in logged.out + logged.err
+    assert "s3://b" not in logged.out + logged.err  # the message may name the bucket
