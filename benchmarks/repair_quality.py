@@ -6,7 +6,8 @@ only (the recommended rules, the adaptive policy with its probes), nothing injec
 Cases:
 - three users' scripts of ours in the style of public examples (examples/): a word-level
   LSTM LM with manual SGD and a --clip flag (word_lm), a char-level transformer on AdamW
-  (char_transformer), a GPT-style LM with warmup and cosine decay to min_lr (gpt_lm); each
+  (char_transformer), a GPT-style LM with warmup and cosine decay to min_lr (gpt_lm), the
+  last two with their length flag mapped to the max_steps role (asked at half); each
   at a learning rate 1000x and 100x too high, 1000x and 30x too low, and without clipping;
 - the built-in ResNet job: early (the demo: no batch norm, warmup 0.1), late (a main rate
   typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6 for 0.1), chance (ReLU without
@@ -95,7 +96,7 @@ SCRIPTS = {
         "char_transformer",
         "train.py",
         {"learning-rate": 1e-3, "grad-clip": 1.0, "max-steps": 400},
-        {"learning_rate": "learning-rate", "grad_clip_norm": "grad-clip"},
+        {"learning_rate": "learning-rate", "grad_clip_norm": "grad-clip", "max_steps": "max-steps"},
         "val:loss",
         r"final val loss ([0-9.eE+-]+)",
         "max-steps",
@@ -112,7 +113,7 @@ SCRIPTS = {
             "max_iters": 400,
             "lr_decay_iters": 400,
         },
-        {"learning_rate": "learning_rate", "grad_clip_norm": "grad_clip"},
+        {"learning_rate": "learning_rate", "grad_clip_norm": "grad_clip", "max_steps": "max_iters"},
         "val:loss",
         r"val loss ([0-9.eE+-]+)",
         "max_iters",
