@@ -176,21 +176,25 @@ def record_end(state: State, snapshot: JobSnapshot, metrics_location: str) -> St
     return state
 
 
-def job_length(state: State, snapshot: JobSnapshot) -> int | None:
-    """The updates the current job runs in all: as it reports them (the built-in job), or
-    as its spec states them (a script's max_steps role); None: not known."""
-    if snapshot.progress is not None and snapshot.progress.total_steps:
-        return snapshot.progress.total_steps
-    attempt = state.current_attempt
-    return attempt.spec.stated_length if attempt is not None else None
+def with_stated_length(state: State, snapshot: JobSnapshot) -> JobSnapshot:
+    """The snapshot with the job's length (total_steps) where the job reports none and its
+    spec states it (a script's max_steps role): shown as step 120/400 and as the UI's
+    percentage, and the verdict asks at half of it (early_finding)."""
+    progress, attempt = snapshot.progress, state.current_attempt
+    if progress is None or progress.total_steps or attempt is None:
+        return snapshot
+    if (stated := attempt.spec.stated_length) is None:
+        return snapshot
+    known = progress.model_copy(update={"total_steps": stated})
+    return snapshot.model_copy(update={"progress": known})
 
 
 def early_finding(state: State, snapshot: JobSnapshot) -> Finding | None:
-    """The verdict's question asked of a running job at half its known length
+    """The verdict's question asked of a running job at half its length, where known
     (records/verdict.py: asked_at_half): NOT_TRAINED when its model has not begun to learn."""
-    if snapshot.is_final:
+    if snapshot.is_final or snapshot.progress is None:
         return None
-    return asked_at_half(record_progress(state, snapshot), job_length(state, snapshot))
+    return asked_at_half(record_progress(state, snapshot), snapshot.progress.total_steps)
 
 
 def decide(

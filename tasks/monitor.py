@@ -15,7 +15,13 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 from prefect.states import StateType
 
-from remedy.decisions.observe import decide, early_finding, observe, progress_line
+from remedy.decisions.observe import (
+    decide,
+    early_finding,
+    observe,
+    progress_line,
+    with_stated_length,
+)
 from remedy.jobs import backend_for
 from remedy.outlets.publish import publish_progress
 from remedy.records.logs import task_logger
@@ -68,7 +74,7 @@ def monitor(
                 logger.warning("flow run cancelled: stopping job %s", job_name)
                 backend.stop(job_name)
                 return end(state, f"cancelled: the flow run was cancelled, job {job_name} stopped")
-        snapshot = backend.describe(job_name)
+        snapshot = with_stated_length(state, backend.describe(job_name))
         seen = observe(snapshot)
         if now - last_progress >= PROGRESS_EVERY_S or seen.settled:
             last_progress = now

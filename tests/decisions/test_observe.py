@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from remedy.decisions.observe import decide, observe, progress_line
+from remedy.decisions.observe import (
+    decide,
+    early_finding,
+    observe,
+    progress_line,
+    with_stated_length,
+)
 from remedy.jobs import JobSnapshot
-from remedy.state_schema import JobStatus, NextAction, RuleStatus, State
+from remedy.state_schema import NOT_TRAINED, JobStatus, NextAction, RuleStatus, RunSpec, State
 from remedy.state_schema.transitions import begin_attempt
 
 
@@ -146,6 +152,31 @@ def test_the_progress_line_shows_what_the_job_knows() -> None:
     builtin = describe("InProgress", started=started, progress=known)
     line = progress_line(running_state(), builtin, now)
     assert "| step 120/500, epoch 2, 2.5 steps/s, 40 s, loss non-finite |" in line
+
+
+def test_a_scripts_stated_length_is_shown_and_asked_at_half() -> None:
+    """A script that maps its length flag (max_steps) gets step N/total in its progress
+    line, and at half its length a loss not yet 10 % below its start is NotTrained."""
+    spec = RunSpec(
+        entry_point="train.py",
+        hyperparameters={"max_iters": 400},
+        hyperparameter_roles={"max_steps": "max_iters"},
+    )
+    state = begin_attempt(State(run_spec=spec), "j")
+    flat = {"first_loss": 5.7, "first_losses": [5.7] * 20, "last_losses": [5.6] * 20}
+    at = describe("InProgress", progress={"step": 200, "loss": 5.6, **flat})
+    snapshot = with_stated_length(state, at)
+    assert "| step 200/400, loss 5.6 |" in progress_line(state, snapshot)
+    found = early_finding(state, snapshot)
+    assert found is not None and found.rule == NOT_TRAINED and found.step == 199
+    after = decide(state, observe(snapshot), snapshot, "jobs/j/metrics.jsonl", found)
+    assert after.rule_status is RuleStatus.IssuesFound
+    assert after.next_action is NextAction.launch_new  # the flow stops the job, then plans
+    assert after.current_attempt is not None and after.current_attempt.findings == [found]
+    before_half = with_stated_length(state, describe("InProgress", progress={"step": 199, **flat}))
+    assert early_finding(state, before_half) is None
+    unstated = begin_attempt(State(run_spec=RunSpec(entry_point="train.py")), "j")
+    assert early_finding(unstated, with_stated_length(unstated, at)) is None
 
 
 @pytest.mark.adversarial("fault injection", fails_as="silently wrong")
