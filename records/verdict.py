@@ -25,7 +25,7 @@ finding that the policy repairs, NOT_TRAINED when its model learned nothing,
 LEARNING_TOO_SLOWLY when it was still speeding up. success_criteria replace all of this.
 
 A run whose length is known (the built-in job's; a script's max_steps role) is asked
-sooner, at half of it (asked_at_half): a first launch from a cold start that has not
+sooner, at half of it (asked_at_half): a launch from a cold start that has not
 taken its loss LOSS_DROP below the untrained model's by then gets the NOT_TRAINED finding
 there and is stopped, rather than spending its second half. Every healthy or intended
 run of benchmarks/repair_quality.py had its loss 17-96 % below that baseline at half its
