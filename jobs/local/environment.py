@@ -59,8 +59,14 @@ def job_command(spec: RunSpec, paths: JobPaths, processes: int | None = None) ->
         return [sys.executable, *launcher]
     # --standalone: a rendezvous on this host at a free port. Its workers run in sessions
     # of their own; the launcher ends a rank whose torchrun is killed (training/launch.py).
-    torchrun = [sys.executable, "-m", TORCHRUN_MODULE, "--standalone"]
+    torchrun = [sys.executable, "-m", TORCHRUN_MODULE, "--standalone", torchrun_log_dir(paths)]
     return [*torchrun, f"--nproc-per-node={processes}", *launcher]
+
+
+def torchrun_log_dir(paths: JobPaths) -> str:
+    """torchrun's own folder (its per-rank error files) in the job's logs: without one it
+    makes a torchelastic_* folder in the temporary directory and leaves it there."""
+    return f"--log-dir={paths.logs / 'torchrun'}"
 
 
 def path_flags(spec: RunSpec, paths: JobPaths) -> dict[str, str | None]:

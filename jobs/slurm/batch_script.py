@@ -15,7 +15,7 @@ import shlex
 import sys
 
 from remedy.jobs.local.backend import supervisor_command
-from remedy.jobs.local.environment import TORCHRUN_MODULE, job_command
+from remedy.jobs.local.environment import TORCHRUN_MODULE, job_command, torchrun_log_dir
 from remedy.jobs.local.gpus import GPU_LOCK_DIR_ENV
 from remedy.jobs.local.layout import JobPaths
 from remedy.state_schema import RunSpec, flag_arguments
@@ -79,13 +79,13 @@ def allocation_command(spec: RunSpec, paths: JobPaths, command: list[str]) -> li
     nodes); `command`, the local one, for a job of one process."""
     processes = processes_per_node(spec)
     if processes is not None and slurm_of(spec).nodes > 1:
-        return multi_node_command(spec, processes)
+        return multi_node_command(spec, paths, processes)
     if processes is not None:
         return job_command(spec, paths, processes)
     return command
 
 
-def multi_node_command(spec: RunSpec, processes: int) -> list[str]:
+def multi_node_command(spec: RunSpec, paths: JobPaths, processes: int) -> list[str]:
     """srun starts torchrun once on each node; every torchrun meets at the rendezvous on the
     first node (its host name is exported by the batch script, so bash expands it there)."""
     nodes = slurm_of(spec).nodes
@@ -94,7 +94,8 @@ def multi_node_command(spec: RunSpec, processes: int) -> list[str]:
     torchrun = (
         f'exec "$0" -m {TORCHRUN_MODULE} --nnodes={nodes} --nproc-per-node={processes} '
         f'--rdzv-backend=c10d --rdzv-id="$SLURM_JOB_ID" '
-        f'--rdzv-endpoint="${RENDEZVOUS_HOST_ENV}:{RENDEZVOUS_PORT}" "$@"'
+        f'--rdzv-endpoint="${RENDEZVOUS_HOST_ENV}:{RENDEZVOUS_PORT}" '
+        f'{shlex.quote(torchrun_log_dir(paths))} "$@"'
     )
     srun = ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     return [*srun, "bash", "-c", torchrun, sys.executable, *launcher]

@@ -72,6 +72,9 @@ def test_a_ddp_script_runs_unmodified_on_two_processes(tmp_path: Path) -> None:
     assert command[1:4] == ["-m", "torch.distributed.run", "--standalone"]
     assert "--nproc-per-node=2" in command
     assert "worker_0 of 2" in log and "worker_1 of 2" in log
+    # torchrun's own folder is the job's, not a torchelastic_* left in the temporary one
+    assert f"--log-dir={paths.logs / 'torchrun'}" in command
+    assert (paths.logs / "torchrun").is_dir()
 
     # Each rank wrote its own part of the store; the trial reads both.
     assert store.has_ended(paths.tensors)

@@ -29,6 +29,7 @@ def test_a_script_gets_torchrun_with_its_processes(tmp_path: Path) -> None:
         "-m",
         "torch.distributed.run",
         "--standalone",
+        f"--log-dir={tmp_path / 'logs' / 'torchrun'}",  # not a torchelastic_* in /tmp
         "--nproc-per-node=2",
         "-m",
         names.LAUNCHER_MODULE,

@@ -283,6 +283,7 @@ def test_under_ddp_each_process_writes_its_part_and_all_stop_together(tmp_path: 
         env.pop(name, None)
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+        + [f"--log-dir={tmp_path / 'torchrun'}"]  # not a torchelastic_* left in /tmp
         + [str(script), str(store), str(stop_file)],
         env=env,
         capture_output=True,

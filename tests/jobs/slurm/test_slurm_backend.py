@@ -132,7 +132,8 @@ def test_a_multi_node_job_runs_torchrun_on_every_node_with_a_rendezvous(tmp_path
     assert command[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     torchrun = command[6]
     for part in ("-m torch.distributed.run", "--nnodes=2", "--nproc-per-node=4",
-                 "--rdzv-backend=c10d", '--rdzv-endpoint="$REMEDY_RDZV_HOST:29400"'):  # fmt: skip
+                 "--rdzv-backend=c10d", '--rdzv-endpoint="$REMEDY_RDZV_HOST:29400"',
+                 f"--log-dir={paths.logs / 'torchrun'}"):  # fmt: skip
         assert part in torchrun
     assert command[8:] == ["-m", "remedy.training.launch", "train.py", "--lr", "0.1"]
     # bash expands the rendezvous where the job runs: the line is valid bash
