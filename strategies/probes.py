@@ -47,15 +47,17 @@ FARTHER_ROUNDS = 3  # one-probe rounds past the first while the best is the fart
 
 def probe_length(state: State) -> int:
     """Updates each probe runs: Budgets.probe_steps, or a quarter of the job's own length
-    where a full launch ran to its end (a probe nearly as long as the job costs more than
-    it tells: 50-update probes against a job of 90), never under MIN_PROBE_STEPS unless
-    the budget is."""
+    where a full launch ran to its end or the run states it (a script's max_steps role: a
+    probe nearly as long as the job costs more than it tells: 50-update probes against a
+    job of 90), never under MIN_PROBE_STEPS unless the budget is."""
     budget = state.budgets.probe_steps
     lengths = [
         run.start_step + run.steps_run
         for run in state.history.runs
         if run.outcome is JobStatus.Completed and run.steps_run
     ]
+    if (stated := state.run_spec.stated_length) is not None:
+        lengths.append(stated)
     if not lengths:
         return budget
     return min(budget, max(MIN_PROBE_STEPS, max(lengths) // JOB_FRACTION))

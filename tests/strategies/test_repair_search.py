@@ -497,3 +497,9 @@ def test_a_probe_runs_at_most_a_quarter_of_a_job_whose_length_is_known() -> None
     assert probe_length(small_budget) == 5
     warm = ended(state, None, outcome="Completed", steps_run=40, start_step=40)
     assert probe_length(warm) == 20  # its length counts the checkpoint's updates
+    # a length the run states (its max_steps flag) is known before any launch ends
+    stated = script(0.02).model_copy(
+        update={"script_hyperparameters": {"lr": 0.02, "steps": 60},
+                "hyperparameter_roles": {"learning_rate": "lr", "max_steps": "steps"}}
+    )  # fmt: skip
+    assert probe_length(launched(stated)) == 15
