@@ -13,6 +13,7 @@ ROLES is this list, kept equal to what the registered strategies declare by a te
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -113,6 +114,6 @@ def length_value(value: Any) -> int:
             raise ValueError(f"is {value!r}, not a number of updates") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"is {value!r}, not a number of updates")
-    if value != int(value) or value < 1:
+    if not math.isfinite(value) or value != int(value) or value < 1:
         raise ValueError(f"is {value!r}, not a whole number of updates above 0")
     return int(value)

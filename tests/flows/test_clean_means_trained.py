@@ -157,6 +157,30 @@ def test_a_rate_too_small_to_learn_anything_is_repaired(
     assert last.final_accuracy is not None and last.final_accuracy > 0.2
 
 
+def gpt_at_a_thousandth(
+    tmp_path: Path, name: str, min_lr: float, stated_length: bool = False
+) -> dict[str, Any]:
+    """The GPT-style example at 1/1000 of its rate (6e-6), 400 iterations, its schedule's
+    floor at min_lr, no rules, one launch allowed; stated_length: max_iters mapped to the
+    max_steps role."""
+    roles = {"learning_rate": "learning_rate", "output_dir": "out_dir"}
+    if stated_length:
+        roles["max_steps"] = "max_iters"
+    corpus = generated_corpus(tmp_path / "corpus")
+    spec = {
+        "base_job_name": name,
+        "source_dir": str(EXAMPLES / "gpt_lm"),
+        "entry_point": "train.py",
+        "hyperparameters": {
+            "data": str(corpus), "learning_rate": 6e-6, "min_lr": min_lr,
+            "max_iters": 400, "lr_decay_iters": 400,
+        },
+        "hyperparameter_roles": roles,
+        "rules": [],
+    }  # fmt: skip
+    return {"run_spec": spec, "budgets": {"max_num_retraining": 1}}
+
+
 @pytest.mark.slow
 def test_a_run_still_speeding_up_at_its_end_is_the_verdicts_finding(
     tmp_path: Path, prefect_api_url: str
@@ -167,20 +191,7 @@ def test_a_run_still_speeding_up_at_its_end_is_the_verdicts_finding(
     up when the run ends (benchmarks/repair_quality.py: 1.76x the middle third's drop). The
     verdict's finding ends the one launch allowed, not clean; a higher rate is what the
     policy would try (tests/strategies/test_adaptive_policy.py)."""
-    corpus = generated_corpus(tmp_path / "corpus")
-    flags = {
-        "data": str(corpus), "learning_rate": 6e-6,
-        "min_lr": 6e-4, "max_iters": 400, "lr_decay_iters": 400,
-    }  # fmt: skip
-    spec = {
-        "base_job_name": "gpt-slow",
-        "source_dir": str(EXAMPLES / "gpt_lm"),
-        "entry_point": "train.py",
-        "hyperparameters": flags,
-        "hyperparameter_roles": {"learning_rate": "learning_rate", "output_dir": "out_dir"},
-        "rules": [],
-    }
-    one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}
+    one_launch = gpt_at_a_thousandth(tmp_path, "gpt-slow", min_lr=6e-4)
     code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
     assert code != 0, output[-3000:]
     state = load_state(run_dir / "state.json")
@@ -208,21 +219,7 @@ def test_a_run_of_stated_length_that_has_not_begun_to_learn_is_stopped_at_half(
     question is asked there: NotTrained, and the job is stopped rather than spending its
     second half. (Asked at the monitor's first look past half: 2 s apart here, about 100
     of this tiny job's updates.)"""
-    corpus = generated_corpus(tmp_path / "corpus")
-    flags = {
-        "data": str(corpus), "learning_rate": 6e-6,
-        "min_lr": 6e-7, "max_iters": 400, "lr_decay_iters": 400,
-    }  # fmt: skip
-    roles = {"learning_rate": "learning_rate", "output_dir": "out_dir", "max_steps": "max_iters"}
-    spec = {
-        "base_job_name": "gpt-flat",
-        "source_dir": str(EXAMPLES / "gpt_lm"),
-        "entry_point": "train.py",
-        "hyperparameters": flags,
-        "hyperparameter_roles": roles,
-        "rules": [],
-    }
-    one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}
+    one_launch = gpt_at_a_thousandth(tmp_path, "gpt-flat", min_lr=6e-7, stated_length=True)
     code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
     assert code != 0, output[-3000:]
     state = load_state(run_dir / "state.json")

@@ -186,6 +186,7 @@ def test_unknown_and_unmapped_roles_are_refused_naming_them() -> None:
         ({"lr": 1}, {"learning_rate": "lr", "warmup_learning_rate": "lr"}, "already plays"),
         ({"bs": True}, {"batch_size": "bs"}, "must be a number"),
         ({"n": 0}, {"max_steps": "n"}, "hyperparameters.n is 0, not a whole number of updates"),
+        ({"n": "inf"}, {"max_steps": "n"}, "hyperparameters.n is inf, not a whole number"),
         ({"n": "all"}, {"max_steps": "n"}, "hyperparameters.n is 'all', not a number of updates"),
         ({}, {"max_steps": "n"}, "maps to the flag 'n', which hyperparameters lacks"),
     ],
