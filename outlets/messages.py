@@ -97,7 +97,7 @@ def compact_columns(state: State) -> list[Column]:
         *(role_column(label, role) for label, role in role_columns(state)),
         ("steps", lambda _, a: str(a.steps_run)),
         ("finding", lambda _, a: finding_text(a.findings[0], tensor=False) if a.findings else "-"),
-        ("outcome", outcome_cell),
+        outcome_column(state),
         *metric_columns(state),
     ]
 
@@ -119,7 +119,7 @@ def detailed_columns(state: State) -> list[Column]:
         ("s", lambda _, a: fmt(a.duration_s, 3)),
         ("loss", lambda _, a: fmt(a.final_loss)),
         *metric_columns(state),
-        ("outcome", outcome_cell),
+        outcome_column(state),
     ]
 
 
@@ -136,8 +136,17 @@ def metric_cell(name: str) -> Callable[[int, Attempt], str]:
     return lambda _, a: fmt(a.metrics.get(name))
 
 
-def outcome_cell(_: int, attempt: Attempt) -> str:
-    return attempt.outcome.value if attempt.outcome else "running"
+def outcome_column(state: State) -> Column:
+    """How each job ended; a probe the next run went on from did not end: it is that run
+    (its job status stays the InProgress it was judged in)."""
+    went_on = {a.continues: n for n, a in enumerate(state.history.attempts, 1) if a.continues}
+
+    def outcome(_: int, attempt: Attempt) -> str:
+        if attempt.kind is AttemptKind.probe and attempt.job_name in went_on:
+            return f"went on as #{went_on[attempt.job_name]}"
+        return attempt.outcome.value if attempt.outcome else "running"
+
+    return "outcome", outcome
 
 
 def attempt_rows(state: State, *, detailed: bool = False) -> list[list[str]]:

@@ -242,6 +242,8 @@ def timeline_figure(state: State) -> plt.Figure:
         ax.barh(number, width, left=start, color="tab:green" if done else "tab:red")
         finding = attempt.findings[0] if attempt.findings else None
         ended = f"{finding.rule} @ {finding.step}" if finding else (attempt.outcome or "running")
+        if attempt.kind is AttemptKind.probe and attempt.job_name in continued and not finding:
+            ended = "went on as the run"
         ax.text(
             start + width, number, f"  {label(number, attempt)} -> {ended}", va="center", fontsize=8
         )

@@ -19,6 +19,10 @@ not report, or whose last value was not finite, is not met), or, when none are g
   0.05-0.65 of the middle one's drop; a tiny job stopped early, still descending in a
   line: 1.16); one that gains pace at its end was held back by its learning rate (a
   GPT-style job at 1/1000 of its rate, whose schedule raises it towards its floor: 1.76).
+  Unless its schedule was annealing the rate over that last third (its mean rate there at
+  most ANNEALED times the middle third's, from the step records): a falling rate speeds a
+  descent up by itself, as the noise of a high rate settles (a OneCycle or cosine run at a
+  rate above its best ends 2-5x faster than its middle third, and trained).
 A run is clean when its last attempt is. A completed attempt whose figures were there to
 judge and that fails these (verdict_finding) is more than a flaw: the monitor makes it a
 finding that the policy repairs, NOT_TRAINED when its model learned nothing,
@@ -80,6 +84,9 @@ SPEEDING_UP_DROP = 0.05
 # least SPEEDING_UP_DROP of the untrained loss): above every healthy run of
 # benchmarks/repair_quality.py (0.65 at most), so none of them is asked.
 IN_A_LINE = 0.8
+# "Annealing": the last third's mean learning rate at most ANNEALED times the middle
+# third's (a constant rate: 1; cosine to zero: about 0.2; OneCycle: about 0.3).
+ANNEALED = 0.75
 
 
 class Baseline(NamedTuple):
@@ -220,17 +227,31 @@ def descent(attempt: Attempt) -> tuple[float, float, float, float, float, float]
 def speeding_up(attempt: Attempt) -> str | None:
     """Why the attempt's loss was still speeding up at its end; None when it was not, or
     its descent is not known (loss_thirds)."""
-    if (known := descent(attempt)) is None:
+    if (known := descent(attempt)) is None or annealed(attempt):
         return None
     start, third, two_thirds, end, middle, last = known
     if last >= SPEEDING_UP * middle and last >= SPEEDING_UP_DROP * abs(start):
+        before = (
+            f"{SPEEDING_UP:g}x or more the {middle:.3g} of the middle third"
+            if middle > 0
+            else f"after the middle third took it up {-middle:.3g}"
+        )
         return (
             f"the model was still learning ever faster when the run ended: its loss fell "
             f"{last:.3g} in the last third of its steps ({two_thirds:.4g} -> {end:.4g}), "
-            f"{SPEEDING_UP:g}x or more the {middle:.3g} of the middle third ({third:.4g} -> "
-            f"{two_thirds:.4g}), as when a learning rate far too small holds a run back"
+            f"{before} ({third:.4g} -> {two_thirds:.4g}), as when a learning rate far too "
+            f"small holds a run back"
         )
     return None
+
+
+def annealed(attempt: Attempt) -> bool:
+    """Whether the attempt's schedule was annealing its learning rate over its last third
+    (rate_thirds); False when its rates are not known."""
+    if len(attempt.rate_thirds) != 2:
+        return False
+    middle, last = attempt.rate_thirds
+    return middle > 0 and last <= ANNEALED * middle
 
 
 def in_a_line(attempt: Attempt) -> str | None:

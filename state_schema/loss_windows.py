@@ -7,7 +7,9 @@ A job keeps up to LOSS_WINDOW finite losses of each end (LossWindows) and writes
 its progress file as first_losses / last_losses; the verdict (records/verdict.py) takes
 the median of a window of them, sized to the steps the launch ran. Of a completed launch
 the monitor also takes windows at a third and two thirds of its steps (loss_thirds): a
-descent still speeding up at the end tells of a learning rate holding the run back.
+descent still speeding up at the end tells of a learning rate holding the run back, unless
+the schedule was annealing the rate then (rate_thirds: a rate falling towards the end
+speeds the descent up by itself, as the noise of a high rate settles).
 """
 
 from __future__ import annotations
@@ -80,3 +82,19 @@ def loss_thirds(losses: list[float | None]) -> list[float]:
             return []
         medians.append(statistics.median(window))
     return medians
+
+
+def rate_thirds(rates: list[float | None]) -> list[float]:
+    """Mean learning rate over the middle and over the last third of a launch's steps
+    (None: a step without a recorded rate); [] for a launch too short to tell, or one
+    with a step of either third whose rate is not known."""
+    n = len(rates)
+    if n < THIRDS_MIN_STEPS:
+        return []
+    means = []
+    for third in (rates[n // 3 : 2 * n // 3], rates[2 * n // 3 :]):
+        known = [x for x in third if x is not None and math.isfinite(x)]
+        if len(known) != len(third):
+            return []
+        means.append(statistics.fmean(known))
+    return means

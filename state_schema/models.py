@@ -196,6 +196,12 @@ class Attempt(Strict):
         "the end of a completed launch (from its step records): how its descent went. Empty: "
         "not completed, or too short to tell.",
     )
+    rate_thirds: list[float] = Field(
+        default_factory=list,
+        description="Mean learning rate (the optimizer's first group's) over the middle and "
+        "the last third of a completed launch's steps: whether its schedule was annealing "
+        "the rate at its end. Empty: not completed, too short, or no rate recorded.",
+    )
     metrics: dict[str, float] = Field(
         default_factory=dict,
         description="Final metrics the job reported (test:accuracy, test:loss, train:loss, ...).",

@@ -137,6 +137,20 @@ def step_losses(records: Iterable[Mapping[str, Any]]) -> list[float | None]:
     return losses
 
 
+def step_rates(records: Iterable[Mapping[str, Any]]) -> list[float | None]:
+    """The learning rate of each step record, in order (None where not recorded: a script
+    without a torch optimizer, or a non-finite value)."""
+    rates: list[float | None] = []
+    for record in records:
+        if record.get("type") == "step":
+            rate = record.get("learning_rate")
+            if isinstance(rate, int | float) and math.isfinite(rate):
+                rates.append(float(rate))
+            else:
+                rates.append(None)
+    return rates
+
+
 def grad_norm_before(records: Sequence[Mapping[str, Any]], onset_index: int | None) -> float | None:
     """Median total gradient norm of the step records before the onset (index into the
     launch's step records; None: all of them), finite values only."""

@@ -9,7 +9,7 @@ from remedy.outlets.messages import (
     redact,
     retraining_message,
 )
-from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange
+from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange, State
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 from tests.state_schema.seed_payload import SEED_FINAL_PAYLOAD
 
@@ -78,6 +78,28 @@ def test_attempt_table_has_a_row_per_attempt() -> None:
     assert len(lines) == 3
     assert "ExplodingTensor @ step 40" in lines[1] and "Stopped" in lines[1]
     assert lines[2].split()[1] == "lower_warmup_lr" and "running" in lines[2]
+
+
+def test_a_probe_the_run_went_on_from_says_so_not_in_progress() -> None:
+    """The best probe's job trains on as the next run: its row says which, not the
+    InProgress it was judged in (a run that ended showed a job still in progress)."""
+    from remedy.state_schema import Attempt, AttemptKind, RunSpec
+
+    spec = RunSpec()
+    probes = [
+        Attempt(job_name=f"p{n}", spec=spec, kind=AttemptKind.probe, outcome=outcome)
+        for n, outcome in ((1, JobStatus.Stopped), (2, JobStatus.InProgress))
+    ]
+    run = Attempt(job_name="p2", spec=spec, continues="p2", outcome=JobStatus.Completed)
+    state = State()
+    state = state.model_copy(
+        update={"history": state.history.model_copy(update={"attempts": [*probes, run]})}
+    )
+    from remedy.outlets.messages import attempt_rows
+
+    header, *rows = attempt_rows(state)
+    outcomes = [row[header.index("outcome")] for row in rows]
+    assert outcomes == ["Stopped", "went on as #3", "Completed"]
 
 
 def test_the_report_s_table_is_the_same_attempts_in_more_detail() -> None:

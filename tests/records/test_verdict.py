@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from remedy.records.verdict import (
     asked_at_half,
     attempt_flaw,
@@ -270,6 +272,48 @@ def test_a_loss_still_speeding_up_at_the_end_is_a_finding_the_policy_can_repair(
         State(run_spec=met), loss_thirds=[5.7, 5.6, 5.3, 4.7], metrics={"test:accuracy": 0.6}
     )
     assert run_verdict_finding(judged) is None and run_is_clean(judged)
+
+
+def test_a_loss_speeding_up_while_its_schedule_anneals_the_rate_is_not_held_back() -> None:
+    """A tabular classifier (Adam, OneCycleLR) at 10x its intended max_lr trained (val
+    accuracy 0.954 against its intended run's 0.958), its loss falling 0.074 in its last
+    third after rising 0.016 in its middle one: the anneal's own speed-up, its mean rate
+    there a fifth of the middle third's (the step records of that run). The same descent
+    under a constant or a rising rate (the GPT-style job whose schedule lifts it) is
+    still the finding; without recorded rates (a manual SGD update) too."""
+    from remedy.records.verdict import run_verdict_finding
+
+    script = State(run_spec=RunSpec(source_dir=".", entry_point="train.py"))
+    thirds = [0.9556, 0.1159, 0.1316, 0.0574]
+
+    def run(rates: list[float]) -> State:
+        return ended(
+            script, initial_loss=1.38, final_loss=0.0574, loss_thirds=thirds, rate_thirds=rates
+        )
+
+    assert run_is_clean(run([0.0234, 0.00491]))  # OneCycle: annealing
+    for rates in ([0.03, 0.03], [6e-5, 3e-4], []):  # constant, rising, not recorded
+        found = run_verdict_finding(run(rates))
+        assert found is not None and found.rule == LEARNING_TOO_SLOWLY, rates
+        # its middle third's rise is said as a rise, not "1.5x or more" of a negative drop
+        assert (
+            "fell 0.0742 in the last third of its steps (0.1316 -> 0.0574), after the "
+            "middle third took it up 0.0157 (0.1159 -> 0.1316)" in found.message
+        ), found.message
+
+
+def test_the_rates_of_a_launchs_thirds_are_means_of_its_step_records() -> None:
+    from remedy.state_schema.loss_windows import THIRDS_MIN_STEPS, rate_thirds
+    from remedy.strategies.outcomes import step_rates
+
+    assert rate_thirds([0.1] * (THIRDS_MIN_STEPS - 1)) == []  # too short to tell
+    falling: list[float | None] = [1.0 - i / 120 for i in range(120)]
+    assert rate_thirds(falling) == pytest.approx([0.5 + 1 / 240, 1 / 6 + 1 / 240])
+    falling[100] = None  # a step of the last third without a rate: not known
+    assert rate_thirds(falling) == []
+    records = [{"type": "step", "learning_rate": 0.1}, {"type": "step"},
+               {"type": "epoch"}, {"type": "step", "learning_rate": float("nan")}]  # fmt: skip
+    assert step_rates(records) == [0.1, None, None]
 
 
 def test_the_thirds_of_a_launch_are_windows_of_its_step_losses() -> None:
