@@ -8,7 +8,10 @@ defaults, with the perplexity it prints as its metric (metric_definitions), show
 `remedy status`, `compare` and `report` and judged by its success criterion; at --lr 1000
 it completes with a finite loss far above where it started, which is not a clean run.
 examples/ddp/train.py (PyTorch's DDP tutorial style) runs as two torchrun processes, stops
-whole on its real divergence and is repaired.
+whole on its real divergence and is repaired. examples/tabular/train.py (a CSV, a
+DataLoader, Adam under OneCycleLR, early stopping) at a max_lr 10,000x its own is repaired
+by the rate search, and its run, whose loss speeds up as the schedule anneals the rate, is
+called clean.
 """
 
 from __future__ import annotations
@@ -254,3 +257,37 @@ def test_a_regression_at_a_rate_far_too_small_is_not_called_diverging_and_is_rep
     assert last.spec.script_hyperparameters["lr"] > 3e-6
     assert last.outcome is JobStatus.Completed
     assert last.final_window_loss is not None and last.final_window_loss < 0.1
+
+
+def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The tabular script typed --max_lr 30 (its own default 3e-3): its loss climbs to the
+    thousands and DivergingLoss stops it; the rate search's probes pick 0.03, whose run
+    trains to the intended run's accuracy (0.958 at 3e-3). Its loss falls faster in its
+    last third than in its middle one, as the schedule anneals the rate: the verdict once
+    called that LearningTooSlowly, raised the rate on and on, and ended failed."""
+    data = tmp_path / "data.csv"
+    generate = [sys.executable, str(EXAMPLES / "tabular" / "generate_data.py"), "--out", str(data)]
+    subprocess.run(generate, check=True)
+    spec = {
+        "base_job_name": "tabular",
+        "source_dir": str(EXAMPLES / "tabular"),
+        "entry_point": "train.py",
+        "hyperparameters": {"csv": str(data), "max_lr": 30},
+        "hyperparameter_roles": {"learning_rate": "max_lr", "output_dir": "out"},
+        "metric_definitions": [{"name": "val:accuracy", "regex": r'"val_acc": ([0-9.eE+-]+)'}],
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, output[-3000:] + (state.end_reason or "")
+    first, *_, last = state.history.runs
+    assert first.findings and first.findings[0].rule == "DivergingLoss"
+    assert last.outcome is JobStatus.Completed and not last.findings
+    assert last.spec.script_hyperparameters["max_lr"] < 30
+    assert last.metrics["val:accuracy"] >= 0.958 * 0.98  # within 2 % of the intended run
+    # the anneal: the rate's last third under 3/4 of its middle one, the loss speeding up
+    middle_rate, last_rate = last.rate_thirds
+    assert last_rate <= 0.75 * middle_rate
+    start, third, two_thirds, end = last.loss_thirds
+    assert two_thirds - end >= 1.5 * (third - two_thirds) and two_thirds - end >= 0.05 * start
