@@ -156,7 +156,7 @@ def test_the_progress_line_shows_what_the_job_knows() -> None:
 
 def test_a_scripts_stated_length_is_shown_and_asked_at_half() -> None:
     """A script that maps its length flag (max_steps) gets step N/total in its progress
-    line, and at half its length a loss not yet 10 % below its start is NotTrained."""
+    line, and at half its length a loss not yet 5 % below its start is NotTrained."""
     spec = RunSpec(
         entry_point="train.py",
         hyperparameters={"max_iters": 400},
