@@ -3,13 +3,14 @@ next action (the original workflow's Choice state after each monitor step)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, RuleWord, is_infrastructure_failure
-from remedy.records.verdict import asked_at_half, run_flaw, run_verdict_finding
+from remedy.records.verdict import ASKED_AT, asked_at_half, run_flaw, run_verdict_finding
 from remedy.state_schema import (
     DataProblem,
     Finding,
@@ -195,6 +196,29 @@ def early_finding(state: State, snapshot: JobSnapshot) -> Finding | None:
     if snapshot.is_final or snapshot.progress is None:
         return None
     return asked_at_half(record_progress(state, snapshot), snapshot.progress.total_steps)
+
+
+# The soonest the monitor looks again when a job nears half its length.
+SOONEST_LOOK_S = 0.1
+
+
+def until_half_s(snapshot: JobSnapshot, before: tuple[int, float] | None, now: float) -> float:
+    """Seconds until the running job reaches half its known length, at the pace its steps
+    took since the monitor's last look (`before`: that look's step and time), so the
+    verdict's question is asked at half, not up to a poll later (2 s: 100 updates of a
+    tiny job); inf where its length, its pace, or a half still to come is not known, and
+    for a warm start (not asked: asked_at_half)."""
+    progress = snapshot.progress
+    if snapshot.is_final or progress is None or not progress.total_steps or before is None:
+        return math.inf
+    if progress.start_step:
+        return math.inf
+    half = int(progress.total_steps * ASKED_AT)
+    step, then = before
+    pace = (progress.step - step) / (now - then) if now > then else 0.0
+    if progress.step >= half or pace <= 0:
+        return math.inf
+    return max((half - progress.step) / pace, SOONEST_LOOK_S)
 
 
 def decide(

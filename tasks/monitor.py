@@ -20,6 +20,7 @@ from remedy.decisions.observe import (
     early_finding,
     observe,
     progress_line,
+    until_half_s,
     with_stated_length,
 )
 from remedy.jobs import backend_for
@@ -66,6 +67,7 @@ def monitor(
     )
     started = time.monotonic()
     last_cancel_check = last_progress = 0.0
+    looked: tuple[int, float] | None = None  # the last look's step and time
     while True:
         now = time.monotonic()
         if now - last_cancel_check >= CANCEL_CHECK_EVERY_S:
@@ -93,7 +95,8 @@ def monitor(
                 # the last attempt's outcome, recorded
                 decided = learned(decided, run_dir, records)
             return decided
-        time.sleep(poll_interval_s)
+        time.sleep(min(poll_interval_s, until_half_s(snapshot, looked, now)))
+        looked = (snapshot.progress.step, now) if snapshot.progress else None
 
 
 def with_descent(state: State, records: list[dict[str, Any]]) -> State:

@@ -179,6 +179,28 @@ def test_a_scripts_stated_length_is_shown_and_asked_at_half() -> None:
     assert early_finding(unstated, with_stated_length(unstated, at)) is None
 
 
+def test_the_monitor_looks_again_when_the_job_reaches_half_its_length() -> None:
+    """At the pace of its steps since the last look: 150 of 400 done, 100 more in the last
+    2 s, so half (200) comes in 1 s; soon, but not at once; past half, not asked (a warm
+    start), not known (no length, no pace, no earlier look, a job that ended): the usual
+    poll."""
+    import math
+
+    from remedy.decisions.observe import SOONEST_LOOK_S, until_half_s
+
+    at = describe("InProgress", progress={"step": 150, "total_steps": 400})
+    assert until_half_s(at, (50, 10.0), 12.0) == pytest.approx(1.0)
+    near = describe("InProgress", progress={"step": 199, "total_steps": 400})
+    assert until_half_s(near, (99, 10.0), 12.0) == SOONEST_LOOK_S
+    warm = describe("InProgress", progress={"step": 150, "start_step": 100, "total_steps": 400})
+    past = describe("InProgress", progress={"step": 201, "total_steps": 400})
+    unknown = describe("InProgress", progress={"step": 150})
+    ended = describe("Completed", progress={"step": 150, "total_steps": 400})
+    for snapshot, before in ((past, (101, 10.0)), (warm, (50, 10.0)), (unknown, (50, 10.0)),
+                             (at, None), (at, (150, 10.0)), (ended, (50, 10.0))):  # fmt: skip
+        assert until_half_s(snapshot, before, 12.0) == math.inf
+
+
 @pytest.mark.adversarial("fault injection", fails_as="silently wrong")
 def test_no_rule_is_in_progress_once_a_job_that_ran_no_update_ended(tmp_path: Path) -> None:
     """A real job that completes without one training step: its evaluator stops having
