@@ -21,8 +21,10 @@ not report, or whose last value was not finite, is not met), or, when none are g
   GPT-style job at 1/1000 of its rate, whose schedule raises it towards its floor: 1.76).
   Unless its schedule was annealing the rate over that last third (its mean rate there at
   most ANNEALED times the middle third's, from the step records): a falling rate speeds a
-  descent up by itself, as the noise of a high rate settles (a OneCycle or cosine run at a
-  rate above its best ends 2-5x faster than its middle third, and trained).
+  descent up by itself, as the noise of a high rate settles (examples/tabular under
+  OneCycleLR, trained at 10x and 13x its best max_lr: its last third fell 0.074 after a
+  middle third that rose, and 2.9x its middle third's drop; the mean rate of its last
+  third a fifth of its middle one's).
 A run is clean when its last attempt is. A completed attempt whose figures were there to
 judge and that fails these (verdict_finding) is more than a flaw: the monitor makes it a
 finding that the policy repairs, NOT_TRAINED when its model learned nothing,
