@@ -282,10 +282,8 @@ class TrainingJob:
                     target.write_bytes(body)
             self.synced = {str(p): p.stat().st_mtime_ns for p in local.rglob("*") if p.is_file()}
             return
-        for path in sorted(local.rglob("*")):
+        for path in sorted(files_under(local)):
             relative = path.relative_to(local)
-            if any(part.startswith(".") for part in relative.parts):
-                continue  # being written: the job writes a file or folder, then renames it
             try:
                 if not path.is_file() or self.synced.get(str(path)) == path.stat().st_mtime_ns:
                     continue
@@ -454,3 +452,15 @@ def epoch_seconds(value: Any) -> float:
     if isinstance(value, datetime):
         return value.timestamp()
     raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def files_under(folder: Path) -> list[Path]:
+    """The files under `folder`, none in or named like a dot-entry (being written: the job
+    writes a file or folder, then renames it). os.walk skips a folder renamed away while it
+    is walked, where Path.rglob raised FileNotFoundError from inside its walk (a job's
+    temporary checkpoint folder, renamed into place mid-sync: a Failed job in CI)."""
+    found = []
+    for root, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        found += [Path(root, name) for name in files if not name.startswith(".")]
+    return found
