@@ -126,29 +126,24 @@ def onset_update(attempt: Attempt, finding: Finding | None) -> int | None:
 
 def step_losses(records: Iterable[Mapping[str, Any]]) -> list[float | None]:
     """The training loss of each step record, in order (None where non-finite)."""
-    losses: list[float | None] = []
-    for record in records:
-        if record.get("type") == "step":
-            loss = record.get("loss")
-            if isinstance(loss, int | float) and math.isfinite(loss):
-                losses.append(float(loss))
-            else:
-                losses.append(None)
-    return losses
+    return step_figures(records, "loss")
 
 
 def step_rates(records: Iterable[Mapping[str, Any]]) -> list[float | None]:
     """The learning rate of each step record, in order (None where not recorded: a script
     without a torch optimizer, or a non-finite value)."""
-    rates: list[float | None] = []
+    return step_figures(records, "learning_rate")
+
+
+def step_figures(records: Iterable[Mapping[str, Any]], key: str) -> list[float | None]:
+    """One figure of each step record, in order (None where absent or non-finite)."""
+    figures: list[float | None] = []
     for record in records:
         if record.get("type") == "step":
-            rate = record.get("learning_rate")
-            if isinstance(rate, int | float) and math.isfinite(rate):
-                rates.append(float(rate))
-            else:
-                rates.append(None)
-    return rates
+            value = record.get(key)
+            finite = isinstance(value, int | float) and math.isfinite(value)
+            figures.append(float(value) if finite else None)  # type: ignore[arg-type]
+    return figures
 
 
 def grad_norm_before(records: Sequence[Mapping[str, Any]], onset_index: int | None) -> float | None:
