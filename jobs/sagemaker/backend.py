@@ -177,7 +177,7 @@ class SageMakerBackend(JobBackend):
             watched = True
         final = status in FINAL_JOB_STATUSES
         paths = self.paths(job_name)
-        if final and not watched:  # what the job sent last; the watcher may have missed it
+        if final:  # what the job sent last (its result): the watcher may not have it yet
             mirror(clients.s3(record["region"]), cloud, paths.job_reports)
         rules = self.rule_statuses(job_name, judged_for_good=final and not watched)
         progress = read_json_written_by_job(paths.progress)

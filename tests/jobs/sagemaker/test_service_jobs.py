@@ -5,6 +5,7 @@ server): what only a running job can show."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from remedy.jobs import backend_for
 from remedy.jobs.sagemaker.backend import SageMakerBackend
+from remedy.state_schema import job_env
 from tests.flows.specs import tiny_spec
 from tests.jobs.sagemaker.conftest import BUCKET, REGION, ROLE, cloud_spec
 from tests.jobs.sagemaker.fake_service import FakeTrainingService
@@ -67,6 +69,12 @@ def test_a_warm_start_goes_on_from_its_checkpoints_step(
     assert snapshot.progress.steps_run == 8
     assert [r["step"] for r in backend.metrics("warm")] == list(range(9, 17))
     assert "test:accuracy" in snapshot.final_metrics  # from the job's result.json
+    # The job has ended but its watcher is still draining the evaluator and has not yet
+    # copied the result: the snapshot reads the result from the bucket itself.
+    paths = backend.paths("warm")
+    (paths.job_reports / job_env.RESULT_FILE).unlink()
+    paths.watcher_pid.write_text(f"{os.getpid()}\n")  # a live process: "still watching"
+    assert "test:accuracy" in backend.describe("warm").final_metrics
     name = backend.record("warm")["training_job_name"]
     log = (service.root / name / "container.log").read_text()
     assert "epoch 1, step 8, optimizer state restored" in log
