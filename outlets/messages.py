@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from remedy.outlets.metric_columns import metric_names
+from remedy.records.best_model import best_model
 from remedy.records.verdict import run_is_clean
 from remedy.state_schema import Attempt, AttemptKind, Finding, Payload, State
 from remedy.state_schema.private import hide_private
@@ -341,6 +342,7 @@ def final_message(state: State) -> Message:
             sentence(f"{opening}: {reason}" if reason else opening),
             f"Attempts: {count}; final metrics: "
             f"{metrics_text(attempt.metrics if attempt else {}, metric_names(state))}.",
+            *([sentence(f"Best model trained: {best}")] if (best := best_model(state)) else []),
         ],
         rows=rows,
         row_lines=attempt_lines(rows),

@@ -39,6 +39,7 @@ from remedy.jobs import JobSnapshot
 from remedy.outlets.messages import attempt_rows, redact
 from remedy.outlets.report_server import REPORTS_URL_ENV
 from remedy.outlets.report_store import REPORTS_S3_ENV
+from remedy.records.best_model import best_model
 from remedy.records.run_folder import REPORT_MARKDOWN, runs_root
 from remedy.state_schema import State
 from remedy.state_schema.private import hide_private
@@ -116,6 +117,8 @@ def attempts_markdown(state: State) -> str:
         lines.append(f"**Next:** {state.planned_change.reason}")
     if state.end_reason:
         lines.append(f"**Ended:** {state.end_reason}")
+        if best := best_model(state):
+            lines.append(f"**Best model trained:** {best}")
     return redact("\n".join(lines))
 
 

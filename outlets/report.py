@@ -39,6 +39,7 @@ from remedy.outlets.messages import (  # noqa: E402
     strategy_cell,
 )
 from remedy.outlets.metric_columns import metric_names  # noqa: E402
+from remedy.records.best_model import best_model  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, REPORT_MARKDOWN, state_path  # noqa: E402
 from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
 from remedy.state_schema import Attempt, AttemptKind, State, load_state  # noqa: E402
@@ -117,6 +118,7 @@ class RunFigures:
     requeues: int = 0  # times a scheduler requeued the run's jobs (Slurm)
     metric_names: list[str] = field(default_factory=list)  # the run's metric columns
     final_metrics: dict[str, float] = field(default_factory=dict)  # of the last attempt
+    best_model: str | None = None  # a run not clean: the best model it trained, if any
 
     @property
     def overhead(self) -> float | None:
@@ -150,6 +152,7 @@ def run_figures(run_dir: str | Path) -> RunFigures:
         end_reason=redact(state.end_reason or "running"),
         metric_names=metric_names(state),
         final_metrics=dict(last.metrics) if last else {},
+        best_model=best_model(state),
     )
 
 
@@ -281,6 +284,7 @@ def summary_lines(figures: RunFigures) -> list[str]:
         f"job time: {fmt(figures.duration_s, 4)} s",
         *queue_lines(figures),
         f"- ended: {figures.end_reason}",
+        *([f"- best model trained: {figures.best_model}"] if figures.best_model else []),
     ]
 
 

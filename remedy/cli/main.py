@@ -165,7 +165,7 @@ def launch_and_report(state: State, run_dir: Path, args: argparse.Namespace) -> 
         console.print(attempt_rich_table(final))  # fitted to the terminal
     else:
         print(attempt_table(final))  # a pipe or a file: never wrapped
-    print(f"\nended: {final.end_reason}")
+    print(f"\n{ending(final)}")
     report = run_dir / REPORT_DIR / "index.html"
     if report.is_file():
         print(f"report: {report}")
@@ -353,8 +353,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     state = load_state(path)
     check_state_out(args.state_out)
     if state.next_action is NextAction.end and is_finished(run_dir):
-        print(f"remedy: {run_dir} has already ended: {state.end_reason}")
+        print(f"remedy: {run_dir} has already ended")
         print(attempt_table(state))
+        print(f"\n{ending(state)}")
         if args.json:
             print(payload_for_people(state))
         if args.state_out:
@@ -377,6 +378,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"{state.job_status and state.job_status.value}; ended: {state.end_reason}"
     )
     return EXIT_OK
+
+
+def ending(state: State) -> str:
+    """`ended: <reason>`, and for a run not clean the best model it trained, if any."""
+    from remedy.records.best_model import best_model
+
+    best = best_model(state)
+    return f"ended: {state.end_reason}" + (f"\nbest model trained: {best}" if best else "")
 
 
 def queue_line(attempt: Attempt) -> str:
@@ -500,7 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="updates each probe of candidate learning rates runs before the full relaunch "
-        "(default: the file's budgets, else 50; 0: no probes)",
+        f"(default: the file's budgets, else {Budgets.model_fields['probe_steps'].default}; "
+        "0: no probes)",
     )
     add_flow_options(run)
     run.set_defaults(handler=cmd_run)
