@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,6 +205,23 @@ def moto_server() -> Iterator[str]:
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
+
+
+# -- the order the workers take the files in -------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with the most slow tests first, then those with the most tests: under
+    --dist loadfile each worker takes the next file as it finishes one, so the longest go
+    while the other worker can fill in beside them with many short ones (longest first:
+    the usual rule for sharing work between machines). Within a file, its own order."""
+    slow: Counter[Path] = Counter()
+    count: Counter[Path] = Counter()
+    for item in items:
+        count[item.path] += 1
+        slow[item.path] += item.get_closest_marker("slow") is not None
+    # A stable sort: the tests of one file keep their order, files of equal keys theirs.
+    items.sort(key=lambda item: (-slow[item.path], -count[item.path]))
 
 
 # -- the adversarial suite's counts (tests/adversarial.py) -----------------------------------
