@@ -13,7 +13,7 @@ from remedy.state_schema import (
     State,
 )
 from remedy.state_schema.transitions import end
-from tests.records.test_verdict import ended
+from tests.helpers.attempts import ended
 
 SLOW = Finding(rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=11)
 DIVERGED = {"outcome": JobStatus.Stopped, "final_loss": 9.9, "findings": [Finding(rule="Div")]}

@@ -20,13 +20,7 @@ from remedy.state_schema import (
     RunSpec,
     State,
 )
-from remedy.state_schema.transitions import begin_attempt, update_current_attempt
-
-
-def ended(state: State | None = None, job: str = "j", **fields: object) -> State:
-    trained = {"outcome": JobStatus.Completed, "steps_run": 12}
-    trained |= {"initial_loss": 2.3, "final_loss": 0.4, "final_accuracy": 0.9}
-    return update_current_attempt(begin_attempt(state or State(), job), **(trained | fields))
+from tests.helpers.attempts import ended
 
 
 def test_a_completed_attempt_whose_loss_fell_is_clean() -> None:
