@@ -95,6 +95,9 @@ class Progress(Snapshot):
     step: int = 0
     start_step: int = Field(0, description="Steps already done at launch (warm start).")
     total_steps: int | None = None
+    steps_per_epoch: int | None = Field(
+        None, description="Updates per epoch: the built-in job's, a script's first DataLoader pass."
+    )
     epoch: int | None = None
     loss: float | None = Field(None, description="Latest training loss; None: non-finite.")
     first_loss: float | None = Field(None, description="Training loss at the first step.")

@@ -30,7 +30,8 @@ judge and that fails these (verdict_finding) is more than a flaw: the monitor ma
 finding that the policy repairs, NOT_TRAINED when its model learned nothing,
 LEARNING_TOO_SLOWLY when it was still speeding up. success_criteria replace all of this.
 
-A run whose length is known (the built-in job's; a script's max_steps role) is asked
+A run whose length is known (the built-in job's; a script's max_steps role, or its
+num_epochs role times the epoch the launcher measures) is asked
 sooner, at half of it (asked_at_half): a launch from a cold start that has not gone
 half of the end's way by then, its loss not ASKED_DROP (half of LOSS_DROP) below the
 untrained model's, gets the NOT_TRAINED finding there and is stopped, rather than
@@ -218,8 +219,9 @@ def asked_at_half(state: State, length: int | None) -> Finding | None:
         rule=NOT_TRAINED,
         rule_class=NOT_TRAINED,
         step=max(attempt.steps_run - 1, 0),
-        message=f"the model has not begun to learn by update {attempt.steps_run}, half of "
-        f"the job's {length}: its training {why}",
+        message=f"the model has not begun to learn by update {attempt.steps_run}, "
+        f"{'half' if attempt.steps_run == asked else 'past half'} of the job's {length}: "
+        f"its training {why}",
     )
 
 

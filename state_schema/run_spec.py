@@ -336,7 +336,9 @@ class RunSpec(Hyperparameters):
         "roles it changes are mapped. output_dir: the flag that gets the attempt's own "
         "output folder; resume: the flag that gets a warm start's checkpoint folder; "
         "max_steps: the flag that says how many updates the job runs (read, never "
-        "changed: a run is asked at half of them whether its model has begun to learn).",
+        "changed: a run is asked at half of them whether its model has begun to learn); "
+        "num_epochs, for a script that counts epochs, gives that length with the updates "
+        "of an epoch the launcher measures on its DataLoader.",
     )
     hyperparameter_style: HyperparameterStyle = Field(
         DEFAULT_STYLE,

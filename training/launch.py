@@ -18,6 +18,8 @@ printed and status 1. Before it starts, the launcher
   - runs the NaN guard (REMEDY_NAN_GUARD: stop | skip | off; training/script_guard.py,
     the policy of training/nan_guard.py that the built-in job's guard follows too), which
     writes its rule status into REMEDY_RULE_STATUS_DIR;
+  - measures the updates of the script's first epoch, a pass over a DataLoader, and
+    reports them as steps_per_epoch in progress.json (training/epoch_length.py);
   - turns REMEDY_STOP_FILE appearing, or SIGTERM, into a clean stop between two updates
     (training/stopping.py): store closed, result.json "Stopped", exit status 0; so does
     REMEDY_MAX_UPDATES (a probe's bound), after that many updates.
@@ -45,6 +47,7 @@ from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
 from remedy.debugger.zero_code import ReadLag
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
 from remedy.training.environment import JobEnvironment, JobEnvironmentError
+from remedy.training.epoch_length import EpochLength
 from remedy.training.progress import ProgressFiles
 from remedy.training.script_guard import ScriptNanGuard
 from remedy.training.stopping import StopRequest, StopTraining, UpdateBound
@@ -158,6 +161,12 @@ class ScriptMonitor:
     def between_updates(self) -> None:
         self.stop.raise_if_requested()
 
+    def epoch_measured(self, updates: int) -> None:
+        """The updates of the script's first DataLoader pass (EpochLength): its epoch."""
+        if self.progress is not None:
+            self.progress.length["steps_per_epoch"] = updates
+        log(f"{updates} updates an epoch (the first pass over a DataLoader that made any)")
+
 
 def main(argv: list[str] | None = None) -> int:
     try:
@@ -211,6 +220,7 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
     bound = UpdateBound(env.max_updates, env.continue_file, stop, log, flush)
     monitor = ScriptMonitor(progress, guard, stop, bound)
     capture = ZeroCodeCapture(config, monitor, lag=lag).install()
+    epochs = EpochLength(lambda: monitor.updates, monitor.epoch_measured).install()
     ranks = f" | {worker} of {env.world_size}" if worker else ""
     log(
         f"{target}{ranks} | store {config.out_dir if config else 'off'} | nan guard "
@@ -229,6 +239,7 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
     finally:
         stop.check_file(now_anyway=True)  # one not seen yet counts too (below)
         stop.close()  # no StopTraining from here on
+        epochs.close()
         try:
             capture.report_pending()  # the last update, when lagged: the guard sees it too
         except StopTraining as exc:

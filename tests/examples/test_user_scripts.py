@@ -11,11 +11,13 @@ examples/ddp/train.py (PyTorch's DDP tutorial style) runs as two torchrun proces
 whole on its real divergence and is repaired. examples/tabular/train.py (a CSV, a
 DataLoader, Adam under OneCycleLR, early stopping) at a max_lr 10,000x its own is repaired
 by the rate search, and its run, whose loss speeds up as the schedule anneals the rate, is
-called clean.
+called clean. examples/vae/train.py counts epochs: at a rate far too small it is asked at
+half its length, measured from its DataLoader's first pass.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -291,3 +293,46 @@ def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding
     assert last_rate <= 0.75 * middle_rate
     start, third, two_thirds, end = last.loss_thirds
     assert two_thirds - end >= 1.5 * (third - two_thirds) and two_thirds - end >= 0.05 * start
+
+
+def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_at_half_its_epochs(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The VAE script (a config dataclass, logging, tqdm bars, SGD under ReduceLROnPlateau)
+    counts epochs, not updates: its length is its `--epochs` times the updates of one pass
+    over its DataLoader, which the launcher measures in the first epoch (43 here). With the
+    flag mapped to num_epochs, a run at 1/1000 of its rate, which learns nothing, is asked
+    at half its 1,032 updates, not run to its end (the monitor looks every 0.5 s: the job
+    makes up to 170 updates a second). One launch allowed: the run ends there, not clean,
+    naming no model (none trained)."""
+    data = tmp_path / "digits.npz"
+    make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
+    subprocess.run(make, check=True)
+    spec = {
+        "run_spec": {
+            "base_job_name": "vae",
+            "source_dir": str(EXAMPLES / "vae"),
+            "entry_point": "train.py",
+            "hyperparameters": {"data": str(data), "lr": 1e-5, "epochs": 24},
+            "hyperparameter_roles": {
+                "learning_rate": "lr", "output_dir": "out_dir", "num_epochs": "epochs"
+            },
+        },
+        "budgets": {"max_num_retraining": 1},
+    }  # fmt: skip
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url, "--poll-interval", "0.5")
+    assert code != 0, output[-3000:]
+    state = load_state(run_dir / "state.json")
+    (attempt,) = state.history.attempts
+    (finding,) = attempt.findings
+    assert finding.rule == "NotTrained", finding
+    asked = re.match(r"the model has not begun to learn by update (\d+), (?:past )?half of "
+                     r"the job's 1032: ", finding.message)  # fmt: skip
+    assert asked is not None, finding.message
+    assert 516 <= int(asked[1]) <= attempt.steps_run < 1032  # stopped, its second half unrun
+    log = (run_dir / "jobs" / attempt.job_name / "logs" / "training.log").read_text()
+    assert "43 updates an epoch" in log
+    assert state.end_reason is not None and state.end_reason.startswith(
+        "max_num_retraining (1) reached; the last attempt: the model has not begun to learn"
+    )
+    assert "best model trained" not in output

@@ -336,6 +336,10 @@ def test_a_run_of_known_length_is_asked_at_half_whether_it_began_to_learn() -> N
         "training loss 5.6 (median of the last 20 steps) is not 5% below the untrained "
         "model's 5.7 (measured: its first step's)"
     ), found.message
+    late = ended(script, steps_run=344, final_window_loss=5.6, **flat)  # a look after half
+    assert asked_at_half(late, 344 * 2 - 1).message.startswith(  # type: ignore[union-attr]
+        "the model has not begun to learn by update 344, past half of the job's 687: "
+    )
     assert asked_at_half(running, None) is None  # length not known
     early = ended(script, steps_run=199, final_window_loss=5.6, **flat)
     assert asked_at_half(early, 400) is None
