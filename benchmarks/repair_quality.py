@@ -7,8 +7,10 @@ Cases:
 - three users' scripts of ours in the style of public examples (examples/): a word-level
   LSTM LM with manual SGD and a --clip flag (word_lm), a char-level transformer on AdamW
   (char_transformer), a GPT-style LM with warmup and cosine decay to min_lr (gpt_lm), the
-  last two with their length flag mapped to the max_steps role (asked at half); each
-  at a learning rate 1000x and 100x too high, 1000x and 30x too low, and without clipping;
+  last two with their length flag mapped to the max_steps role (asked at half), and a VAE
+  that counts epochs over a DataLoader, its epochs flag mapped to num_epochs (vae); each
+  at a learning rate 1000x and 100x too high, 1000x and 30x too low, and without clipping
+  (the three with a clipping flag);
 - the built-in ResNet job: early (the demo: no batch norm, warmup 0.1), late (a main rate
   typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6 for 0.1), chance (ReLU without
   batch norm at 0.1);
@@ -63,7 +65,7 @@ class Script:
     regex: str
     steps_flag: str  # how long it trains, for the healthy long run
     long_steps: Any
-    clip_off: Any  # the clip flag's value that turns clipping off
+    clip_off: Any  # the clip flag's value that turns clipping off (None: no such flag)
 
     def spec(self, data: Path, name: str, **changes: Any) -> dict[str, Any]:
         flags = dict(self.flags) | {"data": str(self.data_path(data))} | changes
@@ -77,7 +79,8 @@ class Script:
         }
 
     def data_path(self, data: Path) -> Path:
-        return data / "train.txt" if self.folder == "char_transformer" else data
+        files = {"char_transformer": "train.txt", "vae": "digits.npz"}
+        return data / files[self.folder] if self.folder in files else data
 
 
 SCRIPTS = {
@@ -120,6 +123,17 @@ SCRIPTS = {
         1200,
         0,
     ),
+    "vae": Script(  # counts epochs: its length from the epoch its DataLoader's pass measures
+        "vae",
+        "train.py",
+        {"lr": 0.01, "epochs": 8},
+        {"learning_rate": "lr", "output_dir": "out_dir", "num_epochs": "epochs"},
+        "test:elbo_loss",
+        r'"test_elbo_loss": ([0-9.eE+-]+|NaN)',
+        "epochs",
+        32,  # 43 updates an epoch
+        None,  # clips gradient values (clip_grad_value_), no norm: no clipping role
+    ),
 }
 
 
@@ -137,7 +151,6 @@ def script_cases(data: Path) -> list[Case]:
     for key, script in SCRIPTS.items():
         lr_flag = script.roles["learning_rate"]
         lr = script.flags[lr_flag]
-        clip_flag = script.roles["grad_clip_norm"]
         intended = script.spec(data, key)
         faults = {
             "hot1000": {lr_flag: lr * 1000},
@@ -145,8 +158,9 @@ def script_cases(data: Path) -> list[Case]:
             "cold1000": {lr_flag: lr / 1000},
             # a rate that still trains, in a line, to a loss far above the intended run's
             "cold30": {lr_flag: lr / 30},
-            "noclip": {clip_flag: script.clip_off},
         }
+        if (clip_flag := script.roles.get("grad_clip_norm")) is not None:
+            faults["noclip"] = {clip_flag: script.clip_off}
         for fault, changes in faults.items():
             # a typo in one flag: a schedule's other flags (min_lr) stay as they were
             spec = script.spec(data, f"{key}-{fault}", **changes)
@@ -261,6 +275,15 @@ def main() -> None:
     data = folder / "corpus"
     subprocess.run(
         [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)],
+        check=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "vae" / "make_digits.py"),
+            "--out",
+            str(data / "digits.npz"),
+        ],
         check=True,
     )
     cases = script_cases(data) + builtin_cases()
