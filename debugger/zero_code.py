@@ -231,6 +231,9 @@ class ZeroCodeCapture:
         self.hook: Hook | None = None  # the store's writer, once created
         self._store_state = "pending" if config is not None else "off"  # -> "on" | "off"
         self._optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        # each optimizer that stepped: its parameters' ids (separate_optimizers)
+        self._stepping: weakref.WeakKeyDictionary[Any, frozenset[int]] = weakref.WeakKeyDictionary()
+        self.separate_optimizers = 0  # optimizers that stepped parameters of their own
         self._losses: list[torch.Tensor] = []
         self._micro_batches = 0
         self._backward_depth = 0
@@ -435,10 +438,22 @@ class ZeroCodeCapture:
         if scaler is not None:
             self._stepped = True
         params = [p for group in optimizer.param_groups for p in group["params"]]
+        if optimizer not in self._stepping:
+            self._saw_optimizer(optimizer, params)
         names = self.names
         named = functools.partial(names.named, params)
         self._settle(optimizer, params)
         self._update(params, named, optimizer, manual=False, scaler=scaler)
+
+    def _saw_optimizer(self, optimizer: Any, params: list[torch.Tensor]) -> None:
+        """Counts the optimizers that step parameters of their own: a GAN's discriminator's
+        and generator's are 2, each step() an update of its own, and the losses between
+        them the two networks' (no one objective to minimise). An optimizer that steps
+        an inner one over the same parameters (ZeroRedundancyOptimizer) adds none."""
+        ids = frozenset(map(id, params))
+        if all(ids.isdisjoint(other) for other in self._stepping.values()):
+            self.separate_optimizers += 1
+        self._stepping[optimizer] = ids
 
     def _settle(self, optimizer: Any, params: list[torch.Tensor]) -> None:
         """Stop watching module calls once they can name nothing new: a global module hook

@@ -256,6 +256,12 @@ def decide(
     budget = state.budgets.max_monitor_transitions
     if history.num_monitor_transitions > budget:
         return end(state, f"max_monitor_transitions ({budget}) exceeded")
+    if (why := unjudgeable(state, snapshot)) is not None:
+        # The flow stops the job and acts on no finding: the loss rules' would be false
+        # alarms (the attempt keeps what they said).
+        return end(
+            state.model_copy(update={"rule_status": RuleStatus.Stopped, "findings": []}), why
+        )
     if seen.rule_status is RuleStatus.IssuesFound:
         return state.model_copy(update={"next_action": NextAction.launch_new})  # after plan
     if early is not None and not seen.settled:
@@ -283,6 +289,26 @@ def decide(
         return end(state, f"job failed: {seen.failure_reason}")
     why = f": {seen.failure_reason}" if seen.failure_reason else ""  # e.g. a scancel by hand
     return end(state, f"the job was stopped outside the flow{why}")
+
+
+def unjudgeable(state: State, snapshot: JobSnapshot) -> str | None:
+    """Why the job cannot be judged by its loss, for a job that steps several optimizers
+    over parameters of their own (a GAN: its discriminator's loss, then its generator's,
+    each rising as the other network improves) and states no success_criteria; None
+    otherwise. Its loss rules would raise false alarms and its verdict could not say it
+    trained: ended at the first look that sees it, rather than repaired on them."""
+    attempt, progress = state.current_attempt, snapshot.progress
+    if attempt is None or progress is None or (progress.optimizers or 1) < 2:
+        return None
+    if attempt.spec.success_criteria:
+        return None
+    return (
+        f"not judged: job {attempt.job_name} steps {progress.optimizers} optimizers over "
+        "parameters of their own (a GAN or another model trained in parts): the losses it "
+        "backpropagates are no one objective to minimise, so the loss rules and the verdict "
+        "'the model trained' cannot judge it. State success_criteria on a metric of the "
+        "job and rules that read gradients only (docs/job-contract.md, 'Several optimizers')"
+    )
 
 
 def verdict_found(state: State, found: Finding) -> State:

@@ -99,6 +99,9 @@ class Progress(Snapshot):
         None, description="Updates per epoch: the built-in job's, a script's first DataLoader pass."
     )
     epoch: int | None = None
+    optimizers: int | None = Field(
+        None, description="Optimizers stepping parameters of their own, 2 or more (a GAN)."
+    )
     loss: float | None = Field(None, description="Latest training loss; None: non-finite.")
     first_loss: float | None = Field(None, description="Training loss at the first step.")
     first_losses: list[float] = Field(

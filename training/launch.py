@@ -140,6 +140,8 @@ class ScriptMonitor:
         self.stop = stop
         self.bound = bound  # a probe's (run_spec.max_updates)
         self.updates = 0
+        self.capture: ZeroCodeCapture | None = None  # once installed: its optimizer count
+        self.optimizers = 1  # separate optimizers reported so far
 
     def on_update(self, update: Update) -> None:
         if self.progress is not None:
@@ -152,6 +154,8 @@ class ScriptMonitor:
                 scaler_skipped=update.scaler_skipped or None,
                 wall_time=update.wall_time,
             )
+        if self.capture is not None and self.capture.separate_optimizers > self.optimizers:
+            self.several_optimizers(self.capture.separate_optimizers)
         self.guard.check(update)  # raises StopTraining on a non-finite update ("stop")
         self.stop.check_file()
         self.updates += 1
@@ -161,10 +165,18 @@ class ScriptMonitor:
     def between_updates(self) -> None:
         self.stop.raise_if_requested()
 
+    def several_optimizers(self, count: int) -> None:
+        """A second optimizer over parameters of its own stepped (a GAN): said in
+        progress.json, where the monitor reads it (the losses are no one objective)."""
+        self.optimizers = count
+        if self.progress is not None:
+            self.progress.known["optimizers"] = count
+        log(f"{count} optimizers step parameters of their own (each step() is an update)")
+
     def epoch_measured(self, updates: int) -> None:
         """The updates of the script's first DataLoader pass (EpochLength): its epoch."""
         if self.progress is not None:
-            self.progress.length["steps_per_epoch"] = updates
+            self.progress.known["steps_per_epoch"] = updates
         log(f"{updates} updates an epoch (the first pass over a DataLoader that made any)")
 
 
@@ -220,6 +232,7 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
     bound = UpdateBound(env.max_updates, env.continue_file, stop, log, flush)
     monitor = ScriptMonitor(progress, guard, stop, bound)
     capture = ZeroCodeCapture(config, monitor, lag=lag).install()
+    monitor.capture = capture
     epochs = EpochLength(lambda: monitor.updates, monitor.epoch_measured).install()
     ranks = f" | {worker} of {env.world_size}" if worker else ""
     log(

@@ -59,9 +59,9 @@ class ProgressFiles:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.start_step = start_step
-        # what the job knows of its length (the built-in job: steps_per_epoch, total_steps),
-        # in progress.json only
-        self.length: dict[str, int] = {}
+        # what the job knows of itself, in progress.json only: its length (the built-in job:
+        # steps_per_epoch, total_steps; a script: steps_per_epoch measured), its optimizers
+        self.known: dict[str, int] = {}
         self.interval_s = interval_s
         self.first_loss: float | None = None
         self._first_seen = False
@@ -104,7 +104,7 @@ class ProgressFiles:
         if self._pending is None or self._taken(PROGRESS_FILE):
             return
         path = self.folder / PROGRESS_FILE
-        latest = self._pending | self.length
+        latest = self._pending | self.known
         latest |= {"start_step": self.start_step, "first_loss": self.first_loss}
         write_json_atomic(path, latest | self.loss_windows.fields())
         self._expected[PROGRESS_FILE] = _stat(path)

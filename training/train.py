@@ -277,7 +277,7 @@ def train(
         steps_per_epoch, total_steps = job.steps_per_epoch, job.total_steps
         progress.start_step = step = job.start_step
         epochs_completed = job.start_epoch
-        progress.length = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
+        progress.known = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
         shuffle = torch.Generator().manual_seed(config.seed)
         for _ in range(job.start_epoch):  # a warm start sees the data order a full run would
             torch.randperm(len(job.train_data), generator=shuffle)

@@ -51,7 +51,7 @@ def log(line: str) -> None:
 
 
 # What only the job knows, taken from its own progress.json.
-JOB_FIELDS = ("start_step", "total_steps", "steps_per_epoch", "epoch")
+JOB_FIELDS = ("start_step", "total_steps", "steps_per_epoch", "epoch", "optimizers")
 
 
 class StoreProgress:

@@ -518,3 +518,33 @@ def test_module_calls_are_watched_until_the_names_settle() -> None:
     assert hooks == [1, 0, 0, 1, 1, 0, 0]
     assert names[-2:] == ["weight", "bias"]  # named from its module, not param_<i>
     assert module_hooks() == before
+
+
+def test_optimizers_over_parameters_of_their_own_are_counted() -> None:
+    """A GAN's two optimizers step parameters of their own: 2, each step() an update. An
+    optimizer that steps an inner one over the same parameters (as ZeroRedundancyOptimizer
+    does) adds none, nor does a second step of one already seen."""
+
+    class Wrapper(torch.optim.SGD):  # its step() steps an inner optimizer of its parameters
+        def __init__(self, params: list[nn.Parameter]) -> None:
+            super().__init__(params, lr=0.1)
+            self.inner = torch.optim.SGD(params, lr=0.1)
+
+        def step(self, closure: object = None) -> None:  # type: ignore[override]
+            self.inner.step()
+
+    gen, disc = mlp(), mlp()
+    x, y = data()
+    capture = ZeroCodeCapture(None, Recorder()).install()
+    try:
+        wrapped = Wrapper(list(gen.parameters()))
+        for _ in range(2):
+            nn.functional.mse_loss(gen(x), y).backward()
+            wrapped.step()
+        assert capture.separate_optimizers == 1
+        opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+        nn.functional.mse_loss(disc(x), y).backward()
+        opt_d.step()
+        assert capture.separate_optimizers == 2
+    finally:
+        capture.close()

@@ -243,3 +243,22 @@ def test_a_completed_job_whose_model_learned_nothing_is_a_finding() -> None:
     ended = decided(running_state(), silent)
     assert ended.next_action is NextAction.end and not ended.current_attempt.findings
     assert "cannot tell whether the model trained" in ended.end_reason
+
+
+def test_a_job_of_several_optimizers_without_criteria_is_not_judged_by_its_losses() -> None:
+    """Two optimizers over parameters of their own (a GAN): a loss rule's finding is no
+    repair's cause; the run ends, saying what to state. With success_criteria, or one
+    optimizer, the same finding is acted on."""
+    progress = {"step": 133, "optimizers": 2}
+    finding = ("DivergingLoss", "IssuesFound")
+    gan = decided(running_state(), describe("InProgress", finding, progress=progress))
+    assert gan.next_action is NextAction.end and gan.rule_status is RuleStatus.Stopped
+    assert gan.findings == [] and gan.end_reason is not None
+    assert gan.end_reason.startswith("not judged: job j steps 2 optimizers over parameters")
+    assert gan.current_attempt is not None and gan.current_attempt.findings  # kept, not acted on
+    criteria = [{"metric": "test:ring_error", "op": "<", "value": 0.3}]
+    stated = begin_attempt(State(run_spec=RunSpec(success_criteria=criteria)), "j")
+    judged = decided(stated, describe("InProgress", finding, progress=progress))
+    assert judged.next_action is NextAction.launch_new  # the finding, planned for
+    one = decided(running_state(), describe("InProgress", finding, progress={"step": 133}))
+    assert one.next_action is NextAction.launch_new

@@ -336,3 +336,31 @@ def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_at_half_its
         "max_num_retraining (1) reached; the last attempt: the model has not begun to learn"
     )
     assert "best model trained" not in output
+
+
+def test_a_gan_is_not_judged_by_its_losses_and_says_what_to_state(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """A healthy toy GAN (examples/gan: a discriminator and a generator, an Adam each) once
+    had DivergingLoss at update 119 and 16 "repairs" after it: its losses are the two
+    networks', each rising as the other improves. The launcher counts the optimizers that
+    step parameters of their own, and a run with 2 and no success_criteria ends at the
+    monitor's first look that sees them, its job stopped, saying what to state."""
+    spec = {
+        "base_job_name": "gan",
+        "source_dir": str(EXAMPLES / "gan"),
+        "entry_point": "train.py",
+        "hyperparameters": {"lr": 1e-3, "iters": 1500},
+        "hyperparameter_roles": {"learning_rate": "lr"},
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    assert code != 0, output[-3000:]
+    state = load_state(run_dir / "state.json")
+    (attempt,) = state.history.attempts  # nothing relaunched
+    assert state.end_reason is not None and state.end_reason.startswith(
+        f"not judged: job {attempt.job_name} steps 2 optimizers over parameters of their own"
+    ), state.end_reason
+    assert "success_criteria" in state.end_reason
+    assert attempt.outcome is JobStatus.Stopped and attempt.steps_run < 3000  # 2 a iteration
+    log = (run_dir / "jobs" / attempt.job_name / "logs" / "training.log").read_text()
+    assert "2 optimizers step parameters of their own" in log
