@@ -22,6 +22,7 @@ from remedy.records.verdict import (
     final_training_loss,
     run_is_clean,
     start_loss,
+    test_accuracy,
     unjudged,
     untrained,
 )
@@ -54,7 +55,7 @@ def figure(attempt: Attempt, metric: str) -> float | None:
     if metric == TRAINING_LOSS:
         value = final_training_loss(attempt)
     elif metric == "test:accuracy":
-        value = attempt.metrics.get(metric, attempt.final_accuracy)
+        value = test_accuracy(attempt)
     else:
         value = attempt.metrics.get(metric)
     return value if value is not None and math.isfinite(value) else None

@@ -333,7 +333,7 @@ def unjudged(attempt: Attempt, start: Baseline | None) -> str | None:
     if final is None or not math.isfinite(final):
         return "no finite final loss was reported: cannot tell whether the model trained"
     if (bar := chance_bar(attempt.spec)) is not None:
-        accuracy = attempt.metrics.get("test:accuracy", attempt.final_accuracy)
+        accuracy = test_accuracy(attempt)
         if accuracy is None or not math.isfinite(accuracy):
             return (
                 f"no test:accuracy was reported: cannot tell whether the model beats chance "
@@ -366,6 +366,11 @@ def loss_not_below(attempt: Attempt, start: Baseline | None, drop: float = LOSS_
     return None
 
 
+def test_accuracy(attempt: Attempt) -> float | None:
+    """The job's final test:accuracy: its reported metric, else the attempt's field."""
+    return attempt.metrics.get("test:accuracy", attempt.final_accuracy)
+
+
 def chance_bar(spec: RunSpec) -> tuple[float, float] | None:
     """(chance accuracy, the accuracy a trained model must exceed); None: classes unknown."""
     if spec.classes is None:
@@ -383,7 +388,7 @@ def at_chance(attempt: Attempt) -> str | None:
     if (bar := chance_bar(attempt.spec)) is None:
         return None
     chance, needed = bar
-    accuracy = attempt.metrics.get("test:accuracy", attempt.final_accuracy)
+    accuracy = test_accuracy(attempt)
     if accuracy is None or not math.isfinite(accuracy):
         return None  # unjudged() says so
     if accuracy <= needed:

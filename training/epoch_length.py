@@ -11,7 +11,8 @@ with_stated_length) after its first epoch, and asks at half of it whether the mo
 begun to learn. A script without a DataLoader (manual batching) reports none.
 
 The pass is watched on DataLoader's iterator class (every loader's, single- or
-multi-process), not on the script's objects, and costs a dictionary lookup a batch.
+multi-process), not on the script's objects, and costs a dictionary lookup a batch until
+the first epoch is measured; then the iterator's own __next__ is put back.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class EpochLength:
     def pass_ended(self, updates: int) -> None:
         if updates > 0 and self.measured is None:
             self.measured = updates
+            self.close()  # measured once: the batches after it cost nothing
             self.found(updates)
 
     def close(self) -> None:

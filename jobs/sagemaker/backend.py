@@ -177,7 +177,9 @@ class SageMakerBackend(JobBackend):
             watched = True
         final = status in FINAL_JOB_STATUSES
         paths = self.paths(job_name)
-        if final:  # what the job sent last (its result): the watcher may not have it yet
+        # What the job sent last: the watcher may have missed it, or, still draining the
+        # evaluator, not have copied the job's result yet.
+        if final and (not watched or not (paths.job_reports / RESULT_FILE).is_file()):
             mirror(clients.s3(record["region"]), cloud, paths.job_reports)
         rules = self.rule_statuses(job_name, judged_for_good=final and not watched)
         progress = read_json_written_by_job(paths.progress)

@@ -30,9 +30,10 @@ def test_an_epoch_is_the_updates_of_the_first_training_pass() -> None:
                     for _ in val:
                         pass
         assert found == [6] and measure.measured == 6  # once, for the first epoch
+        assert dataloader._BaseDataLoaderIter.__next__ is original  # put back once measured
     finally:
         measure.close()
-    assert dataloader._BaseDataLoaderIter.__next__ is original  # put back as it was
+    assert dataloader._BaseDataLoaderIter.__next__ is original
 
 
 def test_a_pass_cut_short_or_without_a_dataloader_measures_nothing() -> None:
