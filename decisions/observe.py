@@ -292,22 +292,34 @@ def decide(
 
 
 def unjudgeable(state: State, snapshot: JobSnapshot) -> str | None:
-    """Why the job cannot be judged by its loss, for a job that steps several optimizers
-    over parameters of their own (a GAN: its discriminator's loss, then its generator's,
-    each rising as the other network improves) and states no success_criteria; None
-    otherwise. Its loss rules would raise false alarms and its verdict could not say it
-    trained: ended at the first look that sees it, rather than repaired on them."""
+    """Why the job cannot be judged as the run asks, for a job that steps several
+    optimizers over parameters of their own (a GAN: its discriminator's loss, then its
+    generator's, each rising as the other network improves): it states no
+    success_criteria (the verdict "the model trained" reads the loss), or rules that read
+    the loss judge it (their findings would be false alarms, repaired to no end); None
+    otherwise. Ended at the first look that sees it, naming what to state, rather than
+    judged on the loss."""
     attempt, progress = state.current_attempt, snapshot.progress
     if attempt is None or progress is None or (progress.optimizers or 1) < 2:
         return None
-    if attempt.spec.success_criteria:
-        return None
-    return (
+    job = (
         f"not judged: job {attempt.job_name} steps {progress.optimizers} optimizers over "
         "parameters of their own (a GAN or another model trained in parts): the losses it "
-        "backpropagates are no one objective to minimise, so the loss rules and the verdict "
-        "'the model trained' cannot judge it. State success_criteria on a metric of the "
-        "job and rules that read gradients only (docs/job-contract.md, 'Several optimizers')"
+        "backpropagates are no one objective to minimise, so "
+    )
+    where = " (docs/job-contract.md, 'Several optimizers')"
+    if not attempt.spec.success_criteria:
+        return (
+            f"{job}the loss rules and the verdict 'the model trained' cannot judge it. "
+            "State success_criteria on a metric of the job and rules that read gradients "
+            f"only{where}"
+        )
+    loss_rules = sorted({rule.name for rule in snapshot.rules if rule.reads_the_loss})
+    if not loss_rules:
+        return None
+    return (
+        f"{job}the rules that read the loss cannot judge it: {', '.join(loss_rules)}. "
+        f"State rules that read gradients only, beside its success_criteria{where}"
     )
 
 

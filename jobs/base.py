@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from remedy.debugger import Trial, create_trial
+from remedy.debugger.rules import reads_the_loss
 from remedy.debugger.status import RuleStatus
 from remedy.state_schema import CHECKPOINT_META_FILE, Checkpoint, JobStatus, RunSpec
 
@@ -83,6 +84,11 @@ class RuleEvaluation(Snapshot):
     def is_final(self) -> bool:
         """Its status will not change."""
         return self.status.is_final
+
+    @property
+    def reads_the_loss(self) -> bool:
+        """Its rule (the class, else the name: earlier statuses lack it) reads the loss."""
+        return reads_the_loss(self.rule or self.name)
 
     def as_error(self, details: str) -> RuleEvaluation:
         """This rule as one that can never judge now, saying why."""

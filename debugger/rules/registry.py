@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TypeVar
 
+from remedy.debugger.rules import reads
 from remedy.debugger.rules.base import Rule
 
 R = TypeVar("R", bound=type[Rule])
@@ -36,6 +37,14 @@ def rules_with_defaults() -> list[str]:
             continue  # AllZero, TensorVariance, SimilarAcrossRuns: nothing to judge by default
         names.append(name)
     return names
+
+
+def reads_the_loss(name: str) -> bool:
+    """True for a registered rule class that reads the training loss (its READS names the
+    losses): what a job of several optimizers, whose losses are no one objective, cannot be
+    judged by. False for an unknown name (a custom rule's class, judged as it says)."""
+    cls = RULES.get(name)
+    return cls is not None and reads.LOSSES in cls.READS
 
 
 def get_rule(name: str) -> type[Rule]:

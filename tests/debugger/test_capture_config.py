@@ -61,3 +61,15 @@ def test_a_rule_over_every_tensor_adds_nothing() -> None:
         "losses",
         "gradients",
     }
+
+
+def test_the_rules_that_read_the_loss_are_known_by_their_class() -> None:
+    """What a job of several optimizers cannot be judged by (decisions/observe.py)."""
+    from remedy.debugger.rules import RULES, reads_the_loss
+
+    loss_rules = {name for name in RULES if reads_the_loss(name)}
+    for name in ("DivergingLoss", "LossNotDecreasing", "LossPlateau", "LossSpike", "TinyUpdates"):
+        assert name in loss_rules, name
+    for name in ("ExplodingTensor", "VanishingGradient", "GradientNormSpike", "DyingRelu"):
+        assert name not in loss_rules, name
+    assert not reads_the_loss("MyOwnRule")  # a custom rule's class: judged as it says

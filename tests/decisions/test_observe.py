@@ -247,18 +247,49 @@ def test_a_completed_job_whose_model_learned_nothing_is_a_finding() -> None:
 
 def test_a_job_of_several_optimizers_without_criteria_is_not_judged_by_its_losses() -> None:
     """Two optimizers over parameters of their own (a GAN): a loss rule's finding is no
-    repair's cause; the run ends, saying what to state. With success_criteria, or one
-    optimizer, the same finding is acted on."""
+    repair's cause; the run ends, saying what to state. With one optimizer the same
+    finding is acted on."""
     progress = {"step": 133, "optimizers": 2}
     finding = ("DivergingLoss", "IssuesFound")
     gan = decided(running_state(), describe("InProgress", finding, progress=progress))
     assert gan.next_action is NextAction.end and gan.rule_status is RuleStatus.Stopped
     assert gan.findings == [] and gan.end_reason is not None
     assert gan.end_reason.startswith("not judged: job j steps 2 optimizers over parameters")
+    assert "State success_criteria" in gan.end_reason
     assert gan.current_attempt is not None and gan.current_attempt.findings  # kept, not acted on
-    criteria = [{"metric": "test:ring_error", "op": "<", "value": 0.3}]
-    stated = begin_attempt(State(run_spec=RunSpec(success_criteria=criteria)), "j")
-    judged = decided(stated, describe("InProgress", finding, progress=progress))
-    assert judged.next_action is NextAction.launch_new  # the finding, planned for
     one = decided(running_state(), describe("InProgress", finding, progress={"step": 133}))
     assert one.next_action is NextAction.launch_new
+
+
+def test_a_job_of_several_optimizers_with_criteria_is_judged_by_gradient_rules_only() -> None:
+    """With success_criteria, the rules that read the loss (their class's READS) are what
+    cannot judge it: the run ends naming them, whether or not they fired; a gradient
+    rule's finding is acted on, and with gradient rules only the job runs on."""
+    criteria = [{"metric": "test:ring_error", "op": "<", "value": 0.3}]
+    stated = begin_attempt(State(run_spec=RunSpec(success_criteria=criteria)), "j")
+    progress = {"step": 133, "optimizers": 2}
+    quiet_loss_rules = describe(
+        "InProgress", ("ExplodingTensor", "InProgress"), ("LossPlateau", "InProgress"),
+        ("DivergingLoss", "InProgress"), progress=progress,
+    )  # fmt: skip
+    ended = decided(stated, quiet_loss_rules)
+    assert ended.next_action is NextAction.end and ended.end_reason is not None
+    assert ended.end_reason.endswith(
+        "the rules that read the loss cannot judge it: DivergingLoss, LossPlateau. State "
+        "rules that read gradients only, beside its success_criteria "
+        "(docs/job-contract.md, 'Several optimizers')"
+    )
+    gradients_only = describe("InProgress", ("ExplodingTensor", "IssuesFound"), progress=progress)
+    assert decided(stated, gradients_only).next_action is NextAction.launch_new
+    running = describe("InProgress", ("ExplodingTensor", "InProgress"), progress=progress)
+    assert decided(stated, running).next_action is NextAction.monitor
+    # a user's name for a loss rule: its class says what it reads
+    named = JobSnapshot(
+        name="j", status="InProgress", progress=progress,
+        rules=[{"RuleConfigurationName": "Spikes", "RuleEvaluationStatus": "InProgress",
+                "rule": "LossSpike"}],
+    )  # fmt: skip
+    assert (decided(stated, named).end_reason or "").endswith(
+        "cannot judge it: Spikes. State rules that read gradients only, beside its "
+        "success_criteria (docs/job-contract.md, 'Several optimizers')"
+    )

@@ -364,3 +364,39 @@ def test_a_gan_is_not_judged_by_its_losses_and_says_what_to_state(
     assert attempt.outcome is JobStatus.Stopped and attempt.steps_run < 3000  # 2 a iteration
     log = (run_dir / "jobs" / attempt.job_name / "logs" / "training.log").read_text()
     assert "2 optimizers step parameters of their own" in log
+
+
+def test_a_gan_with_a_criterion_is_judged_by_it_and_by_gradient_rules_only(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The same GAN with a success criterion on its own metric: with the default rules it
+    ends at once naming the rules that read the loss (had one fired, it is not acted on);
+    with the gradient rule alone, as the message says, it runs to its end, clean by its
+    metric."""
+    spec = {
+        "base_job_name": "gan",
+        "source_dir": str(EXAMPLES / "gan"),
+        "entry_point": "train.py",
+        "hyperparameters": {"lr": 1e-3, "iters": 1500},
+        "hyperparameter_roles": {"learning_rate": "lr"},
+        "metric_definitions": [{"name": "test:ring_error", "regex": '"ring_error": ([0-9.eE+-]+)'}],
+        "success_criteria": [{"metric": "test:ring_error", "op": "<", "value": 0.3}],
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path / "default", prefect_api_url)
+    assert code != 0, output[-3000:]
+    state = load_state(run_dir / "state.json")
+    (attempt,) = state.history.attempts  # nothing "repaired"
+    assert state.end_reason is not None and "the rules that read the loss cannot judge it: " in (
+        state.end_reason
+    ), state.end_reason
+    named = state.end_reason.split("cannot judge it: ")[1].split(". State")[0].split(", ")
+    assert {"DivergingLoss", "LossPlateau", "TinyUpdates"} <= set(named), named
+    assert "ExplodingTensor" not in named and "success_criteria" in state.end_reason
+    gradients_only = spec | {"rules": [{"name": "ExplodingTensor", "rule": "ExplodingTensor"}]}
+    code, output, run_dir = remedy_run(gradients_only, tmp_path / "gradients", prefect_api_url)
+    assert code == 0, output[-3000:]
+    state = load_state(run_dir / "state.json")
+    (attempt,) = state.history.attempts
+    assert attempt.outcome is JobStatus.Completed and attempt.steps_run == 3000
+    assert attempt.metrics["test:ring_error"] < 0.3
+    assert state.end_reason is not None and "it met test:ring_error < 0.3" in state.end_reason
