@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -146,9 +146,23 @@ class Case:
     lower_is_better: bool = True
 
 
-def script_cases(data: Path) -> list[Case]:
+def longer(script: Script, scale: int) -> Script:
+    """The script `scale` times as long (its length flag; a cosine schedule's decay with it):
+    the same faults on a job nearer a real one's length, where a repair's fixed costs (the
+    first run's updates before a stop, 25-update probes) weigh less."""
+    if scale == 1:
+        return script
+    flags = dict(script.flags)
+    for name in (script.steps_flag, "lr_decay_iters"):
+        if name in flags:
+            flags[name] = flags[name] * scale
+    return replace(script, flags=flags)
+
+
+def script_cases(data: Path, scale: int = 1) -> list[Case]:
     cases = []
     for key, script in SCRIPTS.items():
+        script = longer(script, scale)
         lr_flag = script.roles["learning_rate"]
         lr = script.flags[lr_flag]
         intended = script.spec(data, key)
@@ -266,6 +280,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one fault per kind: a smoke run")
     parser.add_argument("--run-dir", help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--max-launches", type=int, default=LAUNCHES)
+    parser.add_argument(
+        "--length-scale",
+        type=int,
+        default=1,
+        help="the scripts' fault cases and intended runs this many times as long (their "
+        "length flag); the built-in job's cases as they are",
+    )
     args = parser.parse_args()
     folder = Path(args.run_dir or tempfile.mkdtemp(prefix="remedy-repair-"))
     # This machine's settings for the runs the benchmark starts in-process: they write
@@ -286,7 +307,7 @@ def main() -> None:
         ],
         check=True,
     )
-    cases = script_cases(data) + builtin_cases()
+    cases = script_cases(data, args.length_scale) + builtin_cases()
     if args.quick:
         cases = [
             c for c in cases if c.name.endswith((":hot100", ":healthy")) or c.name == "builtin:late"
