@@ -2,6 +2,7 @@
 only (the recommended rules, the adaptive policy with its probes), nothing injected.
 
     nice python benchmarks/repair_quality.py [--cases NAME ...] [--quick] [--run-dir DIR]
+                                              [--length-scale K]
 
 Cases:
 - three users' scripts of ours in the style of public examples (examples/): a word-level
@@ -16,7 +17,9 @@ Cases:
   batch norm at 0.1);
 - healthy runs of 1,000+ updates of each script at its intended settings (false alarms).
 
-Each fault case's yardstick is the same job at its intended settings, one launch. Printed
+With --length-scale K the scripts' fault cases and intended runs are K times as long (their
+length flag; a cosine decay with it), the healthy runs and the built-in job's cases as they
+are. Each fault case's yardstick is the same job at its intended settings, one launch. Printed
 per case: repaired (the flow's own verdict: clean, records/verdict.py) or, for a healthy
 run, false alarm; full launches, probes, total updates (probes included), the final run's
 updates, total / final, and the final quality beside the intended run's. Nothing is
