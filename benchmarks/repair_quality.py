@@ -191,6 +191,18 @@ def script_cases(data: Path, scale: int = 1) -> list[Case]:
     return cases
 
 
+def make_data(data: Path) -> Path:
+    """The scripts' data, generated into `data` (their own generators): a word corpus
+    (train.txt, valid.txt, test.txt) and the VAE's digits.npz."""
+    subprocess.run(
+        [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)],
+        check=True,
+    )
+    digits = ["--out", str(data / "digits.npz")]
+    subprocess.run([sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), *digits], check=True)
+    return data
+
+
 def builtin_cases() -> list[Case]:
     demo = DEMO_RUN_SPEC.model_dump(exclude={"rules"})
     repaired = {"add_batch_norm": 1, "warmup_learning_rate": 0.003125}
@@ -296,20 +308,7 @@ def main() -> None:
     # under its folder and run the example scripts (tasks/allowed_code.py).
     os.environ["REMEDY_RUNS_DIR"] = str(folder)
     os.environ["REMEDY_ALLOWED_SOURCE_DIRS"] = str(EXAMPLES)
-    data = folder / "corpus"
-    subprocess.run(
-        [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)],
-        check=True,
-    )
-    subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLES / "vae" / "make_digits.py"),
-            "--out",
-            str(data / "digits.npz"),
-        ],
-        check=True,
-    )
+    data = make_data(folder / "corpus")
     cases = script_cases(data, args.length_scale) + builtin_cases()
     if args.quick:
         cases = [
