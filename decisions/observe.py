@@ -180,15 +180,17 @@ def record_end(state: State, snapshot: JobSnapshot, metrics_location: str) -> St
 def with_stated_length(state: State, snapshot: JobSnapshot) -> JobSnapshot:
     """The snapshot with the job's length (total_steps) where the job reports none and its
     spec states it: a script's max_steps role, or its num_epochs role times the updates of
-    an epoch the job measured (training/epoch_length.py). Shown as step 120/400 and as the
-    UI's percentage, and the verdict asks at half of it (early_finding)."""
+    an epoch, as its spec states them (updates_per_epoch) or else as the job measured them
+    (training/epoch_length.py). Shown as step 120/400 and as the UI's percentage, and the
+    verdict asks at half of it (early_finding)."""
     progress, attempt = snapshot.progress, state.current_attempt
     if progress is None or progress.total_steps or attempt is None:
         return snapshot
     stated = attempt.spec.stated_length
-    if stated is None and progress.steps_per_epoch:
+    per_epoch = attempt.spec.steps_per_epoch or progress.steps_per_epoch
+    if stated is None and per_epoch:
         epochs = attempt.spec.role("num_epochs")  # None: a script that maps none
-        stated = None if epochs is None else epochs * progress.steps_per_epoch
+        stated = None if epochs is None else epochs * per_epoch
     if stated is None:
         return snapshot
     known = progress.model_copy(update={"total_steps": stated})

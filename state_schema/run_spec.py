@@ -74,7 +74,13 @@ FIELDS_OF_EVERY_JOB = frozenset({"base_job_name", "nan_guard", "init_checkpoint"
 BUILTIN_ONLY_FIELDS = frozenset(Hyperparameters.model_fields) - FIELDS_OF_EVERY_JOB
 # Fields only a script reads (their JSON names): a built-in run's payload leaves out the new
 # ones, so it dumps as it always did.
-SCRIPT_ONLY_NEW_FIELDS = ("hyperparameter_style", "arguments", "bare_flags", "coupled_flags")
+SCRIPT_ONLY_NEW_FIELDS = (
+    "hyperparameter_style",
+    "arguments",
+    "bare_flags",
+    "coupled_flags",
+    "updates_per_epoch",
+)
 
 
 # Fields earlier payloads give at the top of run_spec -> the backend whose fields they are
@@ -404,6 +410,18 @@ class RunSpec(Hyperparameters):
         "clearly above chance (1/num_classes). null: the built-in job's 10; a script's "
         "accuracy is then not judged.",
     )
+    # A script's epoch where the launcher cannot measure one (training/epoch_length.py).
+    updates_per_epoch: int | None = Field(
+        None,
+        ge=1,
+        le=10**9,  # a number of updates, not a typo's billions
+        description="Updates (optimizer steps) in one epoch of a script that batches its "
+        "data by hand, where the launcher measures no epoch (it measures one on a torch "
+        "DataLoader): e.g. the batches an epoch its log shows, over its gradient "
+        "accumulation. With its epochs flag mapped to the num_epochs role, its length is "
+        "this times the epochs, and the run is asked at half of it whether its model has "
+        "begun to learn. null: measured on its DataLoader, where it has one.",
+    )
     stop_grace_s: float = Field(
         10.0,
         ge=0,
@@ -587,6 +605,12 @@ class RunSpec(Hyperparameters):
             message = why.format(field="hyperparameter_style")
             style = self.hyperparameter_style
             errors.append(field_error(("hyperparameter_style",), message, style))
+        if self.updates_per_epoch is not None:
+            message = (
+                f"the built-in job ({BUILTIN_ENTRY_POINT}) knows its own epoch (its "
+                "train_samples and batch_size); updates_per_epoch is for a script"
+            )
+            errors.append(field_error(("updates_per_epoch",), message, self.updates_per_epoch))
         if self.distribution is not None and self.distribution.enabled:
             # Under torchrun every rank would train its own copy and write the same files.
             message = (
@@ -616,6 +640,20 @@ class RunSpec(Hyperparameters):
             else:
                 taken[flag] = role
         errors += self._command_line_errors()
+        if (stated := self.updates_per_epoch) is not None:
+            if LENGTH_ROLE in self.hyperparameter_roles:
+                message = (
+                    f"hyperparameter_roles.{LENGTH_ROLE} states the job's length already; "
+                    "state it one way (remove updates_per_epoch, or that role)"
+                )
+                errors.append(field_error(("updates_per_epoch",), message, stated))
+            elif "num_epochs" not in self.hyperparameter_roles:
+                message = (
+                    "the updates of an epoch say nothing without the epochs: map the flag "
+                    "that counts them to the num_epochs role (hyperparameter_roles: "
+                    '{"num_epochs": "<flag>"})'
+                )
+                errors.append(field_error(("updates_per_epoch",), message, stated))
         for flag, coupled in self.coupled_flags.items():
             try:
                 self._check_coupled(flag, coupled, taken)
@@ -747,9 +785,10 @@ class RunSpec(Hyperparameters):
 
     @property
     def steps_per_epoch(self) -> int | None:
-        """Updates per epoch where known: the built-in job's; None for a script (its data
-        and batching are its own)."""
-        return super().steps_per_epoch if self.is_builtin else None
+        """Updates per epoch where known before the job runs: the built-in job's, a
+        script's updates_per_epoch; None for a script that states none (its data and
+        batching are its own; the launcher measures a DataLoader's epoch as it runs)."""
+        return super().steps_per_epoch if self.is_builtin else self.updates_per_epoch
 
     @property
     def num_test_samples(self) -> int | None:

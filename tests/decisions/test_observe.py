@@ -179,6 +179,26 @@ def test_a_scripts_stated_length_is_shown_and_asked_at_half() -> None:
     assert early_finding(unstated, with_stated_length(unstated, at)) is None
 
 
+def test_a_scripts_stated_epoch_gives_its_length_before_any_epoch_ends() -> None:
+    """A script that batches by hand (no DataLoader: the launcher measures no epoch) and
+    states updates_per_epoch: its length is that times its epochs flag from its first look,
+    and the stated epoch counts over one the job measured."""
+    spec = RunSpec(
+        entry_point="main.py", hyperparameters={"epochs": 4, "lr": 0.02},
+        hyperparameter_roles={"num_epochs": "epochs"}, updates_per_epoch=45,
+    )  # fmt: skip
+    state = begin_attempt(State(run_spec=spec), "j")
+    flat = {"first_loss": 5.7, "first_losses": [5.7] * 20, "last_losses": [5.6] * 20}
+    at = with_stated_length(state, describe("InProgress", progress={"step": 90, **flat}))
+    assert at.progress is not None and at.progress.total_steps == 180
+    assert "| step 90/180, loss" in progress_line(state, at)
+    found = early_finding(state, at)
+    assert found is not None and found.rule == NOT_TRAINED
+    assert "by update 90, half of the job's 180" in found.message
+    measured = describe("InProgress", progress={"step": 90, "steps_per_epoch": 50, **flat})
+    assert with_stated_length(state, measured).progress.total_steps == 180  # type: ignore[union-attr]
+
+
 def test_the_monitor_looks_again_when_the_job_reaches_half_its_length() -> None:
     """At the pace of its steps since the last look: 150 of 400 done, 100 more in the last
     2 s, so half (200) comes in 1 s; soon, but not at once; past half, not asked (a warm

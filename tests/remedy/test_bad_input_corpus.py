@@ -36,6 +36,12 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
     "negative seed": ('{"seed": -1}', "seed:"),
     "huge excluded id": ('{"exclude_samples": [1' + "0" * 25 + "]}", "exclude_samples.0"),
     "negative excluded id": ('{"exclude_samples": [-1]}', "exclude_samples.0"),
+    "an epoch without epochs": (
+        f'{{{SCRIPT}, "updates_per_epoch": 45}}',
+        "updates_per_epoch: the updates of an epoch say nothing without the epochs",
+    ),
+    "an epoch of no updates": (f'{{{SCRIPT}, "updates_per_epoch": 0}}', "updates_per_epoch:"),
+    "the built-in job's epoch": ('{"updates_per_epoch": 45}', "updates_per_epoch: the built-in"),
     "huge save interval": ('{"debugger_save_interval": 1' + "0" * 15 + "}", "debugger_save"),
     "huge budget": (
         '{"state": {"budgets": {"max_num_retraining": 1000000000000}, "run_spec": {}}}',

@@ -207,6 +207,25 @@ def test_a_script_states_its_length_by_its_max_steps_flag() -> None:
     assert RunSpec().stated_length is None  # the built-in job reports its own as it runs
 
 
+def test_a_script_that_batches_by_hand_states_its_epoch() -> None:
+    """updates_per_epoch: the epoch the launcher cannot measure without a DataLoader; it
+    counts only with the epochs flag mapped, and not beside a length stated otherwise."""
+    flags = {"epochs": 4, "lr": 20, "max_iters": 400}
+    spec = RunSpec(
+        entry_point="main.py", hyperparameters=flags,
+        hyperparameter_roles={"num_epochs": "epochs"}, updates_per_epoch=45,
+    )  # fmt: skip
+    assert spec.steps_per_epoch == 45 and spec.role("num_epochs") == 4
+    assert spec.model_dump(mode="json")["updates_per_epoch"] == 45
+    assert RunSpec(entry_point="main.py").steps_per_epoch is None
+    assert "updates_per_epoch" not in RunSpec().model_dump(mode="json")  # a built-in payload
+    document: dict = {"entry_point": "main.py", "hyperparameters": flags, "updates_per_epoch": 45}
+    assert "map the flag that counts them to the num_epochs role" in errors(document)
+    both = {"num_epochs": "epochs", "max_steps": "max_iters"}
+    assert "states the job's length already" in errors(document | {"hyperparameter_roles": both})
+    assert "knows its own epoch" in errors({"updates_per_epoch": 45})
+
+
 def test_every_role_is_a_field_of_the_training_contract() -> None:
     assert set(ROLES) <= set(Hyperparameters.model_fields)
 
