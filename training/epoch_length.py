@@ -8,7 +8,8 @@ validation loader's pass makes none and is passed over; so is a pass cut short (
 that breaks out at its own step limit never ends one). With its epochs flag mapped to the
 num_epochs role, the monitor then knows the job's length (decisions/observe.py:
 with_stated_length) after its first epoch, and asks at half of it whether the model has
-begun to learn. A script without a DataLoader (manual batching) reports none.
+begun to learn. A script without a DataLoader (manual batching) reports none; it may state
+its epoch instead (run_spec.updates_per_epoch).
 
 The pass is watched on DataLoader's iterator class (every loader's, single- or
 multi-process), not on the script's objects, and costs a dictionary lookup a batch until

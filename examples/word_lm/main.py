@@ -118,6 +118,7 @@ def main() -> None:
         return total / (len(source) - 1)
 
     lr, best_val = args.lr, None
+    batches = len(range(0, train_data.size(0) - 1, args.bptt))
     for epoch in range(1, args.epochs + 1):
         model.train()
         hidden, started = model.init_hidden(args.batch_size), time.time()
@@ -132,7 +133,8 @@ def main() -> None:
             for p in model.parameters():  # plain SGD, by hand
                 p.data.add_(p.grad, alpha=-lr)
             if batch % args.log_interval == 0:
-                print(f"epoch {epoch} batch {batch} lr {lr:g} loss {loss.item():.3f}", flush=True)
+                line = f"epoch {epoch} batch {batch}/{batches} lr {lr:g} loss {loss.item():.3f}"
+                print(line, flush=True)
         val_loss = evaluate(val_data)
         ppl = math.exp(min(val_loss, 700))
         print(
