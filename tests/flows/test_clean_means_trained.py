@@ -240,6 +240,38 @@ def test_a_run_of_stated_length_that_has_not_begun_to_learn_is_stopped_at_half(
 
 
 @pytest.mark.slow
+def test_a_script_that_batches_by_hand_and_states_its_epoch_is_stopped_at_half(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The word LM example batches its data by hand (no DataLoader: the launcher measures
+    no epoch) and states its epoch instead, 45 updates (it prints `batch 0/45`), its
+    --epochs mapped to num_epochs: 24 epochs are 1,080 updates. At 1/1000 of its rate it
+    has not begun to learn by half of them, so it is stopped there (one launch allowed),
+    not run to its end."""
+    spec = {
+        "base_job_name": "word-lm-flat",
+        "source_dir": str(EXAMPLES / "word_lm"),
+        "entry_point": "main.py",
+        "hyperparameters": {"data": str(generated_corpus(tmp_path / "corpus")), "lr": 0.02,
+                            "clip": 0.25, "epochs": 24},
+        "hyperparameter_roles": {"learning_rate": "lr", "num_epochs": "epochs"},
+        "updates_per_epoch": 45,
+        "rules": [],
+    }  # fmt: skip
+    one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}
+    code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
+    assert code != 0, output[-3000:]
+    (attempt,) = load_state(run_dir / "state.json").history.attempts
+    assert [(f.rule, f.rule_class) for f in attempt.findings] == [(NOT_TRAINED, NOT_TRAINED)]
+    message = attempt.findings[0].message
+    asked = re.match(r"the model has not begun to learn by update (\d+), (?:past )?half of "
+                     r"the job's 1080: its training loss", message)  # fmt: skip
+    assert asked is not None, message
+    assert 540 <= int(asked[1]) <= attempt.steps_run < 1080
+    assert attempt.outcome is JobStatus.Stopped
+
+
+@pytest.mark.slow
 def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
