@@ -44,6 +44,7 @@ from remedy.debugger import create_trial  # noqa: E402
 from remedy.debugger.hook import LOSS_TENSOR_NAME  # noqa: E402
 from remedy.state_schema.flags import command_line  # noqa: E402
 from remedy.state_schema.job_env import DEBUGGER_CONFIG_ENV, TORCH_THREADS_ENV  # noqa: E402
+from remedy.state_schema.loss_windows import loss_thirds  # noqa: E402
 
 if TYPE_CHECKING:
     from benchmarks.repair_quality import Script
@@ -89,7 +90,7 @@ def measure(store: Path, metric: float | None) -> Figures:
     names = [n for n in trial.tensor_names() if n.startswith("gradient/")]
     steps = trial.tensor(names[0]).steps()
     loss = trial.tensor(LOSS_TENSOR_NAME)
-    losses = np.array([loss.value(s) for s in loss.steps()])
+    losses = [float(loss.value(s)) for s in loss.steps()]
 
     def gradient(step: int) -> np.ndarray:
         parts = [trial.tensor(n).value(step).astype(np.float64).ravel() for n in names]
@@ -110,14 +111,14 @@ def measure(store: Path, metric: float | None) -> Figures:
     return Figures(len(steps), metric, last_third_share(losses), agreement)
 
 
-def last_third_share(losses: np.ndarray) -> float:
-    """The last third's share of the whole drop, each third's end a window's median."""
-    window = max(len(losses) // 20, 1)
-    first = float(np.median(losses[:window]))
-    at_two_thirds = float(np.median(losses[2 * len(losses) // 3 - window : 2 * len(losses) // 3]))
-    last = float(np.median(losses[-window:]))
-    drop = first - last
-    return (at_two_thirds - last) / drop if drop > 0 else float("nan")
+def last_third_share(losses: list[float]) -> float:
+    """The last third's share of the whole drop in loss, by the verdict's own windows
+    (loss_thirds); NaN where the loss did not fall or the run is too short to tell."""
+    thirds = loss_thirds(list(losses))
+    if not thirds or thirds[0] <= thirds[3]:
+        return float("nan")
+    start, _, two_thirds, end = thirds
+    return (two_thirds - end) / (start - end)
 
 
 def main() -> None:

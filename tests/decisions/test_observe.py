@@ -196,7 +196,8 @@ def test_a_scripts_stated_epoch_gives_its_length_before_any_epoch_ends() -> None
     assert found is not None and found.rule == NOT_TRAINED
     assert "by update 90, half of the job's 180" in found.message
     measured = describe("InProgress", progress={"step": 90, "steps_per_epoch": 50, **flat})
-    assert with_stated_length(state, measured).progress.total_steps == 180  # type: ignore[union-attr]
+    known = with_stated_length(state, measured).progress
+    assert known is not None and known.total_steps == 180
 
 
 def test_the_monitor_looks_again_when_the_job_reaches_half_its_length() -> None:

@@ -22,7 +22,9 @@ from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
     STILL_DESCENDING,
+    Attempt,
     JobStatus,
+    State,
     load_state,
 )
 from tests.flows.specs import tiny_spec
@@ -158,6 +160,20 @@ def test_a_rate_too_small_to_learn_anything_is_repaired(
     assert last.final_accuracy is not None and last.final_accuracy > 0.2
 
 
+def stopped_at_half(state: State, length: int) -> Attempt:
+    """The run's one attempt, checked: NotTrained, asked at or past half of its `length`
+    updates, and stopped there, not run to its end."""
+    (attempt,) = state.history.attempts
+    assert [(f.rule, f.rule_class) for f in attempt.findings] == [(NOT_TRAINED, NOT_TRAINED)]
+    message = attempt.findings[0].message
+    asked = re.match(r"the model has not begun to learn by update (\d+), (?:past )?half of "
+                     rf"the job's {length}: its training loss", message)  # fmt: skip
+    assert asked is not None, message
+    assert length // 2 <= int(asked[1]) <= attempt.steps_run < length
+    assert attempt.outcome is JobStatus.Stopped
+    return attempt
+
+
 def gpt_at_a_thousandth(
     tmp_path: Path, name: str, min_lr: float, stated_length: bool = False, iters: int = 400
 ) -> dict[str, Any]:
@@ -226,15 +242,7 @@ def test_a_run_of_stated_length_that_has_not_begun_to_learn_is_stopped_at_half(
     code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
     assert code != 0, output[-3000:]
     state = load_state(run_dir / "state.json")
-    (attempt,) = state.history.attempts
-    assert [(f.rule, f.rule_class) for f in attempt.findings] == [(NOT_TRAINED, NOT_TRAINED)]
-    message = attempt.findings[0].message
-    asked = re.match(r"the model has not begun to learn by update (\d+), (?:past )?half of "
-                     r"the job's 800: its training loss", message)  # fmt: skip
-    assert asked is not None, message
-    # asked past half, and the job stopped there, not run to its end
-    assert 400 <= int(asked[1]) <= attempt.steps_run < 800
-    assert attempt.outcome is JobStatus.Stopped
+    attempt = stopped_at_half(state, 800)
     assert attempt.final_window_loss > 0.9 * attempt.initial_loss
     assert "the model has not begun to learn" in str(state.end_reason), state.end_reason
 
@@ -261,14 +269,7 @@ def test_a_script_that_batches_by_hand_and_states_its_epoch_is_stopped_at_half(
     one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}
     code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
     assert code != 0, output[-3000:]
-    (attempt,) = load_state(run_dir / "state.json").history.attempts
-    assert [(f.rule, f.rule_class) for f in attempt.findings] == [(NOT_TRAINED, NOT_TRAINED)]
-    message = attempt.findings[0].message
-    asked = re.match(r"the model has not begun to learn by update (\d+), (?:past )?half of "
-                     r"the job's 1080: its training loss", message)  # fmt: skip
-    assert asked is not None, message
-    assert 540 <= int(asked[1]) <= attempt.steps_run < 1080
-    assert attempt.outcome is JobStatus.Stopped
+    stopped_at_half(load_state(run_dir / "state.json"), 1080)
 
 
 @pytest.mark.slow
