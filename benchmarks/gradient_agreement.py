@@ -18,8 +18,11 @@ its intended rate and at 1/30 of it, --length-scale times as long, under the lau
 every update's loss and gradients. From the store: the cosine similarity of the gradients
 (all parameters as one vector) of updates t and t + lag, averaged over the first and the
 last third of the run, at lags 1 and 5, beside the last third's share of the whole drop in
-loss (the curve's measure the verdict reads) and the script's own final metric. Prints
-figures; asserts nothing. The README ("Not reached yet") records them.
+loss (the curve's measure the verdict reads) and the script's own final metric; then the
+agreement as the job itself samples it into its step records (every few updates,
+training/gradient_agreement.py), the figure the verdict reads, and whether the verdict
+asks the run (both lags at records/verdict.py's AGREEING or more). Prints figures; asserts
+nothing. The README ("Not reached yet") records them.
 """
 
 from __future__ import annotations
@@ -42,9 +45,21 @@ sys.path.insert(0, str(ROOT))
 
 from remedy.debugger import create_trial  # noqa: E402
 from remedy.debugger.hook import LOSS_TENSOR_NAME  # noqa: E402
+from remedy.records.verdict import AGREEING  # noqa: E402
 from remedy.state_schema.flags import command_line  # noqa: E402
-from remedy.state_schema.job_env import DEBUGGER_CONFIG_ENV, TORCH_THREADS_ENV  # noqa: E402
+from remedy.state_schema.gradient_agreement import (  # noqa: E402
+    AGREEMENT_EVERY,
+    AGREEMENT_FIELDS,
+    last_third_agreement,
+)
+from remedy.state_schema.job_env import (  # noqa: E402
+    DEBUGGER_CONFIG_ENV,
+    METRICS_FILE,
+    OUTPUT_DIR_ENV,
+    TORCH_THREADS_ENV,
+)
 from remedy.state_schema.loss_windows import loss_thirds  # noqa: E402
+from remedy.strategies.outcomes import step_figures  # noqa: E402
 
 if TYPE_CHECKING:
     from benchmarks.repair_quality import Script
@@ -59,6 +74,7 @@ class Figures:
     metric: float | None
     last_third_share: float  # of the whole drop in loss
     agreement: dict[int, tuple[float, float]]  # lag -> (first third, last third)
+    sampled: list[float]  # the job's own, last third (lag 1, lag 5): what the verdict reads
 
 
 def run_script(script: Script, data: Path, factor: float, folder: Path) -> Figures:
@@ -72,7 +88,11 @@ def run_script(script: Script, data: Path, factor: float, folder: Path) -> Figur
     config.write_text(
         json.dumps({"out_dir": str(store), "collections": {"losses": every, "gradients": every}})
     )
-    env = os.environ | {DEBUGGER_CONFIG_ENV: str(config), TORCH_THREADS_ENV: "1"}
+    env = os.environ | {
+        DEBUGGER_CONFIG_ENV: str(config),
+        TORCH_THREADS_ENV: "1",
+        OUTPUT_DIR_ENV: str(folder / "job"),
+    }
     entry = Path(spec["source_dir"]) / spec["entry_point"]
     command = [sys.executable, "-m", "remedy.training.launch", str(entry)]
     command += command_line(spec["hyperparameters"])
@@ -82,10 +102,18 @@ def run_script(script: Script, data: Path, factor: float, folder: Path) -> Figur
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     found = re.findall(next(iter(spec["metric_definitions"]))["regex"], done.stdout)
     metric = float(found[-1]) if found else None
-    return measure(store, metric)
+    return measure(store, metric, sampled_agreement(folder / "job" / METRICS_FILE))
 
 
-def measure(store: Path, metric: float | None) -> Figures:
+def sampled_agreement(metrics: Path) -> list[float]:
+    """The agreement the job sampled into its step records, over the last third, as the
+    monitor reads it ([]: too few measured)."""
+    records = [json.loads(line) for line in metrics.read_text().splitlines() if line]
+    per_lag = [step_figures(records, field) for field in AGREEMENT_FIELDS.values()]
+    return last_third_agreement(per_lag)
+
+
+def measure(store: Path, metric: float | None, sampled: list[float]) -> Figures:
     trial = create_trial(str(store))
     names = [n for n in trial.tensor_names() if n.startswith("gradient/")]
     steps = trial.tensor(names[0]).steps()
@@ -108,7 +136,7 @@ def measure(store: Path, metric: float | None) -> Figures:
         )
         third = len(cosines) // 3
         agreement[lag] = (float(cosines[:third].mean()), float(cosines[-third:].mean()))
-    return Figures(len(steps), metric, last_third_share(losses), agreement)
+    return Figures(len(steps), metric, last_third_share(losses), agreement, sampled)
 
 
 def last_third_share(losses: list[float]) -> float:
@@ -135,6 +163,7 @@ def main() -> None:
     print(f"runs in {folder}; every update's gradients saved\n")
     header = "| script | rate | updates | final metric | last third's share of the drop |"
     header += "".join(f" agreement lag {lag}: first third, last third |" for lag in LAGS)
+    header += f" sampled every {AGREEMENT_EVERY} (the job's): lag 1, lag 5, last third | asked |"
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
     for key in args.scripts:
@@ -144,6 +173,8 @@ def main() -> None:
             metric = "-" if got.metric is None else f"{script.metric} {got.metric:.4g}"
             cells = [key, rate, got.updates, metric, f"{got.last_third_share:.2f}"]
             cells += [f"{a:.2f}, {b:.2f}" for a, b in got.agreement.values()]
+            cells += [", ".join(f"{x:.2f}" for x in got.sampled) or "-"]
+            cells += ["yes" if got.sampled and min(got.sampled) >= AGREEING else "no"]
             print("| " + " | ".join(map(str, cells)) + " |", flush=True)
 
 

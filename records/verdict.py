@@ -43,6 +43,12 @@ its short probes chose a rate that ended 13 % above its intended run's loss; run
 end, its descent in a line is asked by probes at higher rates, which end within 3 %). A
 run judged by success_criteria is not asked: its own figures say.
 
+One descent the loss curve cannot judge at all: a run at a rate far too small whose loss
+slows as a converged run's does. Its gradients tell (gradients_agree): far from a minimum
+consecutive updates' gradients point the same way, near one each batch's noise outweighs
+the mean gradient. Gradients still agreeing at the end are asked as STILL_DESCENDING is,
+below.
+
 One descent the figures cannot judge alone: a loss still falling at its end about as fast
 as in its middle third (IN_A_LINE up to SPEEDING_UP). A rate far too small descends in a
 line; so does a healthy run stopped early (a tiny built-in job: 1.16). Only a run at
@@ -93,6 +99,12 @@ SPEEDING_UP_DROP = 0.05
 # least SPEEDING_UP_DROP of the untrained loss): above every healthy run of
 # benchmarks/repair_quality.py (0.65 at most), so none of them is asked.
 IN_A_LINE = 0.8
+# "Still agreeing": the last third's mean cosine of consecutive gradients (1 and 5 updates
+# apart) AGREEING or more at both lags. benchmarks/gradient_agreement.py: every intended or
+# healthy run of four scripts -0.30 to 0.30 at one lag or the other, the runs at 1/30 of
+# their rate that the curve called clean 0.30-0.91 at both (not a GPT-style one at 3x the
+# length: 0.25 and -0.19).
+AGREEING = 0.2
 # "Annealing": the last third's mean learning rate at most ANNEALED times the middle
 # third's (a constant rate: 1; cosine to zero: about 0.2; OneCycle: about 0.3).
 ANNEALED = 0.75
@@ -194,7 +206,7 @@ def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> F
         return Finding(
             rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=step, message=why
         )
-    if why := in_a_line(attempt):
+    if why := in_a_line(attempt) or gradients_agree(attempt):
         return Finding(rule=STILL_DESCENDING, rule_class=STILL_DESCENDING, step=step, message=why)
     return None
 
@@ -279,6 +291,25 @@ def in_a_line(attempt: Attempt) -> str | None:
             f"learning rate far too small, or in a healthy run stopped early"
         )
     return None
+
+
+def gradients_agree(attempt: Attempt) -> str | None:
+    """Why the attempt may have ended far from where its loss could go: its gradients still
+    agreed over its last third (gradient_agreement, both lags AGREEING or more), as they do
+    while the mean gradient outweighs each batch's noise; None when they did not, or were
+    not measured."""
+    if len(attempt.gradient_agreement) != 2:
+        return None
+    lag_1, lag_5 = attempt.gradient_agreement
+    if min(lag_1, lag_5) < AGREEING:
+        return None
+    return (
+        f"its gradients still agreed when the run ended: over the last third of its steps "
+        f"the cosine similarity of consecutive updates' gradients averaged {lag_1:.2f}, and "
+        f"{lag_5:.2f} five updates apart ({AGREEING:g} or more: the mean gradient still "
+        f"outweighed each batch's noise), as under a learning rate far too small, though "
+        f"the loss slowed as a converged run's does"
+    )
 
 
 def unmet_criterion(attempt: Attempt) -> str | None:

@@ -202,6 +202,13 @@ class Attempt(Strict):
         "the last third of a completed launch's steps: whether its schedule was annealing "
         "the rate at its end. Empty: not completed, too short, or no rate recorded.",
     )
+    gradient_agreement: list[float] = Field(
+        default_factory=list,
+        description="Mean cosine similarity of the gradients of updates 1 and 5 apart (in "
+        "that order) over the last third of a completed launch's steps, sampled every few "
+        "updates: near 0 once noise outweighs the mean gradient, as near a minimum. Empty: "
+        "not completed, too short, or not measured.",
+    )
     metrics: dict[str, float] = Field(
         default_factory=dict,
         description="Final metrics the job reported (test:accuracy, test:loss, train:loss, ...).",

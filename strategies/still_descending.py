@@ -1,7 +1,10 @@
-"""The verdict's open question: a run that completed still descending in a line.
+"""The verdict's open question: a run that completed still descending in a line, or with
+its gradients still agreeing.
 
 A rate far too small and a healthy run stopped early both end with the loss falling as
-fast as in their middle third (records/verdict.py, in_a_line). The monitor asks the
+fast as in their middle third (records/verdict.py, in_a_line); a rate far too small can
+also end with a loss that slows as a converged one's does, its gradients still agreeing
+(gradients_agree). The monitor asks the
 question as a finding (STILL_DESCENDING); the policy answers it as a stall, with probes at
 higher rates from the same cold start, each for a quarter of the run's updates at most
 (probes.py, probe_length).
@@ -80,9 +83,10 @@ def settle(state: State, probes: Sequence[Attempt], said: str) -> State:
         return state
     goal = attempt.final_window_loss
     bound = max((p.spec.max_updates or 0 for p in probes), default=0)
+    asked = state.findings[0].message
     return withdraw(
         state,
-        f"its loss still fell in a line at its end, and no higher rate learned faster: no "
+        f"asked because {asked}: no higher rate learned faster, no "
         f"probe reached its final loss ({goal:.4g}) in {bound} of its {attempt.steps_run} "
         f"updates, nor took the loss down {FASTER:g}x as far as it did in them ({said})",
     )

@@ -27,9 +27,10 @@ from remedy.jobs import backend_for
 from remedy.outlets.publish import publish_progress
 from remedy.records.logs import task_logger
 from remedy.state_schema import JobStatus, NextAction, State
+from remedy.state_schema.gradient_agreement import AGREEMENT_FIELDS, last_third_agreement
 from remedy.state_schema.loss_windows import loss_thirds, rate_thirds
 from remedy.state_schema.transitions import end, update_current_attempt
-from remedy.strategies.outcomes import step_losses, step_rates
+from remedy.strategies.outcomes import step_figures, step_losses, step_rates
 from remedy.tasks.plan import learned
 from remedy.tasks.retry import BACKEND_RETRIES
 
@@ -100,11 +101,14 @@ def monitor(
 
 
 def with_descent(state: State, records: list[dict[str, Any]]) -> State:
-    """The completed attempt's descent (loss_thirds and rate_thirds, from its step
-    records): the verdict reads whether it was still speeding up at its end, and whether
-    its schedule was annealing the rate then."""
+    """The completed attempt's descent (loss_thirds, rate_thirds and gradient_agreement,
+    from its step records): the verdict reads whether it was still speeding up at its end,
+    whether its schedule was annealing the rate then, and whether its gradients still
+    agreed."""
+    agreement = [step_figures(records, field) for field in AGREEMENT_FIELDS.values()]
     return update_current_attempt(
         state,
         loss_thirds=loss_thirds(step_losses(records)),
         rate_thirds=rate_thirds(step_rates(records)),
+        gradient_agreement=last_third_agreement(agreement),
     )

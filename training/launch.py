@@ -18,6 +18,8 @@ printed and status 1. Before it starts, the launcher
   - runs the NaN guard (REMEDY_NAN_GUARD: stop | skip | off; training/script_guard.py,
     the policy of training/nan_guard.py that the built-in job's guard follows too), which
     writes its rule status into REMEDY_RULE_STATUS_DIR;
+  - measures how much consecutive updates' gradients agree, every few updates, into the
+    step records (training/gradient_agreement.py);
   - measures the updates of the script's first epoch, a pass over a DataLoader, and
     reports them as steps_per_epoch in progress.json (training/epoch_length.py);
   - turns REMEDY_STOP_FILE appearing, or SIGTERM, into a clean stop between two updates
@@ -48,6 +50,7 @@ from remedy.debugger.zero_code import ReadLag
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
 from remedy.training.environment import JobEnvironment, JobEnvironmentError
 from remedy.training.epoch_length import EpochLength
+from remedy.training.gradient_agreement import GradientAgreement
 from remedy.training.progress import ProgressFiles
 from remedy.training.script_guard import ScriptNanGuard
 from remedy.training.stopping import StopRequest, StopTraining, UpdateBound
@@ -142,9 +145,11 @@ class ScriptMonitor:
         self.updates = 0
         self.capture: ZeroCodeCapture | None = None  # once installed: its optimizer count
         self.optimizers = 1  # separate optimizers reported so far
+        self.agreement = GradientAgreement()
 
     def on_update(self, update: Update) -> None:
         if self.progress is not None:
+            params = [param for _, param in update.named_parameters()]
             self.progress.step(
                 update.step,
                 update.loss,
@@ -153,6 +158,7 @@ class ScriptMonitor:
                 loss_scale=update.loss_scale,  # AMP's GradScaler only (None: left out)
                 scaler_skipped=update.scaler_skipped or None,
                 wall_time=update.wall_time,
+                **self.agreement.see(update.step, params),
             )
         if self.capture is not None and self.capture.separate_optimizers > self.optimizers:
             self.several_optimizers(self.capture.separate_optimizers)

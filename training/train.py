@@ -10,7 +10,9 @@ writes into DIR the files every job writes (training/progress.py, as the launche
 script; JSON written to a temporary file, then renamed into place):
   progress.json   after every step (steps closer than 50 ms share one write): step,
                   epoch, loss, accuracy, grad_norm (total L2 norm of the gradients),
-                  learning_rate, wall_time, steps_per_epoch, total_steps, start_step,
+                  learning_rate, wall_time, grad_agreement_1 / grad_agreement_5 every
+                  few steps (training/gradient_agreement.py), steps_per_epoch,
+                  total_steps, start_step,
                   first_loss (the loss of this launch's first step; null when it was not
                   finite), first_losses /
                   last_losses (the first and latest finite losses of this launch, whose
@@ -73,6 +75,7 @@ from remedy.training.checkpoint import (
 )
 from remedy.training.data import DataSplit, load_cifar10, make_synthetic
 from remedy.training.environment import JobEnvironment, JobEnvironmentError
+from remedy.training.gradient_agreement import GradientAgreement
 from remedy.training.guard import NanGuard
 from remedy.training.progress import ProgressFiles, finite_or_none
 from remedy.training.rule_tensors import save_accuracy, save_classification
@@ -282,6 +285,7 @@ def train(
         for _ in range(job.start_epoch):  # a warm start sees the data order a full run would
             torch.randperm(len(job.train_data), generator=shuffle)
         guard = NanGuard(config, output_dir, model, optimizer, job.train_data, shuffle)
+        agreement, parameters = GradientAgreement(), list(model.parameters())
         # A warm start from a step checkpoint goes on mid-epoch: the batches of its epoch
         # that were trained already are drawn (the data order stays the full run's) and
         # passed over.
@@ -323,7 +327,7 @@ def train(
                 now = time.time()
                 progress.step(
                     step, train_loss, epoch=epoch, accuracy=accuracy, grad_norm=grad_norm,
-                    learning_rate=lr, wall_time=now,
+                    learning_rate=lr, wall_time=now, **agreement.see(step, parameters),
                 )  # fmt: skip
                 if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:
                     print(

@@ -42,8 +42,8 @@ def train_regression(out_dir: Path, lr: float) -> Path:
 
 def test_gradients_agree_far_from_the_minimum_and_not_near_it(tmp_path: Path) -> None:
     benchmark = load_benchmark("gradient_agreement")
-    slow = benchmark.measure(train_regression(tmp_path / "slow", lr=1e-4), None)
-    fit = benchmark.measure(train_regression(tmp_path / "fit", lr=0.05), None)
+    slow = benchmark.measure(train_regression(tmp_path / "slow", lr=1e-4), None, [])
+    fit = benchmark.measure(train_regression(tmp_path / "fit", lr=0.05), None, [])
     assert slow.updates == fit.updates == STEPS
     slow_first, slow_last = slow.agreement[1]
     fit_first, fit_last = fit.agreement[1]

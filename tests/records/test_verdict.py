@@ -14,6 +14,8 @@ from remedy.records.verdict import (
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
+    STILL_DESCENDING,
+    Budgets,
     Finding,
     JobStatus,
     RuleStatus,
@@ -357,3 +359,38 @@ def test_a_run_of_known_length_is_asked_at_half_whether_it_began_to_learn() -> N
     criteria = State(run_spec=RunSpec(entry_point="train.py", success_criteria=at_least))
     judged = ended(criteria, steps_run=200, final_window_loss=5.6, **flat)
     assert asked_at_half(judged, 400) is None
+
+
+def test_gradients_still_agreeing_at_the_end_are_asked() -> None:
+    """A loss that slowed as a converged run's does, but gradients that still agreed over
+    the last third (benchmarks/gradient_agreement.py: the char transformer at 1/30 of its
+    rate, 0.91 and 0.91 a lag of 1 and of 5 apart) is the verdict's open question, asked as
+    a descent in a line is. Intended runs agree at one lag at most (the VAE: 0.35, -0.35;
+    the char transformer: 0.22, -0.28; the word LM: -0.10, -0.03), and are not asked."""
+    from remedy.records.verdict import AGREEING
+
+    slowing = [4.17, 2.61, 2.38, 2.21]  # the last third's drop well under the middle one's
+
+    def run(agreement: list[float], **spec: object) -> State:
+        state = State(run_spec=RunSpec(source_dir=".", entry_point="train.py", **spec))
+        return ended(
+            state,
+            initial_loss=4.2,
+            final_loss=2.21,
+            loss_thirds=slowing,
+            gradient_agreement=agreement,
+            metrics={"test:accuracy": 0.6},
+        )
+
+    found = run_verdict_finding(run([0.91, 0.91]))
+    assert found is not None and found.rule == found.rule_class == STILL_DESCENDING
+    assert run_flaw(run([0.91, 0.91])) is None  # a question: unanswered, the run is clean
+    assert "its gradients still agreed when the run ended" in found.message
+    assert "averaged 0.91, and 0.91 five updates apart" in found.message
+    for healthy in ([0.35, -0.35], [0.22, -0.28], [-0.10, -0.03], [AGREEING - 0.01, 0.9], []):
+        assert run_verdict_finding(run(healthy)) is None, healthy
+    # success criteria replace the verdict's own judgement; without probes it is not asked
+    met = [{"metric": "test:accuracy", "op": ">=", "value": 0.5}]
+    assert run_verdict_finding(run([0.91, 0.91], success_criteria=met)) is None
+    unprobed = run([0.91, 0.91]).model_copy(update={"budgets": Budgets(probe_steps=0)})
+    assert run_verdict_finding(unprobed) is None
