@@ -15,7 +15,7 @@ after its own: the last third's mean does not notice).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
@@ -26,8 +26,8 @@ MAX_ELEMENTS = 1 << 20
 
 
 class GradientAgreement:
-    """Feed it each update's parameters (see); it returns the figures ready for that
-    update's step record."""
+    """Feed it each update (see); it returns the figures ready for that update's step
+    record."""
 
     def __init__(self, every: int = AGREEMENT_EVERY) -> None:
         self.every = every
@@ -37,15 +37,16 @@ class GradientAgreement:
         self.copier = HostCopier(max_buffers=len(LAGS) * 2)
         self.measured: list[tuple[str, HostCopy]] = []  # on their way to the host
 
-    def see(self, step: int, params: Sequence[torch.Tensor]) -> dict[str, float]:
-        """The update `step` (1 for the first), its parameters holding its gradients, not
-        yet applied; the figures to record with it ({} mostly)."""
+    def see(self, step: int, parameters: Callable[[], Iterable[torch.Tensor]]) -> dict[str, float]:
+        """The update `step` (1 for the first), `parameters()` holding its gradients, not
+        yet applied (listed only at the updates measured); the figures to record with it
+        ({} mostly)."""
         lag = step - self.kept_at
         due = self.kept is not None and lag in LAGS
         keep = step % self.every == 0
         if due or keep:
             with torch.no_grad():
-                self.measure(step, params, lag if due else None, keep)
+                self.measure(step, list(parameters()), lag if due else None, keep)
         return self.ready() if self.measured else {}
 
     def measure(

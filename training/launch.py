@@ -42,6 +42,7 @@ import sys
 import traceback
 import zipfile
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -149,7 +150,6 @@ class ScriptMonitor:
 
     def on_update(self, update: Update) -> None:
         if self.progress is not None:
-            params = [param for _, param in update.named_parameters()]
             self.progress.step(
                 update.step,
                 update.loss,
@@ -158,7 +158,7 @@ class ScriptMonitor:
                 loss_scale=update.loss_scale,  # AMP's GradScaler only (None: left out)
                 scaler_skipped=update.scaler_skipped or None,
                 wall_time=update.wall_time,
-                **self.agreement.see(update.step, params),
+                **self.agreement.see(update.step, partial(parameters_of, update)),
             )
         if self.capture is not None and self.capture.separate_optimizers > self.optimizers:
             self.several_optimizers(self.capture.separate_optimizers)
@@ -184,6 +184,10 @@ class ScriptMonitor:
         if self.progress is not None:
             self.progress.known["steps_per_epoch"] = updates
         log(f"{updates} updates an epoch (the first pass over a DataLoader that made any)")
+
+
+def parameters_of(update: Update) -> list[torch.Tensor]:
+    return [param for _, param in update.named_parameters()]
 
 
 def main(argv: list[str] | None = None) -> int:

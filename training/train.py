@@ -285,7 +285,7 @@ def train(
         for _ in range(job.start_epoch):  # a warm start sees the data order a full run would
             torch.randperm(len(job.train_data), generator=shuffle)
         guard = NanGuard(config, output_dir, model, optimizer, job.train_data, shuffle)
-        agreement, parameters = GradientAgreement(), list(model.parameters())
+        agreement = GradientAgreement()
         # A warm start from a step checkpoint goes on mid-epoch: the batches of its epoch
         # that were trained already are drawn (the data order stays the full run's) and
         # passed over.
@@ -327,7 +327,7 @@ def train(
                 now = time.time()
                 progress.step(
                     step, train_loss, epoch=epoch, accuracy=accuracy, grad_norm=grad_norm,
-                    learning_rate=lr, wall_time=now, **agreement.see(step, parameters),
+                    learning_rate=lr, wall_time=now, **agreement.see(step, model.parameters),
                 )  # fmt: skip
                 if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:
                     print(

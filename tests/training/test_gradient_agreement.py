@@ -32,7 +32,7 @@ def regression_records(lr: float) -> list[dict[str, float]]:
         batch = torch.randint(0, 512, (16,))
         optimizer.zero_grad()  # set_to_none: every update's gradients are new tensors
         nn.functional.mse_loss(model(x[batch]), y[batch]).backward()
-        records.append(agreement.see(step, list(model.parameters())))
+        records.append(agreement.see(step, model.parameters))
         optimizer.step()
     return records
 
@@ -82,5 +82,5 @@ def test_gradients_of_other_parameters_are_not_compared() -> None:
         model = first if step % 2 == 0 else second  # kept at even steps, lag 1 is odd
         model.zero_grad()
         model(torch.randn(8, 4)).square().mean().backward()
-        figures.append(agreement.see(step, list(model.parameters())))
+        figures.append(agreement.see(step, model.parameters))
     assert not any(AGREEMENT_FIELDS[1] in f for f in figures)

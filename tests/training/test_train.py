@@ -44,7 +44,10 @@ def test_a_tiny_job_writes_progress_metrics_checkpoints_and_result(tmp_path: Pat
     epochs = [line for line in lines if line["type"] == "epoch"]
     assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]
     assert [s["learning_rate"] for s in steps] == [0.01] * 3 + [0.05] * 3
-    assert all(set(s) == STEP_KEYS for s in steps) and all(set(e) == EPOCH_KEYS for e in epochs)
+    assert all(set(s) == STEP_KEYS for s in steps[:5]) and all(set(e) == EPOCH_KEYS for e in epochs)
+    # the gradients of update 5 kept, compared with update 6's (training/gradient_agreement.py)
+    assert set(steps[5]) == STEP_KEYS | {"grad_agreement_1"}
+    assert -1 <= steps[5]["grad_agreement_1"] <= 1
     assert [(e["epoch"], e["step"]) for e in epochs] == [(0, 3), (1, 6)]
     assert all(0 <= s["accuracy"] <= 1 and s["loss"] > 0 and s["grad_norm"] > 0 for s in steps)
     assert progress["first_loss"] == steps[0]["loss"]  # what "the model trained" is judged by
