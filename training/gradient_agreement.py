@@ -29,13 +29,18 @@ class GradientAgreement:
     """Feed it each update (see); it returns the figures ready for that update's step
     record."""
 
-    def __init__(self, every: int = AGREEMENT_EVERY) -> None:
+    def __init__(self, every: int = AGREEMENT_EVERY, staged: bool = False) -> None:
+        """staged: take a device's path (a copy to a host buffer, read once complete) on
+        the CPU too, as debugger/host_copy.py's staged does (tests on CPU-only torch)."""
         self.every = every
+        self.staged = staged
         self.kept: torch.Tensor | None = None  # the sampled gradients of update kept_at
+        self.kept_sq = torch.zeros(())  # its squared norm
         self.kept_at = 0
         self.kept_of: tuple[int, ...] = ()  # of which parameters
-        self.copier = HostCopier(max_buffers=len(LAGS) * 2)
-        self.measured: list[tuple[str, HostCopy]] = []  # on their way to the host
+        self.copier = HostCopier(max_buffers=len(LAGS) * 2, staged=staged)
+        self.read: dict[str, float] = {}  # measured on the CPU, not yet returned
+        self.measured: list[tuple[str, HostCopy]] = []  # a device's, on their way to the host
 
     def see(self, step: int, parameters: Callable[[], Iterable[torch.Tensor]]) -> dict[str, float]:
         """The update `step` (1 for the first), `parameters()` holding its gradients, not
@@ -47,36 +52,39 @@ class GradientAgreement:
         if due or keep:
             with torch.no_grad():
                 self.measure(step, list(parameters()), lag if due else None, keep)
-        return self.ready() if self.measured else {}
+        return self.ready() if self.read or self.measured else {}
 
     def measure(
         self, step: int, params: Sequence[torch.Tensor], lag: int | None, keep: bool
     ) -> None:
-        with_grads = [p for p in params if p.grad is not None]
-        if not with_grads:
+        grads = [p.grad for p in params if p.grad is not None]
+        if not grads:
             return
-        of = tuple(id(p) for p in with_grads)
-        current = sampled([p.grad for p in with_grads if p.grad is not None])
+        of = tuple(id(p) for p in params if p.grad is not None)
+        current = sampled(grads)
+        current_sq = torch.dot(current, current)
         if lag is not None and of == self.kept_of and self.kept is not None:
-            similarity = cosine(self.kept, current).reshape(1)
-            self.measured.append((AGREEMENT_FIELDS[lag], self.copier.start(similarity)))
+            # the cosine, in few operations: each costs microseconds on a small model
+            similarity = torch.dot(self.kept, current) * torch.rsqrt(self.kept_sq * current_sq)
+            if similarity.device.type == "cpu" and not self.staged:
+                self.read[AGREEMENT_FIELDS[lag]] = similarity.item()
+            else:  # on its way to the host; read once there (ready)
+                self.measured.append((AGREEMENT_FIELDS[lag], self.copier.start(similarity[None])))
         if keep:
-            self.kept, self.kept_at, self.kept_of = current, step, of
+            self.kept, self.kept_sq, self.kept_at, self.kept_of = current, current_sq, step, of
 
     def ready(self) -> dict[str, float]:
-        """The figures whose copy to the host is complete (a CPU's at once): never waits."""
-        figures: dict[str, float] = {}
+        """The figures read, and those whose copy to the host is complete: never waits."""
+        figures, self.read = self.read, {}
         waiting: list[tuple[str, HostCopy]] = []
         for name, copy in self.measured:
             if not copy.event.query():
                 waiting.append((name, copy))
                 continue
-            number = float(copy.host[0])
+            figures[name] = float(copy.host[0])
             copy.release()
-            if math.isfinite(number):
-                figures[name] = number
         self.measured = waiting
-        return figures
+        return {name: x for name, x in figures.items() if math.isfinite(x)}
 
 
 def sampled(grads: Sequence[torch.Tensor], max_elements: int = MAX_ELEMENTS) -> torch.Tensor:
@@ -84,12 +92,9 @@ def sampled(grads: Sequence[torch.Tensor], max_elements: int = MAX_ELEMENTS) -> 
     every k-th of each tensor, so that about max_elements are kept (one more at most per
     tensor)."""
     total = sum(g.numel() for g in grads)
-    stride = max(1, math.ceil(total / max_elements))
+    stride = math.ceil(total / max_elements)
     device = grads[0].device
-    parts = [g.detach().reshape(-1)[::stride].to(device, torch.float32) for g in grads]
-    return torch.cat(parts)
-
-
-def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of two vectors, on their device (NaN when either is zero)."""
-    return torch.dot(a, b) / (torch.linalg.vector_norm(a) * torch.linalg.vector_norm(b))
+    parts = [g.reshape(-1) if stride <= 1 else g.reshape(-1)[::stride] for g in grads]
+    if any(part.device != device for part in parts):  # a model split over devices
+        parts = [part.to(device) for part in parts]
+    return torch.cat(parts).float()
