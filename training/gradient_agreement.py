@@ -6,15 +6,19 @@ Cost: at each of those updates, one gather of the gradients into a flat float32 
 a dot product; about 2 per AGREEMENT_EVERY updates. Memory: the kept copy, at most
 MAX_ELEMENTS values (4 MiB) on the gradients' device: a model with more gradient values is
 sampled, every k-th value of each tensor (the same values each time), which estimates the
-cosine of the whole. On a GPU nothing is read back at the update it is measured: each
-figure goes to the host by a non-blocking copy (debugger/host_copy.py), and is recorded
-with the first update that finds the copy done, never waiting for it (an update or two
-after its own: the last third's mean does not notice).
+cosine of the whole. Sparse gradients are left out. A failure to measure (a gradient
+of a kind torch cannot gather) is said once, as a warning in the job's log, and nothing
+more is measured: the verdict then has no agreement to ask on. On a GPU nothing is read
+back at the update it is measured: each figure goes to the host by a non-blocking copy
+(debugger/host_copy.py), and is recorded with the first update that finds the copy done,
+never waiting for it (an update or two after its own: the last third's mean does not
+notice).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
@@ -41,6 +45,7 @@ class GradientAgreement:
         self.copier = HostCopier(max_buffers=len(LAGS) * 2, staged=staged)
         self.read: dict[str, float] = {}  # measured on the CPU, not yet returned
         self.measured: list[tuple[str, HostCopy]] = []  # a device's, on their way to the host
+        self.off = False  # after a failure to measure: said once, then nothing is measured
 
     def see(self, step: int, parameters: Callable[[], Iterable[torch.Tensor]]) -> dict[str, float]:
         """The update `step` (1 for the first), `parameters()` holding its gradients, not
@@ -49,18 +54,28 @@ class GradientAgreement:
         lag = step - self.kept_at
         due = self.kept is not None and lag in LAGS
         keep = step % self.every == 0
-        if due or keep:
-            with torch.no_grad():
-                self.measure(step, list(parameters()), lag if due else None, keep)
+        if (due or keep) and not self.off:
+            try:
+                with torch.no_grad():
+                    self.measure(step, list(parameters()), lag if due else None, keep)
+            except Exception as exc:  # a measure for the verdict must never end the training
+                self.off = True
+                warnings.warn(
+                    f"gradient agreement not measured from update {step} on: {exc!r}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         return self.ready() if self.read or self.measured else {}
 
     def measure(
         self, step: int, params: Sequence[torch.Tensor], lag: int | None, keep: bool
     ) -> None:
-        grads = [p.grad for p in params if p.grad is not None]
-        if not grads:
+        # dense gradients only: a sparse one (an nn.Embedding(sparse=True)) changes shape
+        with_grads = [p for p in params if p.grad is not None and p.grad.layout == torch.strided]
+        if not with_grads:
             return
-        of = tuple(id(p) for p in params if p.grad is not None)
+        grads = [p.grad for p in with_grads if p.grad is not None]
+        of = tuple(id(p) for p in with_grads)
         current = sampled(grads)
         current_sq = torch.dot(current, current)
         if lag is not None and of == self.kept_of and self.kept is not None:

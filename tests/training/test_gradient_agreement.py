@@ -4,6 +4,7 @@ minimum with gradients that are mostly its batches' noise; the verdict's bar lie
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -96,3 +97,29 @@ def test_gradients_of_other_parameters_are_not_compared() -> None:
         model(torch.randn(8, 4)).square().mean().backward()
         figures.append(agreement.see(step, model.parameters))
     assert not any(AGREEMENT_FIELDS[1] in f for f in figures)
+
+
+def test_sparse_gradients_are_left_out_and_a_failure_is_said_not_raised() -> None:
+    """An nn.Embedding(sparse=True) has a sparse gradient: the dense ones are compared. A
+    gradient the measure cannot gather ends the measuring with a warning, never the
+    training."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(50, 8, sparse=True), nn.Flatten(), nn.Linear(16, 1))
+    agreement = GradientAgreement()
+    figures = {}
+    for step in range(1, 12):
+        model.zero_grad()
+        model(torch.randint(0, 50, (4, 2))).square().mean().backward()
+        figures |= agreement.see(step, model.parameters)
+    assert set(figures) == set(AGREEMENT_FIELDS.values())
+
+    class Broken:
+        @property
+        def grad(self) -> torch.Tensor:
+            raise RuntimeError("no gradient here")
+
+    broken = GradientAgreement()
+    with pytest.warns(RuntimeWarning, match="gradient agreement not measured from update 5"):
+        for step in range(1, 11):
+            assert broken.see(step, lambda: [Broken()]) == {}
+    assert broken.off
