@@ -7,7 +7,8 @@
 
 Curves come from each job's metric records (its backend's metrics()): the training loss per
 step, and each metric of the job (the built-in job's test accuracy per epoch, a script's own
-metrics from its log) beside it; the tables show the metrics the run has (metric_columns.py).
+metrics from its log) beside it; the tables show the metrics the run has (metric_columns.py);
+and how much consecutive updates' gradients agreed (the figure the verdict asks on).
 Per-layer gradient norms come from each job's tensor store (the debugger's "gradients"
 collection, saved every debugger_save_interval steps).
 Everything shown passes through outlets.messages.redact: no role ARN or bucket appears.
@@ -41,8 +42,14 @@ from remedy.outlets.messages import (  # noqa: E402
 from remedy.outlets.metric_columns import metric_names  # noqa: E402
 from remedy.records.best_model import best_model  # noqa: E402
 from remedy.records.run_folder import REPORT_DIR, REPORT_MARKDOWN, state_path  # noqa: E402
-from remedy.records.verdict import attempt_is_clean, run_is_clean, start_loss  # noqa: E402
+from remedy.records.verdict import (  # noqa: E402
+    AGREEING,
+    attempt_is_clean,
+    run_is_clean,
+    start_loss,
+)
 from remedy.state_schema import Attempt, AttemptKind, State, load_state  # noqa: E402
+from remedy.state_schema.gradient_agreement import AGREEMENT_FIELDS, LAGS  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -64,6 +71,7 @@ class Curve:
     steps: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)  # NaN where the job logged null
     metrics: dict[str, Series] = field(default_factory=dict)  # metric name -> its values
+    agreement: dict[int, Series] = field(default_factory=dict)  # lag -> its measurements
 
     def add(self, name: str, step: object, value: object) -> None:
         series = self.metrics.setdefault(name, Series())
@@ -78,6 +86,11 @@ def read_curve(run_dir: Path, attempt: Attempt) -> Curve:
         if kind == "step":
             curve.steps.append(int(record["step"]))
             curve.loss.append(math.nan if record.get("loss") is None else record["loss"])
+            for lag, key in AGREEMENT_FIELDS.items():
+                if isinstance(value := record.get(key), int | float):
+                    series = curve.agreement.setdefault(lag, Series())
+                    series.steps.append(int(record["step"]))
+                    series.values.append(float(value))
         elif kind == "epoch" and record.get("test_accuracy") is not None:  # the built-in job
             curve.add("test:accuracy", record.get("step"), record["test_accuracy"])
         elif kind == "metric" and isinstance(record.get("name"), str):  # the job's own
@@ -174,10 +187,9 @@ def label(number: int, attempt: Attempt) -> str:
 MAX_METRIC_PLOTS = 5  # beside the loss; a run with more metrics plots the first ones
 
 
-def plot_losses(run_dir: Path, attempts: list[Attempt], names: list[str]) -> str:
+def plot_losses(attempts: list[Attempt], curves: list[Curve], names: list[str]) -> str:
     """The training loss, and each metric of the run's columns that has values, per attempt
     (one chart each: a perplexity and an accuracy do not share a scale)."""
-    curves = [read_curve(run_dir, attempt) for attempt in attempts]
     found = {name for curve in curves for name in curve.metrics}
     plotted = [n for n in names if n in found] + sorted(found - set(names))
     plotted = plotted[:MAX_METRIC_PLOTS]
@@ -203,6 +215,28 @@ def plot_losses(run_dir: Path, attempts: list[Attempt], names: list[str]) -> str
     for ax in (loss_ax, *metric_axes):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
+    return png(figure)
+
+
+def plot_agreement(attempts: list[Attempt], curves: list[Curve]) -> str:
+    """Per attempt, how much consecutive updates' gradients agreed (each lag a chart),
+    with the bar above which the verdict asks a completed run (both lags over its last
+    third)."""
+    figure, axes = plt.subplots(1, len(LAGS), figsize=(6 * len(LAGS), 4), squeeze=False)
+    for number, (attempt, curve) in enumerate(zip(attempts, curves, strict=True), start=1):
+        for lag, ax in zip(LAGS, axes.flat, strict=True):
+            if lag in curve.agreement:
+                series = curve.agreement[lag]
+                ax.plot(series.steps, series.values, marker=".", label=label(number, attempt))
+    for lag, ax in zip(LAGS, axes.flat, strict=True):
+        ax.axhline(AGREEING, color="grey", linestyle="--", linewidth=1, label="asked above")
+        ax.set(
+            title=f"cosine of the gradients of updates {lag} apart",
+            xlabel="step",
+            ylabel="cosine similarity",
+            ylim=(-1.05, 1.05),
+        )
+        ax.legend(fontsize=7)
     return png(figure)
 
 
@@ -347,11 +381,14 @@ def build_report(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     state = load_run_state(run_dir)
     figures = run_figures(run_dir)
-    attempts = state.history.attempts
+    attempts, names = state.history.attempts, figures.metric_names
     images: list[tuple[str, str]] = []
     if attempts:
-        plot = plot_losses(run_dir, attempts, figures.metric_names)
-        images.append(("loss and metrics per attempt", plot))
+        curves = [read_curve(run_dir, attempt) for attempt in attempts]
+        images.append(("loss and metrics per attempt", plot_losses(attempts, curves, names)))
+        if any(len(s.steps) >= 2 for curve in curves for s in curve.agreement.values()):
+            title = "gradient agreement per attempt (what the verdict asks on)"
+            images.append((title, plot_agreement(attempts, curves)))
         images.append(("timeline of findings and strategies", plot_timeline(state)))
         for number, attempt in enumerate(attempts, start=1):
             norms = layer_grad_norms(run_dir, attempt)

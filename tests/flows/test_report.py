@@ -43,11 +43,13 @@ def test_report_writes_html_with_plots_and_a_markdown_summary(real_run: Path) ->
 
     html = (real_run / "report" / "index.html").read_text()
     images = PNG.findall(html)
-    # loss + accuracy, timeline, and gradient norms per layer for both attempts
-    assert len(images) == 4
+    # loss + accuracy, the gradients' agreement, timeline, and gradient norms per layer for
+    # both attempts
+    assert len(images) == 5
     assert all(base64.b64decode(data).startswith(b"\x89PNG") for data in images)
     assert "gradient norm per layer, #1 initial" in html
     assert "timeline of findings and strategies" in html
+    assert "gradient agreement per attempt (what the verdict asks on)" in html
     assert "add_batch_norm" in html and first.findings[0].rule in html
     assert "arn:" not in html
 
