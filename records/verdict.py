@@ -46,8 +46,8 @@ run judged by success_criteria is not asked: its own figures say.
 One descent the loss curve cannot judge at all: a run at a rate far too small whose loss
 slows as a converged run's does. Its gradients tell (gradients_agree): far from a minimum
 consecutive updates' gradients point the same way, near one each batch's noise outweighs
-the mean gradient. Gradients still agreeing at the end are asked as STILL_DESCENDING is,
-below.
+the mean gradient. Gradients still agreeing at the end of a run with noisy batches are
+asked as STILL_DESCENDING is, below.
 
 One descent the figures cannot judge alone: a loss still falling at its end about as fast
 as in its middle third (IN_A_LINE up to SPEEDING_UP). A rate far too small descends in a
@@ -105,6 +105,11 @@ IN_A_LINE = 0.8
 # lag at least (the highest: 0.35 and -0.35), the VAE's and the char transformer's runs at
 # 1/30 of their rate 0.30-0.91 at both (not a GPT-style one: 0.26 and -0.17).
 AGREEING = 0.2
+# ... asked only where the batches are noisy: the loss rose on NOISY of the last third's
+# steps or more (every mini-batch run of benchmarks/repair_quality.py: 0.38-0.56; a full
+# batch under plain gradient descent, examples/moons: 0.02). Without noise, consecutive
+# gradients agree near a minimum too, and their agreement tells nothing.
+NOISY = 0.2
 # "Annealing": the last third's mean learning rate at most ANNEALED times the middle
 # third's (a constant rate: 1; cosine to zero: about 0.2; OneCycle: about 0.3).
 ANNEALED = 0.75
@@ -296,10 +301,12 @@ def in_a_line(attempt: Attempt) -> str | None:
 def gradients_agree(attempt: Attempt) -> str | None:
     """Why the attempt may have ended far from where its loss could go: its gradients still
     agreed over its last third (gradient_agreement, both lags AGREEING or more), as they do
-    while the mean gradient outweighs each batch's noise; None when they did not, or were
-    not measured."""
+    while the mean gradient outweighs each batch's noise; None when they did not, were not
+    measured, or its batches had no noise to outweigh (loss_rises under NOISY)."""
     if len(attempt.gradient_agreement) != 2:
         return None
+    if attempt.loss_rises is not None and attempt.loss_rises < NOISY:
+        return None  # no batch noise: gradients agree near a minimum too
     lag_1, lag_5 = attempt.gradient_agreement
     if min(lag_1, lag_5) < AGREEING:
         return None

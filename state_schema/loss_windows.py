@@ -9,11 +9,14 @@ the median of a window of them, sized to the steps the launch ran. Of a complete
 the monitor also takes windows at a third and two thirds of its steps (loss_thirds): a
 descent still speeding up at the end tells of a learning rate holding the run back, unless
 the schedule was annealing the rate then (rate_thirds: a rate falling towards the end
-speeds the descent up by itself, as the noise of a high rate settles).
+speeds the descent up by itself, as the noise of a high rate settles), and how often the
+loss rose from one step to the next over the last third (rising_share: whether the job's
+batches are noisy at all).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import deque
@@ -98,3 +101,17 @@ def rate_thirds(rates: list[float | None]) -> list[float]:
             return []
         means.append(statistics.fmean(known))
     return means
+
+
+def rising_share(losses: list[float | None]) -> float | None:
+    """The share of the last third's steps whose loss rose over the step before (pairs of
+    finite losses only): about half under a mini-batch's noise, near 0 for a full batch
+    descending smoothly; None for a launch too short to tell (THIRDS_MIN_STEPS)."""
+    if len(losses) < THIRDS_MIN_STEPS:
+        return None
+    last = losses[2 * len(losses) // 3 :]
+    finite = [x if x is not None and math.isfinite(x) else None for x in last]
+    pairs = [(a, b) for a, b in itertools.pairwise(finite) if a is not None and b is not None]
+    if not pairs:
+        return None
+    return sum(b > a for a, b in pairs) / len(pairs)

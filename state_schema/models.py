@@ -202,6 +202,12 @@ class Attempt(Strict):
         "the last third of a completed launch's steps: whether its schedule was annealing "
         "the rate at its end. Empty: not completed, too short, or no rate recorded.",
     )
+    loss_rises: float | None = Field(
+        None,
+        description="Share of the last third of a completed launch's steps whose loss rose "
+        "over the step before: about half under mini-batch noise, near 0 for a full batch. "
+        "Null: not completed, or too short to tell.",
+    )
     gradient_agreement: list[float] = Field(
         default_factory=list,
         description="Mean cosine similarity of the gradients of updates 1 and 5 apart (in "

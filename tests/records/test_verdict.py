@@ -371,10 +371,11 @@ def test_gradients_still_agreeing_at_the_end_are_asked() -> None:
 
     slowing = [4.17, 2.61, 2.38, 2.21]  # the last third's drop well under the middle one's
 
-    def run(agreement: list[float], **spec: object) -> State:
+    def run(agreement: list[float], loss_rises: float | None = None, **spec: object) -> State:
         state = State(run_spec=RunSpec(source_dir=".", entry_point="train.py", **spec))
         return ended(
             state,
+            loss_rises=loss_rises,
             initial_loss=4.2,
             final_loss=2.21,
             loss_thirds=slowing,
@@ -389,8 +390,25 @@ def test_gradients_still_agreeing_at_the_end_are_asked() -> None:
     assert "averaged 0.91, and 0.91 five updates apart" in found.message
     for healthy in ([0.35, -0.35], [0.22, -0.28], [-0.10, -0.03], [AGREEING - 0.01, 0.9], []):
         assert run_verdict_finding(run(healthy)) is None, healthy
+    # noisy batches (the loss rose on 0.38-0.56 of the last third's steps in every
+    # mini-batch run of the repair benchmark): asked; a full batch descending smoothly
+    # (examples/moons: 0.02) agrees near its minimum too, and is not
+    assert run_verdict_finding(run([0.91, 0.91], loss_rises=0.38)) is not None
+    assert run_verdict_finding(run([0.44, 0.51], loss_rises=0.02)) is None
     # success criteria replace the verdict's own judgement; without probes it is not asked
     met = [{"metric": "test:accuracy", "op": ">=", "value": 0.5}]
     assert run_verdict_finding(run([0.91, 0.91], success_criteria=met)) is None
     unprobed = run([0.91, 0.91]).model_copy(update={"budgets": Budgets(probe_steps=0)})
     assert run_verdict_finding(unprobed) is None
+
+
+def test_how_often_the_loss_rose_over_the_last_third() -> None:
+    from remedy.state_schema.loss_windows import THIRDS_MIN_STEPS, rising_share
+
+    smooth = [1 / (1 + step) for step in range(90)]
+    assert rising_share(smooth) == 0.0
+    noisy = [1 / (1 + step) + (0.1 if step % 2 else 0.0) for step in range(90)]
+    assert rising_share(noisy) == 15 / 29  # the odd steps of the last third rise
+    assert rising_share([None, *noisy[1:]]) == 15 / 29  # the first third does not count
+    assert rising_share(noisy[: THIRDS_MIN_STEPS - 1]) is None  # too short to tell
+    assert rising_share([None] * 90) is None
