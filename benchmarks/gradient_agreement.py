@@ -21,7 +21,7 @@ last third of the run, at lags 1 and 5, beside the last third's share of the who
 loss (the curve's measure the verdict reads) and the script's own final metric; then the
 agreement as the job itself samples it into its step records (every few updates,
 training/gradient_agreement.py), the figure the verdict reads, and whether the verdict
-asks the run (both lags at records/verdict.py's AGREEING or more). Prints figures; asserts
+asks the run on them (records/verdict.py, gradients_agree). Prints figures; asserts
 nothing. The README ("Not reached yet") records them.
 """
 
@@ -45,7 +45,8 @@ sys.path.insert(0, str(ROOT))
 
 from remedy.debugger import create_trial  # noqa: E402
 from remedy.debugger.hook import LOSS_TENSOR_NAME  # noqa: E402
-from remedy.records.verdict import AGREEING  # noqa: E402
+from remedy.records.verdict import gradients_agree  # noqa: E402
+from remedy.state_schema import Attempt, RunSpec  # noqa: E402
 from remedy.state_schema.flags import command_line  # noqa: E402
 from remedy.state_schema.gradient_agreement import (  # noqa: E402
     AGREEMENT_EVERY,
@@ -58,8 +59,8 @@ from remedy.state_schema.job_env import (  # noqa: E402
     OUTPUT_DIR_ENV,
     TORCH_THREADS_ENV,
 )
-from remedy.state_schema.loss_windows import loss_thirds  # noqa: E402
-from remedy.strategies.outcomes import step_figures  # noqa: E402
+from remedy.state_schema.loss_windows import loss_thirds, rising_share  # noqa: E402
+from remedy.strategies.outcomes import step_figures, step_losses  # noqa: E402
 
 if TYPE_CHECKING:
     from benchmarks.repair_quality import Script
@@ -75,6 +76,7 @@ class Figures:
     last_third_share: float  # of the whole drop in loss
     agreement: dict[int, tuple[float, float]]  # lag -> (first third, last third)
     sampled: list[float]  # the job's own, last third (lag 1, lag 5): what the verdict reads
+    asked: bool = False  # whether the verdict asks the run on them
 
 
 def run_script(script: Script, data: Path, factor: float, folder: Path) -> Figures:
@@ -102,15 +104,34 @@ def run_script(script: Script, data: Path, factor: float, folder: Path) -> Figur
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     found = re.findall(next(iter(spec["metric_definitions"]))["regex"], done.stdout)
     metric = float(found[-1]) if found else None
-    return measure(store, metric, sampled_agreement(folder / "job" / METRICS_FILE))
+    figures = measure(store, metric, sampled_agreement(folder / "job" / METRICS_FILE))
+    figures.asked = asked(folder / "job" / METRICS_FILE)
+    return figures
+
+
+def job_records(metrics: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in metrics.read_text().splitlines() if line]
 
 
 def sampled_agreement(metrics: Path) -> list[float]:
     """The agreement the job sampled into its step records, over the last third, as the
     monitor reads it ([]: too few measured)."""
-    records = [json.loads(line) for line in metrics.read_text().splitlines() if line]
+    records = job_records(metrics)
     per_lag = [step_figures(records, field) for field in AGREEMENT_FIELDS.values()]
     return last_third_agreement(per_lag)
+
+
+def asked(metrics: Path) -> bool:
+    """Whether the verdict would ask the run on its gradients (records/verdict.py), from its
+    step records as the monitor reads them."""
+    records = job_records(metrics)
+    attempt = Attempt(
+        job_name="agreement",
+        spec=RunSpec(),
+        gradient_agreement=sampled_agreement(metrics),
+        loss_rises=rising_share(step_losses(records)),
+    )
+    return gradients_agree(attempt) is not None
 
 
 def measure(store: Path, metric: float | None, sampled: list[float]) -> Figures:
@@ -174,7 +195,7 @@ def main() -> None:
             cells = [key, rate, got.updates, metric, f"{got.last_third_share:.2f}"]
             cells += [f"{a:.2f}, {b:.2f}" for a, b in got.agreement.values()]
             cells += [", ".join(f"{x:.2f}" for x in got.sampled) or "-"]
-            cells += ["yes" if got.sampled and min(got.sampled) >= AGREEING else "no"]
+            cells += ["yes" if got.asked else "no"]
             print("| " + " | ".join(map(str, cells)) + " |", flush=True)
 
 
