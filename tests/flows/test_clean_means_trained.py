@@ -254,23 +254,25 @@ def test_a_script_that_batches_by_hand_and_states_its_epoch_is_stopped_at_half(
 ) -> None:
     """The word LM example batches its data by hand (no DataLoader: the launcher measures
     no epoch) and states its epoch instead, 45 updates (it prints `batch 0/45`), its
-    --epochs mapped to num_epochs: 24 epochs are 1,080 updates. At 1/1000 of its rate it
+    --epochs mapped to num_epochs: 48 epochs are 2,160 updates. At 1/1000 of its rate it
     has not begun to learn by half of them, so it is stopped there (one launch allowed),
-    not run to its end."""
+    not run to its end. (The monitor looks every 0.5 s: on a fast machine 24 epochs, about
+    5 s, ended between the question past half and the stop.)"""
     spec = {
         "base_job_name": "word-lm-flat",
         "source_dir": str(EXAMPLES / "word_lm"),
         "entry_point": "main.py",
         "hyperparameters": {"data": str(generated_corpus(tmp_path / "corpus")), "lr": 0.02,
-                            "clip": 0.25, "epochs": 24},
+                            "clip": 0.25, "epochs": 48},
         "hyperparameter_roles": {"learning_rate": "lr", "num_epochs": "epochs"},
         "updates_per_epoch": 45,
         "rules": [],
     }  # fmt: skip
     one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}
-    code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
+    poll = ("--poll-interval", "0.5")
+    code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url, *poll)
     assert code != 0, output[-3000:]
-    stopped_at_half(load_state(run_dir / "state.json"), 1080)
+    stopped_at_half(load_state(run_dir / "state.json"), 2160)
 
 
 @pytest.mark.slow
