@@ -302,11 +302,12 @@ def gradients_agree(attempt: Attempt) -> str | None:
     """Why the attempt may have ended far from where its loss could go: its gradients still
     agreed over its last third (gradient_agreement, both lags AGREEING or more), as they do
     while the mean gradient outweighs each batch's noise; None when they did not, were not
-    measured, or its batches had no noise to outweigh (loss_rises under NOISY)."""
+    measured, or its batches had no noise to outweigh (loss_rises under NOISY, or not known:
+    a launch under THIRDS_MIN_STEPS)."""
     if len(attempt.gradient_agreement) != 2:
         return None
-    if attempt.loss_rises is not None and attempt.loss_rises < NOISY:
-        return None  # no batch noise: gradients agree near a minimum too
+    if attempt.loss_rises is None or attempt.loss_rises < NOISY:
+        return None  # no batch noise, or not known: gradients agree near a minimum too
     lag_1, lag_5 = attempt.gradient_agreement
     if min(lag_1, lag_5) < AGREEING:
         return None

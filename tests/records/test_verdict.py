@@ -371,7 +371,7 @@ def test_gradients_still_agreeing_at_the_end_are_asked() -> None:
 
     slowing = [4.17, 2.61, 2.38, 2.21]  # the last third's drop well under the middle one's
 
-    def run(agreement: list[float], loss_rises: float | None = None, **spec: object) -> State:
+    def run(agreement: list[float], loss_rises: float | None = 0.45, **spec: object) -> State:
         state = State(run_spec=RunSpec(source_dir=".", entry_point="train.py", **spec))
         return ended(
             state,
@@ -395,6 +395,7 @@ def test_gradients_still_agreeing_at_the_end_are_asked() -> None:
     # (examples/moons: 0.02) agrees near its minimum too, and is not
     assert run_verdict_finding(run([0.91, 0.91], loss_rises=0.38)) is not None
     assert run_verdict_finding(run([0.44, 0.51], loss_rises=0.02)) is None
+    assert run_verdict_finding(run([0.91, 0.91], loss_rises=None)) is None  # too short to tell
     # success criteria replace the verdict's own judgement; without probes it is not asked
     met = [{"metric": "test:accuracy", "op": ">=", "value": 0.5}]
     assert run_verdict_finding(run([0.91, 0.91], success_criteria=met)) is None
