@@ -36,7 +36,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,25 +48,20 @@ from remedy.debugger.hook import LOSS_TENSOR_NAME  # noqa: E402
 from remedy.records.verdict import gradients_agree  # noqa: E402
 from remedy.state_schema import Attempt, RunSpec  # noqa: E402
 from remedy.state_schema.flags import command_line  # noqa: E402
-from remedy.state_schema.gradient_agreement import (  # noqa: E402
-    AGREEMENT_EVERY,
-    AGREEMENT_FIELDS,
-    last_third_agreement,
-)
+from remedy.state_schema.gradient_agreement import AGREEMENT_EVERY, LAGS  # noqa: E402
 from remedy.state_schema.job_env import (  # noqa: E402
     DEBUGGER_CONFIG_ENV,
     METRICS_FILE,
     OUTPUT_DIR_ENV,
     TORCH_THREADS_ENV,
 )
-from remedy.state_schema.loss_windows import loss_thirds, rising_share  # noqa: E402
-from remedy.strategies.outcomes import step_figures, step_losses  # noqa: E402
+from remedy.state_schema.loss_windows import loss_thirds  # noqa: E402
+from remedy.strategies.outcomes import descent_figures  # noqa: E402
 
 if TYPE_CHECKING:
     from benchmarks.repair_quality import Script
 
 RATES = {"intended": 1.0, "1/30": 1 / 30}
-LAGS = (1, 5)
 
 
 @dataclass
@@ -76,7 +71,7 @@ class Figures:
     last_third_share: float  # of the whole drop in loss
     agreement: dict[int, tuple[float, float]]  # lag -> (first third, last third)
     sampled: list[float]  # the job's own, last third (lag 1, lag 5): what the verdict reads
-    asked: bool = False  # whether the verdict asks the run on them
+    asked: bool  # whether the verdict asks the run on them
 
 
 def run_script(script: Script, data: Path, factor: float, folder: Path) -> Figures:
@@ -104,37 +99,17 @@ def run_script(script: Script, data: Path, factor: float, folder: Path) -> Figur
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     found = re.findall(next(iter(spec["metric_definitions"]))["regex"], done.stdout)
     metric = float(found[-1]) if found else None
-    figures = measure(store, metric, sampled_agreement(folder / "job" / METRICS_FILE))
-    figures.asked = asked(folder / "job" / METRICS_FILE)
-    return figures
+    records = (folder / "job" / METRICS_FILE).read_text().splitlines()
+    return measure(store, metric, as_monitored([json.loads(line) for line in records if line]))
 
 
-def job_records(metrics: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in metrics.read_text().splitlines() if line]
+def as_monitored(records: list[dict[str, Any]]) -> Attempt:
+    """The run's attempt as the monitor completes it from its step records (the agreement
+    the job sampled, whether its batches were noisy): what the verdict asks on."""
+    return Attempt(job_name="agreement", spec=RunSpec(), **descent_figures(records))
 
 
-def sampled_agreement(metrics: Path) -> list[float]:
-    """The agreement the job sampled into its step records, over the last third, as the
-    monitor reads it ([]: too few measured)."""
-    records = job_records(metrics)
-    per_lag = [step_figures(records, field) for field in AGREEMENT_FIELDS.values()]
-    return last_third_agreement(per_lag)
-
-
-def asked(metrics: Path) -> bool:
-    """Whether the verdict would ask the run on its gradients (records/verdict.py), from its
-    step records as the monitor reads them."""
-    records = job_records(metrics)
-    attempt = Attempt(
-        job_name="agreement",
-        spec=RunSpec(),
-        gradient_agreement=sampled_agreement(metrics),
-        loss_rises=rising_share(step_losses(records)),
-    )
-    return gradients_agree(attempt) is not None
-
-
-def measure(store: Path, metric: float | None, sampled: list[float]) -> Figures:
+def measure(store: Path, metric: float | None, monitored: Attempt) -> Figures:
     trial = create_trial(str(store))
     names = [n for n in trial.tensor_names() if n.startswith("gradient/")]
     steps = trial.tensor(names[0]).steps()
@@ -157,7 +132,10 @@ def measure(store: Path, metric: float | None, sampled: list[float]) -> Figures:
         )
         third = len(cosines) // 3
         agreement[lag] = (float(cosines[:third].mean()), float(cosines[-third:].mean()))
-    return Figures(len(steps), metric, last_third_share(losses), agreement, sampled)
+    asked = gradients_agree(monitored) is not None
+    return Figures(
+        len(steps), metric, last_third_share(losses), agreement, monitored.gradient_agreement, asked
+    )
 
 
 def last_third_share(losses: list[float]) -> float:

@@ -27,6 +27,8 @@ from remedy.state_schema import (
     ResultKind,
     RunSpec,
 )
+from remedy.state_schema.gradient_agreement import AGREEMENT_FIELDS, last_third_agreement
+from remedy.state_schema.loss_windows import loss_thirds, rate_thirds, rising_share
 from remedy.strategies.warm_start import update_of
 
 
@@ -133,6 +135,19 @@ def step_rates(records: Iterable[Mapping[str, Any]]) -> list[float | None]:
     """The learning rate of each step record, in order (None where not recorded: a script
     without a torch optimizer, or a non-finite value)."""
     return step_figures(records, "learning_rate")
+
+
+def descent_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a completed launch's step records say of its descent, as Attempt fields:
+    loss_thirds, rate_thirds, gradient_agreement and loss_rises (the verdict reads them)."""
+    losses = step_losses(records)
+    agreement = [step_figures(records, field) for field in AGREEMENT_FIELDS.values()]
+    return {
+        "loss_thirds": loss_thirds(losses),
+        "rate_thirds": rate_thirds(step_rates(records)),
+        "gradient_agreement": last_third_agreement(agreement),
+        "loss_rises": rising_share(losses),
+    }
 
 
 def step_figures(records: Iterable[Mapping[str, Any]], key: str) -> list[float | None]:

@@ -27,10 +27,8 @@ from remedy.jobs import backend_for
 from remedy.outlets.publish import publish_progress
 from remedy.records.logs import task_logger
 from remedy.state_schema import JobStatus, NextAction, State
-from remedy.state_schema.gradient_agreement import AGREEMENT_FIELDS, last_third_agreement
-from remedy.state_schema.loss_windows import loss_thirds, rate_thirds, rising_share
 from remedy.state_schema.transitions import end, update_current_attempt
-from remedy.strategies.outcomes import step_figures, step_losses, step_rates
+from remedy.strategies.outcomes import descent_figures
 from remedy.tasks.plan import learned
 from remedy.tasks.retry import BACKEND_RETRIES
 
@@ -101,16 +99,8 @@ def monitor(
 
 
 def with_descent(state: State, records: list[dict[str, Any]]) -> State:
-    """The completed attempt's descent (loss_thirds, rate_thirds and gradient_agreement,
-    from its step records): the verdict reads whether it was still speeding up at its end,
-    whether its schedule was annealing the rate then, whether its gradients still agreed,
-    and whether its batches were noisy (loss_rises)."""
-    losses = step_losses(records)
-    agreement = [step_figures(records, field) for field in AGREEMENT_FIELDS.values()]
-    return update_current_attempt(
-        state,
-        loss_thirds=loss_thirds(losses),
-        rate_thirds=rate_thirds(step_rates(records)),
-        gradient_agreement=last_third_agreement(agreement),
-        loss_rises=rising_share(losses),
-    )
+    """The completed attempt's descent (loss_thirds, rate_thirds, gradient_agreement and
+    loss_rises, from its step records): the verdict reads whether it was still speeding up
+    at its end, whether its schedule was annealing the rate then, whether its gradients
+    still agreed, and whether its batches were noisy."""
+    return update_current_attempt(state, **descent_figures(records))

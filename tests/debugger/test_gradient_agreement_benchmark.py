@@ -42,9 +42,11 @@ def train_regression(out_dir: Path, lr: float) -> Path:
 
 def test_gradients_agree_far_from_the_minimum_and_not_near_it(tmp_path: Path) -> None:
     benchmark = load_benchmark("gradient_agreement")
-    slow = benchmark.measure(train_regression(tmp_path / "slow", lr=1e-4), None, [])
-    fit = benchmark.measure(train_regression(tmp_path / "fit", lr=0.05), None, [])
+    unmonitored = benchmark.as_monitored([])  # no step records: nothing sampled, not asked
+    slow = benchmark.measure(train_regression(tmp_path / "slow", lr=1e-4), None, unmonitored)
+    fit = benchmark.measure(train_regression(tmp_path / "fit", lr=0.05), None, unmonitored)
     assert slow.updates == fit.updates == STEPS
+    assert slow.sampled == [] and not slow.asked
     slow_first, slow_last = slow.agreement[1]
     fit_first, fit_last = fit.agreement[1]
     # 1e-4: 150 updates barely move the weights, so the mean gradient outweighs the noise

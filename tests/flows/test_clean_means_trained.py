@@ -275,6 +275,23 @@ def test_a_script_that_batches_by_hand_and_states_its_epoch_is_stopped_at_half(
     stopped_at_half(load_state(run_dir / "state.json"), 2160)
 
 
+def asked_then_repaired(
+    spec: dict, tmp_path: Path, api_url: str, asked: str
+) -> tuple[State, Path, tuple[Attempt, Attempt]]:
+    """`remedy run` of the spec, checked: it ended clean after two full runs, the first
+    asked the verdict's question (StillDescending, its message saying `asked`); the state,
+    the run folder and the two runs."""
+    code, output, run_dir = remedy_run(spec, tmp_path / "job", api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, (state.end_reason, output[-3000:])
+    first, last = state.history.runs
+    assert [(f.rule, f.rule_class) for f in first.findings] == [
+        (STILL_DESCENDING, STILL_DESCENDING)
+    ]
+    assert asked in first.findings[0].message, first.findings[0].message
+    return state, run_dir, (first, last)
+
+
 @pytest.mark.slow
 def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
     tmp_path: Path, prefect_api_url: str
@@ -295,14 +312,9 @@ def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
         },
         "hyperparameter_roles": {"learning_rate": "learning-rate", "grad_clip_norm": "grad-clip"},
     }  # fmt: skip
-    code, output, run_dir = remedy_run(spec, tmp_path / "job", prefect_api_url)
-    state = load_state(run_dir / "state.json")
-    assert code == 0, (state.end_reason, output[-3000:])
-    first, last = state.history.runs
-    assert [(f.rule, f.rule_class) for f in first.findings] == [
-        (STILL_DESCENDING, STILL_DESCENDING)
-    ]
-    assert "the loss still fell in a line when the run ended" in first.findings[0].message
+    state, run_dir, (first, last) = asked_then_repaired(
+        spec, tmp_path, prefect_api_url, "the loss still fell in a line when the run ended"
+    )
     assert first.result is not None and first.result.kind.value == "stalled"
     start, third, two_thirds, end = first.loss_thirds
     assert end < 0.9 * start  # trained, by the untrained model's measure
@@ -348,14 +360,9 @@ def test_a_run_whose_gradients_still_agree_at_its_end_is_asked_and_repaired(
             {"name": "test:elbo_loss", "regex": r'"test_elbo_loss": ([0-9.eE+-]+|NaN)'}
         ],
     }  # fmt: skip
-    code, output, run_dir = remedy_run(spec, tmp_path / "job", prefect_api_url)
-    state = load_state(run_dir / "state.json")
-    assert code == 0, (state.end_reason, output[-3000:])
-    first, last = state.history.runs
-    assert [(f.rule, f.rule_class) for f in first.findings] == [
-        (STILL_DESCENDING, STILL_DESCENDING)
-    ]
-    assert "its gradients still agreed when the run ended" in first.findings[0].message
+    _, _, (first, last) = asked_then_repaired(
+        spec, tmp_path, prefect_api_url, "its gradients still agreed when the run ended"
+    )
     lag_1, lag_5 = first.gradient_agreement
     assert min(lag_1, lag_5) >= 0.2, first.gradient_agreement
     assert first.loss_rises is not None and first.loss_rises >= 0.2  # noisy batches
