@@ -615,7 +615,7 @@ def crc32(data: bytes | memoryview) -> int:
     return _fast_crc32(data)
 
 
-_loads: Callable[[bytes], Any] = json.loads
+_loads: Callable[[bytes | str], Any] = json.loads
 try:  # the same values as json.loads, 3x faster on a step file's header
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - orjson comes with prefect; a job may lack it
@@ -696,7 +696,7 @@ def _tensor_crcs(metadata: Mapping[str, str], entries: Mapping[str, Any]) -> dic
     if CRC_KEY not in metadata:
         return {}
     try:
-        crcs = json.loads(metadata[CRC_KEY])
+        crcs = _loads(metadata[CRC_KEY])
     except (ValueError, RecursionError):
         raise ValueError("its tensor checksums are not JSON") from None
     if not isinstance(crcs, dict) or set(crcs) != set(entries):

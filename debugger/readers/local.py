@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 from collections import OrderedDict
@@ -16,6 +17,9 @@ from remedy.debugger.modes import ModeKeys
 from remedy.debugger.readers.base import StoreReader
 
 OPEN_FILES = 64  # step files kept open: reading one tensor across steps reopens none
+HELD_FILES = 64  # checked step files whose bytes stay mapped (each map holds a descriptor)
+HELD_BYTES = 256 * 2**20  # and at most this many of their bytes
+MAPPED_BYTES = 65_536  # smaller step files are read, not mapped
 _FIRST_READ = 65_536  # one read usually brings the whole header
 
 
@@ -23,11 +27,13 @@ class LocalStoreReader(StoreReader):
     """Not thread-safe: one reader per trial, one trial per thread.
 
     Each step file's header is parsed once (when the trial lists the step) and its offsets
-    kept. The first tensor read from a step file reads all its tensor bytes in one go and
-    checks every checksum (a damaged file fails whichever tensor is asked for, naming the
-    damaged one); later tensors of that file are one positioned read straight into a new
-    array each. Step files are
-    renamed into place whole and never rewritten, so a kept descriptor stays valid.
+    kept. The first tensor read from a step file maps all its tensor bytes and checks every
+    checksum (a damaged file fails whichever tensor is asked for, naming the damaged one);
+    its tensors are then copied out of the map, each into an array of the caller's own.
+    The maps of the last HELD_FILES checked files are kept; a tensor of a file checked
+    before them is one positioned read. Step files are renamed into place whole and never
+    rewritten, so a kept descriptor or map stays valid (a file truncated in place under a
+    reader would end it with SIGBUS, as with any mapped file; nothing of remedy's does that).
     Only regular files are opened and only real folders listed: a symlink, FIFO or device
     in the store is a CorruptStoreFile, never followed or read.
     """
@@ -38,6 +44,8 @@ class LocalStoreReader(StoreReader):
         self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
         self._files: OrderedDict[tuple[ModeKeys, int], tuple[int, int]] = OrderedDict()
         self._verified: set[tuple[ModeKeys, int]] = set()  # step files whose checksums passed
+        self._held: OrderedDict[tuple[ModeKeys, int], tuple[np.ndarray, int]] = OrderedDict()
+        self._held_bytes = 0
 
     def __del__(self) -> None:
         for fd, _ in self._files.values():
@@ -116,36 +124,53 @@ class LocalStoreReader(StoreReader):
             self.read_header(mode, mode_step)
             entries = self._entries[key]
         entry = entries[name]
-        if key not in self._verified:
-            return self._verify_file(key, entries, name)
-        # The header was checked: this size is the entry's byte range, inside the file.
+        held = self._held.get(key)
+        if held is None:
+            if key in self._verified:  # checked before, its bytes let go since
+                return self._read_again(key, entry, name)
+            held = self._verify_file(key, entries)
+        data, start = held
+        raw = data[entry.start - start : entry.end - start]
+        return raw.view(entry.dtype).reshape(entry.shape).copy()  # the caller's own array
+
+    def _read_again(
+        self, key: tuple[ModeKeys, int], entry: store.TensorEntry, name: str
+    ) -> np.ndarray:
+        """A tensor of a checked step file whose bytes are no longer held: one positioned
+        read straight into a new array (the file was checked and is never rewritten)."""
         out = np.empty(entry.shape, dtype=entry.dtype)
         size = entry.end - entry.start
         if size:
-            fd = self._fd(mode, mode_step)[0]
+            fd = self._fd(*key)[0]
             got = os.preadv(fd, [out.reshape(-1).view(np.uint8).data], entry.start)
             if got != size:
-                path = store.step_path(self.location, mode, mode_step)
+                path = store.step_path(self.location, *key)
                 raise CorruptStepFile(f"{path}: truncated tensor {name}")
         return out
 
     def _verify_file(
-        self, key: tuple[ModeKeys, int], entries: dict[str, store.TensorEntry], name: str
-    ) -> np.ndarray:
-        """The first tensor read from a step file: read all its tensors' bytes at once and
-        check every checksum, then hand out `name`. Step files are renamed into place whole
-        and never rewritten, so later reads of this file need no check of their own."""
+        self, key: tuple[ModeKeys, int], entries: dict[str, store.TensorEntry]
+    ) -> tuple[np.ndarray, int]:
+        """The first tensor read from a step file: check every checksum of its tensors'
+        bytes at once, then hold those bytes (read-only) to hand out views of. Step files
+        are renamed into place whole and never rewritten, so later reads of this file need
+        no check of their own."""
         path = store.step_path(self.location, *key)
         fd, file_size = self._fd(*key)
         start = min((e.start for e in entries.values()), default=file_size)
-        data = np.empty(file_size - start, dtype=np.uint8)
-        if data.size and os.preadv(fd, [data.data], start) != data.size:
+        data = _tensor_bytes(fd, file_size, start)
+        if data is None:
             raise CorruptStepFile(f"{path}: truncated tensor data")
         store.check_step_data(entries, data.data, start, str(path))
         self._verified.add(key)
-        entry = entries[name]
-        raw = data[entry.start - start : entry.end - start]
-        return raw.view(entry.dtype).reshape(entry.shape).copy()
+        self._held[key] = (data, start)
+        self._held_bytes += data.nbytes
+        while len(self._held) > HELD_FILES or (
+            self._held_bytes > HELD_BYTES and len(self._held) > 1
+        ):
+            _, (oldest, _) = self._held.popitem(last=False)
+            self._held_bytes -= oldest.nbytes
+        return data, start
 
     def _fd(self, mode: ModeKeys, mode_step: int) -> tuple[int, int]:
         """(descriptor, size) of a step file, kept open."""
@@ -171,6 +196,29 @@ class LocalStoreReader(StoreReader):
         found = self._files.pop((mode, mode_step), None)
         if found is not None:
             os.close(found[0])
+
+
+def _tensor_bytes(fd: int, file_size: int, start: int) -> np.ndarray | None:
+    """A step file's bytes from `start` to its end, read-only; None if the file is shorter.
+
+    Mapped rather than read: the map's pages are the page cache's own, where a read fills
+    new memory first (on a 2 MB step file, about as long as the checksums take). A file
+    system that cannot map is read instead.
+    """
+    size = file_size - start
+    if size >= MAPPED_BYTES:
+        try:
+            flags = getattr(mmap, "MAP_POPULATE", 0)
+            mapped = mmap.mmap(fd, file_size, flags=flags | mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        except OSError:
+            pass
+        else:
+            return np.frombuffer(mapped, dtype=np.uint8)[start:]  # read-only: so is the map
+    data = np.empty(size, dtype=np.uint8)
+    if size and os.preadv(fd, [data.data], start) != size:
+        return None
+    data.flags.writeable = False
+    return data
 
 
 def _is_folder(path: str | os.PathLike[str]) -> bool:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from remedy.debugger import ModeKeys, store
+from remedy.debugger.exceptions import CorruptStepFile
 from remedy.debugger.readers import LocalStoreReader
 from tests.debugger.helpers import new_store, write_step
 
@@ -27,6 +28,50 @@ def test_step_file_round_trip_keeps_shapes_dtypes_and_header(tmp_path: Path) -> 
         value = reader.read_tensor(ModeKeys.EVAL, 12, name)
         assert value.shape == expected.shape and value.dtype == expected.dtype
         np.testing.assert_array_equal(value, expected)
+
+
+def test_large_step_files_read_the_same_as_small_ones_and_the_arrays_are_the_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step files from MAPPED_BYTES up are mapped and checked once, smaller ones read; a
+    file whose map was let go (more than HELD_FILES checked since) is read tensor by
+    tensor. Every path hands out the same values, each an array of the caller's own."""
+    from remedy.debugger.readers import local
+
+    monkeypatch.setattr(local, "HELD_FILES", 2)
+    new_store(tmp_path)
+    rng = np.random.default_rng(0)
+    saved = {}
+    for step in range(4):  # 20_000 float32 values: 80 kB, over MAPPED_BYTES when step is odd
+        tensors = {
+            "weights": rng.standard_normal(20_000 if step % 2 else 100).astype(np.float32),
+            "bias": rng.standard_normal(3).astype(np.float64),
+            "loss": np.array(step, dtype=np.float32),
+        }
+        write_step(tmp_path, step, tensors)
+        saved[step] = tensors
+    reader = LocalStoreReader(tmp_path)
+    for _ in range(2):  # the second pass: steps 0 and 1 were let go
+        for step, tensors in saved.items():
+            for name, expected in tensors.items():
+                value = reader.read_tensor(ModeKeys.TRAIN, step, name)
+                assert value.shape == expected.shape and value.dtype == expected.dtype
+                np.testing.assert_array_equal(value, expected)
+                value[...] = -1  # writable, and nobody else's
+        assert len(reader._held) == 2
+    maps = Path("/proc/self/maps").read_text()
+    mapped = [str(store.step_path(tmp_path, ModeKeys.TRAIN, s)) in maps for s in saved]
+    assert mapped == [False, False, False, True]  # 1 let go, 0 and 2 small enough to read
+    np.testing.assert_array_equal(
+        reader.read_tensor(ModeKeys.TRAIN, 3, "weights"), saved[3]["weights"]
+    )
+
+    path = store.step_path(tmp_path, ModeKeys.TRAIN, 1)  # a mapped file, damaged
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x10  # the last byte of 'weights' (names are stored sorted)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptStepFile, match="tensor 'weights' fails its checksum"):
+        LocalStoreReader(tmp_path).read_tensor(ModeKeys.TRAIN, 1, "loss")
 
 
 def test_listing_ignores_temp_files_and_strays(tmp_path: Path) -> None:
