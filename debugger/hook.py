@@ -36,9 +36,10 @@ training stream (debugger/host_copy.py: non-blocking copies into reused pinned b
 completion tracked by an event the writer thread waits on). On CPU no transfer is needed.
 Conversion to numpy, checksums and file writes run on the writer thread.
 
-I/O: a background thread converts and writes the step files. The queue between them is
-bounded (max_pending_steps); when it is full the training thread blocks until the writer
-catches up (back-pressure: memory stays bounded, no step is silently dropped).
+I/O: a background thread converts and writes the step files (debugger/writer.py: small
+steps are handed to it in batches). The queue between them is bounded (max_pending_steps);
+when it is full the training thread blocks until the writer catches up (back-pressure:
+memory stays bounded, no step is silently dropped).
 
 This is the only module of the package that imports torch, and only when a Hook is built,
 so `import debugger` stays cheap for readers and the rule evaluator.

@@ -4,6 +4,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from remedy.debugger import DebuggerWarning, Hook, ModeKeys, SaveConfig, create_trial
+from remedy.debugger.exceptions import StoreWriteError
 from remedy.debugger.writer import StepRecord, StoreWriter
 from tests.debugger.helpers import REPO, train
 
@@ -155,8 +157,8 @@ def test_full_queue_blocks_the_producer_until_the_writer_catches_up(tmp_path: Pa
         tmp_path, {}, SaveConfig(), slow_to_numpy, "numpy", "0", max_pending_steps=1
     )
 
-    def record(step: int) -> StepRecord:
-        return StepRecord(ModeKeys.TRAIN, step, step, 0.0, {"x": np.ones(2)}, {"x": "default"})
+    def record(step: int) -> StepRecord:  # 80 kB: over SMALL_STEP_BYTES, handed over at once
+        return StepRecord(ModeKeys.TRAIN, step, step, 0.0, {"x": np.ones(10_000)}, {"x": "default"})
 
     writer.put(record(0))  # taken by the writer thread, which then waits in slow_to_numpy
     producer = threading.Thread(target=lambda: [writer.put(record(s)) for s in (1, 2)])
@@ -168,6 +170,54 @@ def test_full_queue_blocks_the_producer_until_the_writer_catches_up(tmp_path: Pa
     assert not producer.is_alive()
     writer.close({ModeKeys.TRAIN: 2}, 2)
     assert create_trial(tmp_path).steps() == [0, 1, 2]
+
+
+def test_small_steps_go_in_batches_in_order_and_none_waits_for_the_next_put(
+    tmp_path: Path,
+) -> None:
+    """Loss-sized steps wait in a batch (no thread switch per step), large ones go at once
+    after it; every step is written in the order put, and a training loop that pauses
+    finds its last small steps on disk without a flush: the writer takes them itself."""
+    written: list[int] = []
+
+    class Recording(StoreWriter):
+        def _write_step(self, record: StepRecord) -> None:
+            written.append(record.mode_step)
+            super()._write_step(record)
+
+    writer = Recording(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0")
+    sizes = {s: 10_000 if s in (5, 9) else 1 for s in range(12)}  # 5 and 9: 80 kB
+    for step, size in sizes.items():
+        tensors = {"x": np.full(size, step, dtype=np.float64)}
+        writer.put(StepRecord(ModeKeys.TRAIN, step, step, 0.0, tensors, {"x": "default"}))
+    deadline = time.monotonic() + 30
+    while len(written) < len(sizes) and time.monotonic() < deadline:
+        time.sleep(0.01)  # no put, no flush: the writer's own look takes steps 10 and 11
+    assert written == list(sizes)
+    trial = create_trial(tmp_path)
+    assert trial.steps() == list(sizes)
+    assert [float(trial.tensor("x").value(s)[0]) for s in sizes] == [float(s) for s in sizes]
+    writer.close({ModeKeys.TRAIN: 11}, 11)
+
+
+def test_a_step_that_fails_to_write_stops_no_other_step_of_its_batch(tmp_path: Path) -> None:
+    def to_numpy(value: np.ndarray) -> np.ndarray:
+        if value.dtype == np.int8:
+            raise ValueError("cannot convert")
+        return value
+
+    writer = StoreWriter(tmp_path, {}, SaveConfig(), to_numpy, "numpy", "0")
+    for step in range(3):
+        dtype = np.int8 if step == 1 else np.float32
+        record = StepRecord(ModeKeys.TRAIN, step, step, 0.0, {"x": np.ones(2, dtype)}, {"x": "c"})
+        writer.put(record)
+    writer.flush()
+    assert sorted(p.name for p in (tmp_path / "steps" / "TRAIN").iterdir()) == [
+        "000000000000.safetensors",
+        "000000000002.safetensors",
+    ]
+    with pytest.raises(StoreWriteError, match="cannot convert"):
+        writer.put(StepRecord(ModeKeys.TRAIN, 3, 3, 0.0, {"x": np.ones(2)}, {"x": "c"}))
 
 
 def test_reader_side_imports_no_torch() -> None:
