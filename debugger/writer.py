@@ -199,7 +199,10 @@ class StoreWriter:
                 item = self._queue.get(timeout=HAND_OVER_S)
             except queue.Empty:  # the training thread is quiet: take its small steps
                 with self._hand_over_lock:
-                    self._hand_over()
+                    # Steps may have been queued since the look; only this thread takes
+                    # from the queue, so a full one would never free a slot for the batch.
+                    if not self._queue.full():
+                        self._hand_over()
                 continue
             try:
                 if isinstance(item, _End):

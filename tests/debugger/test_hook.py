@@ -1,6 +1,7 @@
 import copy
 import json
 import pickle
+import queue
 import subprocess
 import sys
 import threading
@@ -198,6 +199,42 @@ def test_small_steps_go_in_batches_in_order_and_none_waits_for_the_next_put(
     assert trial.steps() == list(sizes)
     assert [float(trial.tensor("x").value(s)[0]) for s in sizes] == [float(s) for s in sizes]
     writer.close({ModeKeys.TRAIN: 11}, 11)
+
+
+def test_the_writers_own_look_never_waits_on_the_queue_it_alone_empties(tmp_path: Path) -> None:
+    """The writer finds its queue empty, then (before it takes the small steps itself) the
+    training thread fills the queue and leaves a small step in a batch: the writer must
+    not block handing that batch to its own full queue."""
+    started = threading.Event()
+
+    class Racing(StoreWriter):
+        def _run(self) -> None:
+            started.wait()
+            super()._run()
+
+    writer = Racing(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0", max_pending_steps=1)
+    real_get = writer._queue.get
+    raced = []
+
+    def get(block: bool = True, timeout: float | None = None) -> object:
+        if not raced:  # as if the look timed out while the training thread ran on
+            raced.append(True)
+            big = {"x": np.ones(10_000)}  # at once: fills the queue of 1
+            writer.put(StepRecord(ModeKeys.TRAIN, 0, 0, 0.0, big, {"x": "c"}))
+            small = {"x": np.ones(2)}  # waits in a batch
+            writer.put(StepRecord(ModeKeys.TRAIN, 1, 1, 0.0, small, {"x": "c"}))
+            raise queue.Empty
+        return real_get(block, timeout)
+
+    writer._queue.get = get  # type: ignore[method-assign]
+    started.set()
+    steps = tmp_path / "steps" / "TRAIN"
+    deadline = time.monotonic() + 30
+    while len(list(steps.glob("*.safetensors")) if steps.exists() else []) < 2:
+        assert time.monotonic() < deadline, "the writer is stuck"
+        time.sleep(0.01)
+    writer.close({ModeKeys.TRAIN: 1}, 1)
+    assert create_trial(tmp_path).steps() == [0, 1]
 
 
 def test_a_step_that_fails_to_write_stops_no_other_step_of_its_batch(tmp_path: Path) -> None:
