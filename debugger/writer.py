@@ -198,11 +198,7 @@ class StoreWriter:
             try:
                 item = self._queue.get(timeout=HAND_OVER_S)
             except queue.Empty:  # the training thread is quiet: take its small steps
-                with self._hand_over_lock:
-                    # Steps may have been queued since the look; only this thread takes
-                    # from the queue, so a full one would never free a slot for the batch.
-                    if not self._queue.full():
-                        self._hand_over()
+                self._take_batch()
                 continue
             try:
                 if isinstance(item, _End):
@@ -212,6 +208,18 @@ class StoreWriter:
                     self._guarded(self._write_step, record)
             finally:
                 self._queue.task_done()
+
+    def _take_batch(self) -> None:
+        """Queue the small steps of a quiet training thread. Never waits: should the
+        training thread hold the lock (it may be waiting on a full queue, which only this
+        thread empties) or have filled the queue since the look, it is not quiet."""
+        if not self._hand_over_lock.acquire(blocking=False):
+            return
+        try:
+            if not self._queue.full():
+                self._hand_over()
+        finally:
+            self._hand_over_lock.release()
 
     def _guarded(self, write: Callable[[Any], None], item: StepRecord | _End) -> None:
         """One write; a failure is kept (put() raises it) and the rest still drained, so

@@ -237,6 +237,49 @@ def test_the_writers_own_look_never_waits_on_the_queue_it_alone_empties(tmp_path
     assert create_trial(tmp_path).steps() == [0, 1]
 
 
+def test_the_writers_own_look_never_waits_for_a_training_thread_held_by_a_full_queue(
+    tmp_path: Path,
+) -> None:
+    """The writer finds its queue empty; before it looks at the batch, the training thread
+    fills the queue and waits on it, holding the hand-over lock: the writer must go on
+    emptying the queue, not wait for that lock."""
+    started = threading.Event()
+
+    class Racing(StoreWriter):
+        def _run(self) -> None:
+            started.wait()
+            super()._run()
+
+    writer = Racing(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0", max_pending_steps=1)
+    real_get = writer._queue.get
+    big = {"x": np.ones(10_000)}
+    trainer = threading.Thread(
+        target=lambda: [
+            writer.put(StepRecord(ModeKeys.TRAIN, s, s, 0.0, big, {"x": "c"})) for s in (0, 1)
+        ]
+    )
+
+    def get(block: bool = True, timeout: float | None = None) -> object:
+        if trainer.ident is None:
+            trainer.start()  # as if the look timed out while the training thread ran on
+            deadline = time.monotonic() + 30
+            while not (writer._queue.full() and writer._hand_over_lock.locked()):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)  # step 0 queued, step 1 waiting on the full queue
+            raise queue.Empty
+        return real_get(block, timeout)
+
+    writer._queue.get = get  # type: ignore[method-assign]
+    started.set()
+    deadline = time.monotonic() + 30
+    while trainer.ident is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    trainer.join(timeout=30)
+    assert not trainer.is_alive(), "the writer and the training thread wait on each other"
+    writer.close({ModeKeys.TRAIN: 1}, 1)
+    assert create_trial(tmp_path).steps() == [0, 1]
+
+
 def test_a_step_that_fails_to_write_stops_no_other_step_of_its_batch(tmp_path: Path) -> None:
     def to_numpy(value: np.ndarray) -> np.ndarray:
         if value.dtype == np.int8:
