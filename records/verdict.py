@@ -49,6 +49,8 @@ consecutive updates' gradients point the same way, near one each batch's noise o
 the mean gradient. Gradients still agreeing at the end of a run with noisy batches are
 asked as STILL_DESCENDING is, below.
 
+Nor can the curve judge a run that ended while its schedule was still raising the rate
+(rate_rising): the rate it was heading for came late or never. It is asked too.
 One descent the figures cannot judge alone: a loss still falling at its end about as fast
 as in its middle third (IN_A_LINE up to SPEEDING_UP). A rate far too small descends in a
 line; so does a healthy run stopped early (a tiny built-in job: 1.16). Only a run at
@@ -113,6 +115,13 @@ NOISY = 0.2
 # "Annealing": the last third's mean learning rate at most ANNEALED times the middle
 # third's (a constant rate: 1; cosine to zero: about 0.2; OneCycle: about 0.3).
 ANNEALED = 0.75
+# "Still rising": the last third's mean learning rate RISING times the middle third's or
+# more. A schedule ends a run at its lowest rate or holds it (constant, steps, cosine,
+# linear decay, OneCycle; warmup comes first): every run of benchmarks/repair_quality.py
+# ended at 1.00x or less but the GPT-style job at 1/30 of its rate, whose cosine decays
+# *up* to a floor typed for the intended rate (1.43x and 1.47x; called clean 7 % worse
+# at three times its length, its loss slowing and its gradients agreeing at one lag).
+RISING = 1 / ANNEALED
 
 
 class Baseline(NamedTuple):
@@ -211,7 +220,7 @@ def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> F
         return Finding(
             rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=step, message=why
         )
-    if why := in_a_line(attempt) or gradients_agree(attempt):
+    if why := in_a_line(attempt) or rate_rising(attempt) or gradients_agree(attempt):
         return Finding(rule=STILL_DESCENDING, rule_class=STILL_DESCENDING, step=step, message=why)
     return None
 
@@ -296,6 +305,23 @@ def in_a_line(attempt: Attempt) -> str | None:
             f"learning rate far too small, or in a healthy run stopped early"
         )
     return None
+
+
+def rate_rising(attempt: Attempt) -> str | None:
+    """Why the attempt may have ended before its schedule reached the rate it was heading
+    for: its learning rate was still rising over its last third (rate_thirds, RISING);
+    None when it was not, or its rates are not known."""
+    if len(attempt.rate_thirds) != 2:
+        return None
+    middle, last = attempt.rate_thirds
+    if middle <= 0 or last < RISING * middle:
+        return None
+    return (
+        f"its learning rate was still rising when the run ended: {last:.3g} on average over "
+        f"the last third of its steps, {last / middle:.2f}x the middle third's {middle:.3g} "
+        f"(a schedule ends a run at its lowest rate), as when a warmup outlasts the run or "
+        f"a rate typed far too small sits under the schedule's floor"
+    )
 
 
 def gradients_agree(attempt: Attempt) -> str | None:

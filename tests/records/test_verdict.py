@@ -403,6 +403,40 @@ def test_gradients_still_agreeing_at_the_end_are_asked() -> None:
     assert run_verdict_finding(unprobed) is None
 
 
+def test_a_run_whose_schedule_was_still_raising_the_rate_at_its_end_is_asked() -> None:
+    """The GPT-style job at 1/30 of its rate (benchmarks/repair_quality.py, three times its
+    length): its cosine decays *up* from the typed 2e-4 to the floor of 6e-4 typed for the
+    intended 6e-3, so its last third's mean rate is 1.43x its middle third's. Its loss
+    slowed as a converged run's does and its gradients agreed at one lag only (0.26,
+    -0.17): once called clean at 7 % above its intended run's loss. Asked now. Constant,
+    annealed and unrecorded rates are not."""
+    from remedy.records.verdict import RISING
+
+    slowing = [5.7, 3.9, 3.45, 3.2]
+
+    def run(rates: list[float]) -> State:
+        state = State(run_spec=RunSpec(source_dir=".", entry_point="train.py"))
+        return ended(
+            state,
+            loss_rises=0.45,
+            initial_loss=5.7,
+            final_loss=3.2,
+            loss_thirds=slowing,
+            rate_thirds=rates,
+            gradient_agreement=[0.26, -0.17],
+        )
+
+    found = run_verdict_finding(run([3.95e-4, 5.64e-4]))
+    assert found is not None and found.rule == found.rule_class == STILL_DESCENDING
+    assert "its learning rate was still rising when the run ended: 0.000564 on average" in (
+        found.message
+    )
+    assert "1.43x the middle third's 0.000395" in found.message
+    assert run_flaw(run([3.95e-4, 5.64e-4])) is None  # a question: unanswered, clean
+    for healthy in ([0.1, 0.1], [3.37e-3, 1.08e-3], [1e-3, RISING * 1e-3 * 0.99], [0.0, 1e-3], []):
+        assert run_verdict_finding(run(healthy)) is None, healthy
+
+
 def test_how_often_the_loss_rose_over_the_last_third() -> None:
     from remedy.state_schema.loss_windows import THIRDS_MIN_STEPS, rising_share
 
