@@ -35,6 +35,7 @@ import argparse
 import bisect
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -68,6 +69,10 @@ DEFAULT_POLL_INTERVAL = 0.5
 # between a finding and its stop. Not for S3, where every poll costs requests and a cloud
 # job waits minutes for its instance.
 BUSY_POLL_INTERVAL = 0.05
+# ... and it stays busy this long after the last poll that found steps: a job's small steps
+# reach the store in batches about 0.05 s apart, 0.1 s when its loop pauses (the hook's
+# writer, debugger/writer.py), so a busy poll between two batches finds none.
+BUSY_GRACE_S = 0.25
 # A rule that has read no tensor after this many saved steps is Error: the job does not
 # save what it reads, and its silence must not pass for NoIssuesFound. Generous, because
 # some tensors come once per epoch (the accuracy); at the job's end any such rule is Error.
@@ -142,8 +147,10 @@ class RuleEvaluator:
         # last step evaluated, per (worker, mode)
         self._cursor: dict[tuple[str, ModeKeys], int] = {}
         self.store_error: DebuggerError | None = None  # the store is damaged: evaluation over
-        # The last poll found new steps, or none has come yet: more are likely coming soon.
+        # A poll found new steps within BUSY_GRACE_S, or none has come yet: more are likely
+        # coming soon.
         self.expecting_steps = True
+        self._progressed_at = -math.inf  # when a poll last found new steps
 
     @property
     def statuses(self) -> dict[str, RuleStatusRecord]:
@@ -165,7 +172,10 @@ class RuleEvaluator:
         except DebuggerError as exc:  # damaged: evaluate the steps before it, then say so
             self.store_error = exc
         progressed = self._evaluate_new_steps()
-        self.expecting_steps = bool(progressed) or not self._cursor
+        now = time.monotonic()
+        if progressed:
+            self._progressed_at = now
+        self.expecting_steps = not self._cursor or now - self._progressed_at < BUSY_GRACE_S
         if self.store_error is not None:
             self.fail_all(f"cannot read the store: {self.store_error}")
             return True
@@ -204,8 +214,8 @@ class RuleEvaluator:
 
     def next_wait(self, poll_interval: float, busy_interval: float | None = None) -> float:
         """Seconds until the next poll: `busy_interval` (if given) until the first step and
-        while steps keep arriving (a finding stops a fast job within a few steps), else
-        `poll_interval` (a pause: the job is evaluating, saving or slow)."""
+        while steps keep arriving (within BUSY_GRACE_S: a finding stops a fast job within a
+        few steps), else `poll_interval` (a pause: the job is evaluating, saving or slow)."""
         if busy_interval is None or not self.expecting_steps:
             return poll_interval
         return min(poll_interval, busy_interval)

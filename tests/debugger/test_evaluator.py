@@ -1,12 +1,18 @@
 import json
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from remedy.debugger import ModeKeys, Rule, RuleStatus, create_trial, read_statuses, register_rule
-from remedy.debugger.evaluator import BUSY_POLL_INTERVAL, RuleEvaluator, evaluator_command
+from remedy.debugger.evaluator import (
+    BUSY_GRACE_S,
+    BUSY_POLL_INTERVAL,
+    RuleEvaluator,
+    evaluator_command,
+)
 from remedy.debugger.rule_config import RuleConfig
 from remedy.debugger.rules import RULES
 from tests.debugger.helpers import (
@@ -216,9 +222,10 @@ def test_a_step_listed_after_a_later_step_of_another_mode_is_still_evaluated(
 
 def test_it_polls_often_until_the_first_step_and_while_steps_arrive(tmp_path: Path) -> None:
     """A fast job (steps of a few ms) on a local store is stopped within a few steps of a
-    finding: with a busy interval (the local backend's), until the first step and after a
-    poll that found steps the next poll comes after it; after a poll that found none, after
-    the interval. Without one (an S3 store: every poll costs requests), always the interval."""
+    finding: with a busy interval (the local backend's), until the first step and within
+    BUSY_GRACE_S of a poll that found steps the next poll comes after it (steps come in
+    batches: a poll between two finds none); after that, after the interval. Without one
+    (an S3 store: every poll costs requests), always the interval."""
     new_store(tmp_path / "store")
     evaluator = RuleEvaluator(
         create_trial(tmp_path / "store"),
@@ -236,7 +243,10 @@ def test_it_polls_often_until_the_first_step_and_while_steps_arrive(tmp_path: Pa
     assert evaluator.next_wait(0.5, busy) == busy < 0.5
     assert evaluator.next_wait(0.01, busy) == 0.01  # never slower than asked
     assert evaluator.next_wait(2.0) == 2.0
-    evaluator.poll()  # no new step
+    evaluator.poll()  # no new step, just after one that found some: a gap between batches
+    assert evaluator.next_wait(0.5, busy) == busy
+    time.sleep(BUSY_GRACE_S)
+    evaluator.poll()  # still none: a pause
     assert evaluator.next_wait(0.5, busy) == 0.5
 
     # the local backend asks for it; the command carries it only when asked

@@ -373,3 +373,42 @@ def test_a_run_whose_gradients_still_agree_at_its_end_is_asked_and_repaired(
     assert last.spec.role("learning_rate") > 3 * 0.01 / 30 and last.findings == []
     assert last.metrics["test:elbo_loss"] <= 23.72 * 1.02  # within 2 % of the intended run
     assert len(last.gradient_agreement) == 2 and min(last.gradient_agreement) < 0.2
+
+
+@pytest.mark.slow
+def test_a_run_whose_schedule_still_raised_its_rate_at_its_end_is_asked_and_repaired(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The GPT-style example at 1/30 of its rate (2e-4) over 1,200 iterations, its floor
+    --min_lr left at the 6e-4 typed for the intended 6e-3: its cosine decays *up* to the
+    floor. No rule fires; its loss slows as a converged run's does and its gradients agree
+    at one lag only, so it once ended clean at a val loss 7 % above its intended run's
+    (2.978). Its rate still rose over its last third: the verdict asks, a probe at a higher
+    rate learns faster, and the run goes on from it, within 2 % of the intended run."""
+    corpus = generated_corpus(tmp_path / "corpus")
+    spec = {
+        "base_job_name": "gpt-rising",
+        "source_dir": str(EXAMPLES / "gpt_lm"),
+        "entry_point": "train.py",
+        "hyperparameters": {
+            "data": str(corpus), "learning_rate": 6e-3 / 30, "min_lr": 6e-4, "grad_clip": 1.0,
+            "max_iters": 1200, "lr_decay_iters": 1200,
+        },
+        "hyperparameter_roles": {
+            "learning_rate": "learning_rate", "grad_clip_norm": "grad_clip",
+            "max_steps": "max_iters", "output_dir": "out_dir",
+        },
+        "metric_definitions": [{"name": "val:loss", "regex": r"val loss ([0-9.eE+-]+)"}],
+    }  # fmt: skip
+    _, _, (first, last) = asked_then_repaired(
+        spec, tmp_path, prefect_api_url, "its learning rate was still rising when the run ended"
+    )
+    middle_rate, last_rate = first.rate_thirds
+    assert last_rate >= 1.33 * middle_rate, first.rate_thirds
+    # neither the curve nor the gradients would have asked
+    start, third, two_thirds, end = first.loss_thirds
+    assert end < 0.9 * start and two_thirds - end < 0.8 * (third - two_thirds)
+    assert min(first.gradient_agreement) < 0.2, first.gradient_agreement
+    assert last.spec.role("learning_rate") > 3 * 6e-3 / 30 and last.findings == []
+    assert last.metrics["val:loss"] <= 2.978 * 1.02  # within 2 % of the intended run
+    assert last.rate_thirds[1] < last.rate_thirds[0]  # its schedule anneals now
