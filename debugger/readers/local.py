@@ -152,9 +152,9 @@ class LocalStoreReader(StoreReader):
         self, key: tuple[ModeKeys, int], entries: dict[str, store.TensorEntry]
     ) -> tuple[np.ndarray, int]:
         """The first tensor read from a step file: check every checksum of its tensors'
-        bytes at once, then hold those bytes (read-only) to hand out views of. Step files
-        are renamed into place whole and never rewritten, so later reads of this file need
-        no check of their own."""
+        bytes at once, then keep those bytes (read-only) to copy its tensors out of. Step
+        files are renamed into place whole and never rewritten, so later reads of this file
+        need no check of their own."""
         path = store.step_path(self.location, *key)
         fd, file_size = self._fd(*key)
         start = min((e.start for e in entries.values()), default=file_size)
