@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -201,33 +202,50 @@ def test_small_steps_go_in_batches_in_order_and_none_waits_for_the_next_put(
     writer.close({ModeKeys.TRAIN: 11}, 11)
 
 
-def test_the_writers_own_look_never_waits_on_the_queue_it_alone_empties(tmp_path: Path) -> None:
-    """The writer finds its queue empty, then (before it takes the small steps itself) the
-    training thread fills the queue and leaves a small step in a batch: the writer must
-    not block handing that batch to its own full queue."""
+def step_of(step: int, size: int) -> StepRecord:
+    """A step of one tensor of `size` float64s: 10,000 (80 kB) goes to the writer at once,
+    a few wait in a batch."""
+    return StepRecord(ModeKeys.TRAIN, step, step, 0.0, {"x": np.ones(size)}, {"x": "c"})
+
+
+def writer_racing_its_first_look(
+    tmp_path: Path, race: Callable[[StoreWriter], None]
+) -> StoreWriter:
+    """A writer with a queue of 1 whose first look at its queue finds it empty, and runs
+    `race` (what the training thread did meanwhile) before it goes on."""
     started = threading.Event()
 
     class Racing(StoreWriter):
         def _run(self) -> None:
-            started.wait()
+            started.wait()  # until its queue's get is replaced
             super()._run()
 
     writer = Racing(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0", max_pending_steps=1)
     real_get = writer._queue.get
-    raced = []
+    raced: list[bool] = []
 
     def get(block: bool = True, timeout: float | None = None) -> object:
         if not raced:  # as if the look timed out while the training thread ran on
             raced.append(True)
-            big = {"x": np.ones(10_000)}  # at once: fills the queue of 1
-            writer.put(StepRecord(ModeKeys.TRAIN, 0, 0, 0.0, big, {"x": "c"}))
-            small = {"x": np.ones(2)}  # waits in a batch
-            writer.put(StepRecord(ModeKeys.TRAIN, 1, 1, 0.0, small, {"x": "c"}))
+            race(writer)
             raise queue.Empty
         return real_get(block, timeout)
 
     writer._queue.get = get  # type: ignore[method-assign]
     started.set()
+    return writer
+
+
+def test_the_writers_own_look_never_waits_on_the_queue_it_alone_empties(tmp_path: Path) -> None:
+    """The writer finds its queue empty, then (before it takes the small steps itself) the
+    training thread fills the queue and leaves a small step in a batch: the writer must
+    not block handing that batch to its own full queue."""
+
+    def fill(writer: StoreWriter) -> None:
+        writer.put(step_of(0, 10_000))  # at once: fills the queue of 1
+        writer.put(step_of(1, 2))  # waits in a batch
+
+    writer = writer_racing_its_first_look(tmp_path, fill)
     steps = tmp_path / "steps" / "TRAIN"
     deadline = time.monotonic() + 30
     while len(list(steps.glob("*.safetensors")) if steps.exists() else []) < 2:
@@ -243,39 +261,23 @@ def test_the_writers_own_look_never_waits_for_a_training_thread_held_by_a_full_q
     """The writer finds its queue empty; before it looks at the batch, the training thread
     fills the queue and waits on it, holding the hand-over lock: the writer must go on
     emptying the queue, not wait for that lock."""
-    started = threading.Event()
+    trainers: list[threading.Thread] = []
 
-    class Racing(StoreWriter):
-        def _run(self) -> None:
-            started.wait()
-            super()._run()
+    def fill_and_wait(writer: StoreWriter) -> None:
+        trainer = threading.Thread(target=lambda: [writer.put(step_of(s, 10_000)) for s in (0, 1)])
+        trainers.append(trainer)
+        trainer.start()
+        deadline = time.monotonic() + 30
+        while not (writer._queue.full() and writer._hand_over_lock.locked()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)  # step 0 queued, step 1 waiting on the full queue
 
-    writer = Racing(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0", max_pending_steps=1)
-    real_get = writer._queue.get
-    big = {"x": np.ones(10_000)}
-    trainer = threading.Thread(
-        target=lambda: [
-            writer.put(StepRecord(ModeKeys.TRAIN, s, s, 0.0, big, {"x": "c"})) for s in (0, 1)
-        ]
-    )
-
-    def get(block: bool = True, timeout: float | None = None) -> object:
-        if trainer.ident is None:
-            trainer.start()  # as if the look timed out while the training thread ran on
-            deadline = time.monotonic() + 30
-            while not (writer._queue.full() and writer._hand_over_lock.locked()):
-                assert time.monotonic() < deadline
-                time.sleep(0.01)  # step 0 queued, step 1 waiting on the full queue
-            raise queue.Empty
-        return real_get(block, timeout)
-
-    writer._queue.get = get  # type: ignore[method-assign]
-    started.set()
+    writer = writer_racing_its_first_look(tmp_path, fill_and_wait)
     deadline = time.monotonic() + 30
-    while trainer.ident is None and time.monotonic() < deadline:
+    while not trainers and time.monotonic() < deadline:
         time.sleep(0.01)
-    trainer.join(timeout=30)
-    assert not trainer.is_alive(), "the writer and the training thread wait on each other"
+    trainers[0].join(timeout=30)
+    assert not trainers[0].is_alive(), "the writer and the training thread wait on each other"
     writer.close({ModeKeys.TRAIN: 1}, 1)
     assert create_trial(tmp_path).steps() == [0, 1]
 
