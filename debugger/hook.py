@@ -190,6 +190,7 @@ class Hook:
             max_pending_steps=max_pending_steps,
             uploader=uploader,
             exporter=exporter,
+            worker=self.worker if workers > 1 else None,
         )
         self._mode = ModeKeys.TRAIN
         self._mode_set_by_user = False

@@ -4,7 +4,17 @@
     collections.json   {collection: {"tensor_names": [...], "save_config": {...}}}
     steps/<MODE>/<mode_step:012d>.safetensors
                        every tensor saved at one step, keyed by tensor name
+    steps/<MODE>/<first:012d>-<last:012d>.safetensors
+                       a pack: several small steps of one mode, first to last, in one file
     end.json           end-of-training marker: last step per mode, wall time
+
+A pack holds steps the writer was handed in one batch (debugger/writer.py): one file for
+many loss-only steps instead of one each, because creating a file costs more than writing
+a small step. Its tensors are keyed "<mode_step:012d>/<name>"; its metadata's "steps" lists
+[mode_step, global_step, wall_time] of each step it holds, ascending, the first and last
+those of its name (a step with no tensor is listed too). Packs and step files never share
+a step. Stores that may hold packs are version 3 (PACKS_FORMAT_VERSION): a reader that
+predates packs refuses them (StoreFormatError) instead of reading their steps as absent.
 
 A store written by several processes (torchrun: one per rank) holds one such store per
 worker, as the legacy library's worker_N files did, so no process ever writes another's
@@ -40,7 +50,7 @@ import stat
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,10 +67,13 @@ except ImportError:  # pragma: no cover - isal is a dependency; a stripped insta
 from remedy.debugger.modes import ModeKeys
 
 FORMAT_NAME = "remedy-debugger"
-FORMAT_VERSION = 1  # a store of one process, and each worker's part of a store of several
+# A store of one process, and each worker's part of a store of several; 1: before packs.
+FORMAT_VERSION = 3
 # The top of a store of several workers: a reader that knows only version 1 refuses it
 # (StoreFormatError) instead of reading it as an empty store.
 WORKERS_FORMAT_VERSION = 2
+PACKS_FORMAT_VERSION = 3  # steps may lie in packs; step files name their worker
+NEWEST_FORMAT_VERSION = 3  # what a reader of this version reads
 
 META_FILE = "meta.json"
 COLLECTIONS_FILE = "collections.json"
@@ -68,6 +81,9 @@ END_FILE = "end.json"
 STEPS_DIR = "steps"
 STEP_SUFFIX = ".safetensors"
 STEP_FILE_RE = re.compile(r"^(\d{12})\.safetensors$")
+PACK_FILE_RE = re.compile(r"^(\d{12})-(\d{12})\.safetensors$")
+PACK_STEPS_KEY = "steps"  # in a pack's metadata
+WORKER_KEY = "worker"  # in a step file's or pack's metadata, in a store of several workers
 WORKERS_DIR = "workers"
 
 CRC_KEY = "crc32"  # in meta.json, end.json, each collections.json entry, step metadata
@@ -92,6 +108,9 @@ class StepHeader:
     global_step: int
     wall_time: float
     tensor_names: tuple[str, ...]
+    # The process that wrote it, in a store of several (a file moved to another worker's
+    # part is caught); None in a store of one process and in files written before packs.
+    worker: str | None = None
     # the same names as a set: "does this step hold x" is asked at every tensor read
     _names: frozenset[str] = field(init=False, repr=False, compare=False)
 
@@ -103,7 +122,7 @@ class StepHeader:
 
     def metadata(self) -> dict[str, str]:
         # safetensors metadata is str -> str only.
-        return {
+        metadata = {
             "format": FORMAT_NAME,
             "version": str(FORMAT_VERSION),
             "mode": self.mode.value,
@@ -111,6 +130,9 @@ class StepHeader:
             "global_step": str(self.global_step),
             "wall_time": repr(self.wall_time),
         }
+        if self.worker is not None:
+            metadata[WORKER_KEY] = self.worker
+        return metadata
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, str], names: list[str]) -> StepHeader:
@@ -121,6 +143,7 @@ class StepHeader:
             global_step=int(metadata["global_step"]),
             wall_time=float(metadata["wall_time"]),
             tensor_names=tuple(sorted(names)),
+            worker=metadata.get(WORKER_KEY),
         )
 
 
@@ -144,6 +167,31 @@ def parse_step_file_name(name: str) -> int | None:
     """Mode step of a step file name, None for anything else (temp files, strays)."""
     match = STEP_FILE_RE.match(name)
     return int(match.group(1)) if match else None
+
+
+class StepFile(NamedTuple):
+    """A file in a mode's steps folder: one step's (first == last, not packed) or a pack's."""
+
+    first: int
+    last: int
+    name: str
+    packed: bool
+
+
+def parse_steps_folder_name(name: str) -> StepFile | None:
+    """What a name in a steps folder holds; None for anything else (temp files, strays)."""
+    step = parse_step_file_name(name)
+    if step is not None:
+        return StepFile(step, step, name, packed=False)
+    match = PACK_FILE_RE.match(name)
+    if match is None:
+        return None
+    first, last = int(match.group(1)), int(match.group(2))
+    return StepFile(first, last, name, packed=True) if first <= last else None
+
+
+def pack_file_name(first: int, last: int) -> str:
+    return f"{first:012d}-{last:012d}{STEP_SUFFIX}"
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -> None:
@@ -344,8 +392,9 @@ def encode_safetensors(
     buffers: list[memoryview] = []
     offset = 0
     for name in sorted(tensors):
-        # Not np.ascontiguousarray: it turns a 0-d loss into shape (1,).
-        array = np.require(tensors[name], requirements="C")
+        array = tensors[name]
+        if type(array) is not np.ndarray or not array.flags.c_contiguous:
+            array = np.require(array, requirements="C")  # not ascontiguousarray: 0-d stays 0-d
         if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and _BIG_ENDIAN):
             array = array.astype(array.dtype.newbyteorder("<"))
         kind = _SAFETENSORS_NAMES.get(array.dtype.type)
@@ -365,7 +414,7 @@ def encode_safetensors(
         offset += size
     meta = dict(metadata)
     if checksums:
-        meta[CRC_KEY] = _COMPACT_JSON.encode(crcs)
+        meta[CRC_KEY] = _dumps(crcs).decode()
     text = encode_header(meta, entries, checksum=checksums)
     return [len(text).to_bytes(8, "little"), text, *buffers]
 
@@ -379,7 +428,7 @@ def encode_header(
     if checksum:  # sealed anew: an older seal would no longer match
         meta.pop(CANONICAL_HEADER_CRC_KEY, None)
         meta[HEADER_CRC_KEY] = _UNSEALED
-    text = _COMPACT_JSON.encode({"__metadata__": meta, **entries}).encode()
+    text = _dumps({"__metadata__": meta, **entries})
     text += b" " * (-len(text) % 8)
     return seal_header(text) if checksum else text
 
@@ -432,6 +481,71 @@ def _write_all(fd: int, chunks: list[bytes | memoryview]) -> None:
 
 
 _IOV_MAX = 1024  # Linux's; writev takes no more buffers per call
+
+
+def write_pack(
+    root: str | os.PathLike[str],
+    mode: ModeKeys,
+    steps: Sequence[tuple[int, int, float]],
+    tensors: Sequence[Mapping[str, np.ndarray]],
+    worker: str | None = None,
+) -> Path:
+    """Write several steps of `mode`, each (mode_step, global_step, wall_time) ascending,
+    with its tensors, as one pack (see the module docstring); returns its path."""
+    if any(a[0] >= b[0] for a, b in zip(steps, steps[1:], strict=False)):
+        raise ValueError("a pack holds ascending steps")
+    packed = {
+        f"{step[0]:012d}/{name}": array
+        for step, arrays in zip(steps, tensors, strict=True)
+        for name, array in arrays.items()
+    }
+    metadata = {
+        "format": FORMAT_NAME,
+        "version": str(FORMAT_VERSION),
+        "mode": mode.value,
+        PACK_STEPS_KEY: _dumps([list(step) for step in steps]).decode(),
+    }
+    if worker is not None:
+        metadata[WORKER_KEY] = worker
+    name = pack_file_name(steps[0][0], steps[-1][0])
+    path = os.path.join(os.fspath(root), STEPS_DIR, mode.value, name)
+    _atomic_write_chunks(path, encode_safetensors(packed, metadata, checksums=WRITE_CHECKSUMS))
+    return Path(path)
+
+
+def split_pack(
+    metadata: Mapping[str, str], entries: Mapping[str, TensorEntry], mode: ModeKeys, file: StepFile
+) -> dict[int, tuple[StepHeader, dict[str, TensorEntry]]]:
+    """Each step of a pack, with its own tensors' entries (names without the step prefix,
+    offsets those of the pack's file); ValueError when the pack is not one of `mode`'s
+    holding steps `file.first` to `file.last`."""
+    if metadata.get("format") != FORMAT_NAME or metadata.get("mode") != mode.value:
+        raise ValueError(f"not a pack of {mode.value} steps")
+    try:
+        listed = _loads(metadata[PACK_STEPS_KEY])
+        steps = [(int(s), int(g), float(w)) for s, g, w in listed]
+    except (KeyError, TypeError, ValueError, RecursionError):
+        raise ValueError("its list of steps is missing or malformed") from None
+    numbers = [s for s, _, _ in steps]
+    if (
+        not numbers
+        or numbers[0] != file.first
+        or numbers[-1] != file.last
+        or any(a >= b for a, b in zip(numbers, numbers[1:], strict=False))
+    ):
+        raise ValueError(f"its steps {numbers[:3]}... are not {file.first} to {file.last}")
+    worker = metadata.get(WORKER_KEY)
+    own: dict[int, dict[str, TensorEntry]] = {s: {} for s in numbers}
+    for key, entry in entries.items():
+        prefix, _, name = key.partition("/")
+        held = own.get(int(prefix)) if len(prefix) == 12 and prefix.isdigit() else None
+        if held is None or not name:
+            raise ValueError(f"tensor {key[:100]!r} belongs to none of its steps")
+        held[name] = entry
+    return {
+        step: (StepHeader(mode, step, global_step, wall, tuple(sorted(held)), worker), held)
+        for (step, global_step, wall), held in zip(steps, own.values(), strict=True)
+    }
 
 
 def write_end(
@@ -623,6 +737,23 @@ except ImportError:  # pragma: no cover - orjson comes with prefect; a job may l
 
 # json.dumps with options builds an encoder per call.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+_orjson_dumps: Callable[[Any], bytes] | None = None
+try:  # compact JSON, 5-10x faster than json's: a step's header is encoded per step
+    from orjson import dumps as _orjson_dumps
+except ImportError:  # pragma: no cover - orjson comes with prefect; a job may lack it
+    pass
+
+
+def _dumps(value: Any) -> bytes:
+    """Compact JSON bytes; json's where orjson refuses (an int beyond 64 bits)."""
+    if _orjson_dumps is not None:
+        try:
+            return _orjson_dumps(value)
+        except TypeError:
+            pass
+    return _COMPACT_JSON.encode(value).encode()
+
+
 _CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 

@@ -88,6 +88,7 @@ class Trial:
         self._collections: dict[str, set[str]] = {}
         self._collection_order: dict[str, list[str]] = {}
         self._meta_checked = False
+        self._format_version = 0  # meta.json's, once read
         self._collections_crc32 = ""  # of collections.json as last read
         self._save_configs: dict[str, dict[str, Any]] = {}  # collection -> its save_config
         self._end: dict[str, Any] | None = None
@@ -143,6 +144,7 @@ class Trial:
             for mode_step in listed:
                 try:
                     header = self.reader.read_header(mode, mode_step)
+                    self._check_worker(header)
                 except CorruptStepFile as exc:
                     problem = exc  # the steps before it stay readable; it is reported
                     break
@@ -328,7 +330,7 @@ class Trial:
                 where = os.path.join(self.reader.location, store.META_FILE)
                 raise CorruptStoreFile(f"{where}: missing, although workers have written")
             return  # the job has not started writing yet
-        newest = store.WORKERS_FORMAT_VERSION
+        newest = store.NEWEST_FORMAT_VERSION
         version = meta.get("version", 0)
         if (
             meta.get("format") != store.FORMAT_NAME
@@ -340,6 +342,7 @@ class Trial:
                 f"{self.reader.location}: store format {meta.get('format')!r} version "
                 f"{version!r} is not {store.FORMAT_NAME!r} <= {newest}"
             )
+        self._format_version = version
         where = os.path.join(self.reader.location, store.META_FILE)
         workers = store.meta_workers(meta, where)
         if workers is not None and self._worker is None:
@@ -352,6 +355,18 @@ class Trial:
                 for rank in range(workers)
             ]
         self._meta_checked = True
+
+    def _check_worker(self, header: store.StepHeader) -> None:
+        """A step file names the worker that wrote it since packs came (format 3): one
+        moved into another worker's part, or into a store of one process, is not read."""
+        if self._format_version < store.PACKS_FORMAT_VERSION and header.worker is None:
+            return
+        if header.worker != self._worker:
+            where = f"{self.reader.location}: {header.mode.value} step {header.mode_step}"
+            raise CorruptStepFile(
+                f"{where} was written by {header.worker or 'a store of one process'}, "
+                f"not {self._worker or 'this store of one process'}"
+            )
 
     def _settled(self, step: int, mode: ModeKeys) -> bool:
         """This worker will write `step` no more: it wrote it, passed it or ended."""

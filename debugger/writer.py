@@ -6,9 +6,11 @@ GIL's hand-over, 0.2-0.3 ms on the 2-core test machine), so a step under SMALL_S
 whose tensors hold no pooled host buffer waits in a batch, which is handed over once it
 holds SMALL_BATCH steps or its first step is HAND_OVER_S old, or by the writer itself when
 it finds its queue empty for HAND_OVER_S (a training loop that pauses leaves no step
-unwritten). Larger steps, and any step holding pinned buffers (an accelerator's copies,
-which the pool must get back soon), go at once, after the batch before them: steps are
-written in order.
+unwritten). The steps of a batch are written as one pack per mode (debugger/store.py):
+creating a file costs the writer more than writing a loss into it, and that kernel work
+slows the training thread too. Larger steps, and any step holding pinned buffers (an
+accelerator's copies, which the pool must get back soon), go at once, after the batch
+before them: steps are written in order.
 
 Back-pressure: the queue holds at most `max_pending_steps` hand-overs (a step, or a batch
 of small ones). When it is full, `put` blocks the training thread until the writer catches
@@ -120,8 +122,10 @@ class StoreWriter:
         max_pending_steps: int = DEFAULT_MAX_PENDING_STEPS,
         uploader: Any = None,  # debugger.s3.S3Uploader; Any keeps boto3 out of this module
         exporter: Any = None,  # debugger.tensorboard.TensorBoardExporter
+        worker: str | None = None,  # in a store of several processes: this one's name
     ) -> None:
         self.root = os.fspath(root)
+        self._worker = worker
         self._uploader = uploader
         self._exporter = exporter
         self._to_numpy = to_numpy
@@ -140,6 +144,7 @@ class StoreWriter:
         self._batch_since = 0.0  # when its first step came
         self._hand_over_lock = threading.Lock()  # steps reach the queue in order
         self._named: set[tuple[str, str]] = set()  # (collection, name) listed so far
+        self._named_keys: set[tuple[str, str]] = set()  # (key, collection) seen so far
         # The steps written, per mode: end.json names them, so a reader reports a lost one.
         self._saved: dict[ModeKeys, list[int]] = {}
         self.error: BaseException | None = None
@@ -204,8 +209,8 @@ class StoreWriter:
                 if isinstance(item, _End):
                     self._guarded(self._write_end, item)
                     return  # nothing follows the end: close() must not wait on a get()
-                for record in item:
-                    self._guarded(self._write_step, record)
+                for records in _runs_by_mode(item):
+                    self._guarded(self._write_steps, records)
             finally:
                 self._queue.task_done()
 
@@ -221,18 +226,22 @@ class StoreWriter:
         finally:
             self._hand_over_lock.release()
 
-    def _guarded(self, write: Callable[[Any], None], item: StepRecord | _End) -> None:
+    def _guarded(self, write: Callable[[Any], None], item: list[StepRecord] | _End) -> None:
         """One write; a failure is kept (put() raises it) and the rest still drained, so
         put() never blocks for ever."""
         try:
             write(item)
         except Exception as exc:
-            if self.error is None:
-                self.error = exc
-                log.exception("debugger writer failed; later steps may be missing")
+            self._failed(exc)
         finally:
-            if isinstance(item, StepRecord):
-                item.release()
+            if isinstance(item, list):
+                for record in item:
+                    record.release()
+
+    def _failed(self, exc: Exception) -> None:
+        if self.error is None:
+            self.error = exc
+            log.exception("debugger writer failed; later steps may be missing")
 
     def _write_end(self, end: _End) -> None:
         store.write_end(self.root, end.last_steps, end.global_step, self._saved, self._collections)
@@ -240,15 +249,54 @@ class StoreWriter:
         if self._exporter is not None:
             self._exporter.close()
 
-    def _write_step(self, record: StepRecord) -> None:
+    def _write_steps(self, records: list[StepRecord]) -> None:
+        """One step file, or one pack for several steps of a mode. A step whose tensors
+        cannot be had is left out (its error kept); the others are still written."""
+        arrays = []
+        for record in list(records):
+            try:
+                arrays.append(self._arrays(record))
+            except Exception as exc:
+                self._failed(exc)
+                records = [r for r in records if r is not record]
+        if not records:
+            return
+        if len(records) == 1:
+            record = records[0]
+            header = store.StepHeader(
+                mode=record.mode,
+                mode_step=record.mode_step,
+                global_step=record.global_step,
+                wall_time=record.wall_time,
+                tensor_names=tuple(sorted(arrays[0])),
+                worker=self._worker,
+            )
+            path = store.write_step(self.root, header, arrays[0])
+        else:
+            steps = [(r.mode_step, r.global_step, r.wall_time) for r in records]
+            path = store.write_pack(self.root, records[0].mode, steps, arrays, self._worker)
+        saved = self._saved
+        for record, tensors in zip(records, arrays, strict=True):
+            saved.setdefault(record.mode, []).append(record.mode_step)
+            if self._exporter is not None:
+                self._exporter.write_step(record.mode, record.mode_step, record.wall_time, tensors)
+        if self._uploader is not None:
+            self._upload(os.path.relpath(path, self.root))
+            os.unlink(path)  # staging only: keep local disk use to one file
+
+    def _arrays(self, record: StepRecord) -> dict[str, np.ndarray]:
+        """A step's tensors as arrays, its names' collections in collections.json first (a
+        reader that sees the step also sees them)."""
         arrays = {name: self._to_numpy(value) for name, value in record.tensors.items()}
         for pack in record.packed:
             arrays.update(pack.unpack(self._to_numpy))
-        # collections.json first: a reader that sees the step also sees its names' collections.
         changed = False
         for key, collection in record.collection_of.items():
+            if (key, collection) in self._named_keys:  # this runs for every tensor saved
+                continue
+            self._named_keys.add((key, collection))
             name = split_key(key)[0]  # reductions are listed under their tensor's name
-            if (collection, name) in self._named:  # a set: this runs for every tensor saved
+            if (collection, name) in self._named:
                 continue
             self._named.add((collection, name))
             entry = self._collections.setdefault(
@@ -262,22 +310,23 @@ class StoreWriter:
         if changed:
             store.write_collections(self.root, self._collections)
             self._upload(store.COLLECTIONS_FILE)
-        header = store.StepHeader(
-            mode=record.mode,
-            mode_step=record.mode_step,
-            global_step=record.global_step,
-            wall_time=record.wall_time,
-            tensor_names=tuple(sorted(arrays)),
-        )
-        path = store.write_step(self.root, header, arrays)
-        self._saved.setdefault(record.mode, []).append(record.mode_step)
-        if self._exporter is not None:
-            self._exporter.write_step(record.mode, record.mode_step, record.wall_time, arrays)
-        if self._uploader is not None:
-            self._upload(os.path.relpath(path, self.root))
-            os.unlink(path)  # staging only: keep local disk use to one step
+        return arrays
 
     def _upload(self, relative: str) -> None:
         if self._uploader is not None:
             relative = relative.replace(os.sep, "/")
             self._uploader.upload(os.path.join(self.root, relative), relative)
+
+
+def _runs_by_mode(records: list[StepRecord]) -> list[list[StepRecord]]:
+    """A batch's steps grouped by mode, each mode's in order: a pack holds ascending steps
+    of one mode (a step number met again starts another run, as a file of its own)."""
+    runs: list[list[StepRecord]] = []
+    open_run: dict[ModeKeys, list[StepRecord]] = {}
+    for record in records:
+        run = open_run.get(record.mode)
+        if run is None or run[-1].mode_step >= record.mode_step:
+            run = open_run[record.mode] = []
+            runs.append(run)
+        run.append(record)
+    return runs

@@ -23,28 +23,37 @@ MAPPED_BYTES = 65_536  # smaller step files are read, not mapped
 _FIRST_READ = 65_536  # one read usually brings the whole header
 
 
+FileKey = tuple[ModeKeys, str]  # (mode, name in its steps folder): a step file or a pack
+
+
 class LocalStoreReader(StoreReader):
     """Not thread-safe: one reader per trial, one trial per thread.
 
-    Each step file's header is parsed once (when the trial lists the step) and its offsets
-    kept. The first tensor read from a step file maps all its tensor bytes and checks every
-    checksum (a damaged file fails whichever tensor is asked for, naming the damaged one);
-    its tensors are then copied out of the map, each into an array of the caller's own.
-    The maps of the last HELD_FILES checked files are kept; a tensor of a file checked
-    before them is one positioned read. Step files are renamed into place whole and never
-    rewritten, so a kept descriptor or map stays valid (a file truncated in place under a
-    reader would end it with SIGBUS, as with any mapped file; nothing of remedy's does that).
-    Only regular files are opened and only real folders listed: a symlink, FIFO or device
-    in the store is a CorruptStoreFile, never followed or read.
+    Each step file's header is parsed once (when the trial lists the step; a pack's, when
+    it is listed) and its offsets kept. The first tensor read from a file maps all its
+    tensor bytes and checks every checksum (a damaged file fails whichever tensor is asked
+    for, naming the damaged one); its tensors are then copied out of the map, each into an
+    array of the caller's own. The maps of the last HELD_FILES checked files are kept; a
+    tensor of a file checked before them is one positioned read. Files are renamed into
+    place whole and never rewritten, so a kept descriptor or map stays valid (a file
+    truncated in place under a reader would end it with SIGBUS, as with any mapped file;
+    nothing of remedy's does that). Only regular files are opened and only real folders
+    listed: a symlink, FIFO or device in the store is a CorruptStoreFile, never followed or
+    read.
     """
 
     def __init__(self, location: str | os.PathLike[str], inner: bool = False) -> None:
         self.location = os.fspath(location)
         self._inner = inner  # a worker's part: its own folder belongs to the store too
         self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
-        self._files: OrderedDict[tuple[ModeKeys, int], tuple[int, int]] = OrderedDict()
-        self._verified: set[tuple[ModeKeys, int]] = set()  # step files whose checksums passed
-        self._held: OrderedDict[tuple[ModeKeys, int], tuple[np.ndarray, int]] = OrderedDict()
+        # Steps listed from packs: their headers, and which file holds them.
+        self._packed: dict[tuple[ModeKeys, int], tuple[store.StepHeader, str]] = {}
+        self._packs_read: dict[FileKey, list[int]] = {}  # pack -> its steps
+        self._broken: dict[tuple[ModeKeys, int], CorruptStepFile] = {}  # damaged packs' first
+        self._file_entries: dict[FileKey, dict[str, store.TensorEntry]] = {}  # packs' whole
+        self._files: OrderedDict[FileKey, tuple[int, int]] = OrderedDict()
+        self._verified: set[FileKey] = set()  # files whose checksums passed
+        self._held: OrderedDict[FileKey, tuple[np.ndarray, int]] = OrderedDict()
         self._held_bytes = 0
 
     def __del__(self) -> None:
@@ -73,11 +82,22 @@ class LocalStoreReader(StoreReader):
         # readdir order is not creation order: a scan can miss a file created during it
         # yet return a later one. A second scan sees every file created before the first
         # ended, so its steps up to the first scan's highest form a gap-free prefix.
-        bound = max(first)
+        bound = max(file.last for file in first)
         floor = -1 if start_after is None else start_after
-        return sorted(s for s in self._scan(mode) if floor < s <= bound)
+        steps: list[int] = []
+        for file in sorted(f for f in self._scan(mode) if floor < f.last <= bound):
+            if not file.packed:
+                steps.append(file.first)
+                continue
+            try:
+                steps.extend(s for s in self._pack_steps(mode, file) if s > floor)
+            except CorruptStepFile as exc:  # the trial reads the steps before, then this
+                self._broken[(mode, file.first)] = exc
+                steps.append(file.first)
+                break
+        return steps
 
-    def _scan(self, mode: ModeKeys) -> list[int]:
+    def _scan(self, mode: ModeKeys) -> list[store.StepFile]:
         folder = store.step_dir(self.location, mode)
         root = Path(self.location)
         folders = [root.parent, root] if self._inner else []  # workers/, workers/worker_N/
@@ -90,12 +110,52 @@ class LocalStoreReader(StoreReader):
         except OSError as exc:
             raise CorruptStoreFile(f"{folder}: cannot be listed ({exc.strerror})") from None
         with entries:
-            steps = [store.parse_step_file_name(e.name) for e in entries]
-        return [s for s in steps if s is not None]
+            files = [store.parse_steps_folder_name(e.name) for e in entries]
+        return [f for f in files if f is not None]
+
+    def _pack_steps(self, mode: ModeKeys, file: store.StepFile) -> list[int]:
+        """A pack's steps, its header parsed once and each step's header and entries kept."""
+        key = (mode, file.name)
+        steps = self._packs_read.get(key)
+        if steps is not None:
+            return steps
+        metadata, entries = self._parse_header(key)
+        try:
+            split = store.split_pack(metadata, entries, mode, file)
+        except ValueError as exc:
+            self._forget(key)
+            raise CorruptStepFile(f"{self._path(key)}: not a pack of steps ({exc})") from None
+        for step, (header, own) in split.items():
+            self._packed[(mode, step)] = (header, file.name)
+            self._entries[(mode, step)] = own
+        self._file_entries[key] = entries
+        self._packs_read[key] = steps = list(split)
+        return steps
 
     def read_header(self, mode: ModeKeys, mode_step: int) -> store.StepHeader:
-        path = store.step_path(self.location, mode, mode_step)
-        fd, file_size = self._fd(mode, mode_step)
+        broken = self._broken.pop((mode, mode_step), None)
+        if broken is not None:
+            raise broken
+        packed = self._packed.get((mode, mode_step))
+        if packed is not None:
+            return packed[0]
+        key = (mode, store.step_file_name(mode_step))
+        metadata, entries = self._parse_header(key)
+        try:
+            header = store.StepHeader.from_metadata(metadata, list(entries))
+        except (KeyError, ValueError) as exc:
+            self._forget(key)
+            raise CorruptStepFile(f"{self._path(key)}: not a debugger step file ({exc})") from None
+        if header.mode is not mode or header.mode_step != mode_step:
+            self._forget(key)
+            raise CorruptStepFile(
+                f"{self._path(key)}: header says {header.mode.value} step {header.mode_step}"
+            )
+        self._entries[(mode, mode_step)] = entries
+        return header
+
+    def _parse_header(self, key: FileKey) -> tuple[dict[str, str], dict[str, store.TensorEntry]]:
+        fd, file_size = self._fd(key)
         try:
             head = os.pread(fd, min(_FIRST_READ, file_size), 0)
             size = store.header_size(head, file_size)  # never more than the file holds
@@ -104,59 +164,55 @@ class LocalStoreReader(StoreReader):
                 raw = os.pread(fd, size, 8)
             if len(raw) != size:
                 raise ValueError("truncated header")
-            metadata, entries = store.parse_header(raw, file_size)
-            header = store.StepHeader.from_metadata(metadata, list(entries))
+            return store.parse_header(raw, file_size)
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
-            self._forget(mode, mode_step)
-            raise CorruptStepFile(f"{path}: not a debugger step file ({exc})") from None
-        if header.mode is not mode or header.mode_step != mode_step:
-            self._forget(mode, mode_step)
-            raise CorruptStepFile(
-                f"{path}: header says {header.mode.value} step {header.mode_step}"
-            )
-        self._entries[(mode, mode_step)] = entries
-        return header
+            self._forget(key)
+            raise CorruptStepFile(f"{self._path(key)}: not a debugger step file ({exc})") from None
 
     def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
-        key = (mode, mode_step)
-        entries = self._entries.get(key)
+        entries = self._entries.get((mode, mode_step))
         if entries is None:
             self.read_header(mode, mode_step)
-            entries = self._entries[key]
+            entries = self._entries[(mode, mode_step)]
         entry = entries[name]
+        key = self._file_of(mode, mode_step)
         held = self._held.get(key)
         if held is None:
             if key in self._verified:  # checked before, its bytes let go since
                 return self._read_again(key, entry, name)
-            held = self._verify_file(key, entries)
+            held = self._verify_file(key, self._file_entries.get(key, entries))
         data, start = held
         raw = data[entry.start - start : entry.end - start]
         return raw.view(entry.dtype).reshape(entry.shape).copy()  # the caller's own array
 
-    def _read_again(
-        self, key: tuple[ModeKeys, int], entry: store.TensorEntry, name: str
-    ) -> np.ndarray:
-        """A tensor of a checked step file whose bytes are no longer held: one positioned
-        read straight into a new array (the file was checked and is never rewritten)."""
+    def _file_of(self, mode: ModeKeys, mode_step: int) -> FileKey:
+        packed = self._packed.get((mode, mode_step))
+        return (mode, packed[1] if packed else store.step_file_name(mode_step))
+
+    def _path(self, key: FileKey) -> Path:
+        return store.step_dir(self.location, key[0]) / key[1]
+
+    def _read_again(self, key: FileKey, entry: store.TensorEntry, name: str) -> np.ndarray:
+        """A tensor of a checked file whose bytes are no longer held: one positioned read
+        straight into a new array (the file was checked and is never rewritten)."""
         out = np.empty(entry.shape, dtype=entry.dtype)
         size = entry.end - entry.start
         if size:
-            fd = self._fd(*key)[0]
+            fd = self._fd(key)[0]
             got = os.preadv(fd, [out.reshape(-1).view(np.uint8).data], entry.start)
             if got != size:
-                path = store.step_path(self.location, *key)
-                raise CorruptStepFile(f"{path}: truncated tensor {name}")
+                raise CorruptStepFile(f"{self._path(key)}: truncated tensor {name}")
         return out
 
     def _verify_file(
-        self, key: tuple[ModeKeys, int], entries: dict[str, store.TensorEntry]
+        self, key: FileKey, entries: dict[str, store.TensorEntry]
     ) -> tuple[np.ndarray, int]:
-        """The first tensor read from a step file: check every checksum of its tensors'
-        bytes at once, then keep those bytes (read-only) to copy its tensors out of. Step
-        files are renamed into place whole and never rewritten, so later reads of this file
-        need no check of their own."""
-        path = store.step_path(self.location, *key)
-        fd, file_size = self._fd(*key)
+        """The first tensor read from a file: check every checksum of its tensors' bytes
+        at once, then keep those bytes (read-only) to copy its tensors out of. Files are
+        renamed into place whole and never rewritten, so later reads of this file need no
+        check of their own."""
+        path = self._path(key)
+        fd, file_size = self._fd(key)
         start = min((e.start for e in entries.values()), default=file_size)
         data = _tensor_bytes(fd, file_size, start)
         if data is None:
@@ -172,14 +228,13 @@ class LocalStoreReader(StoreReader):
             self._held_bytes -= oldest.nbytes
         return data, start
 
-    def _fd(self, mode: ModeKeys, mode_step: int) -> tuple[int, int]:
-        """(descriptor, size) of a step file, kept open."""
-        key = (mode, mode_step)
+    def _fd(self, key: FileKey) -> tuple[int, int]:
+        """(descriptor, size) of a step file or pack, kept open."""
         found = self._files.get(key)
         if found is not None:
             self._files.move_to_end(key)
             return found
-        path = store.step_path(self.location, mode, mode_step)
+        path = self._path(key)
         try:
             found = store.open_regular(path)
         except FileNotFoundError:
@@ -192,8 +247,8 @@ class LocalStoreReader(StoreReader):
             os.close(oldest)
         return found
 
-    def _forget(self, mode: ModeKeys, mode_step: int) -> None:
-        found = self._files.pop((mode, mode_step), None)
+    def _forget(self, key: FileKey) -> None:
+        found = self._files.pop(key, None)
         if found is not None:
             os.close(found[0])
 

@@ -1,7 +1,8 @@
 """Reader for a store under an s3:// URI: incremental listings and ranged GETs.
 
 New steps are listed with ListObjectsV2 StartAfter (keys sort like step numbers), and a
-step file is read without downloading it: one ranged GET for its header (the index, usually
+step file is read without downloading it (a pack of small steps too: its header, the list
+of its steps, is read when it is listed): one ranged GET for its header (the index, usually
 in one go, with the first tensors after it), then one per tensor not yet brought, reading a
 little ahead. Rules read a step's tensors in name order, the order of the file, so a rule
 reading every tensor costs a few GETs a step instead of one a tensor (each GET is a round
@@ -24,7 +25,7 @@ from remedy.debugger.s3 import client, is_missing, parse_uri
 
 _FIRST_GET = 65_536  # one ranged GET usually brings the whole header
 _READ_AHEAD = 1_048_576  # a tensor's GET brings up to this many bytes of those after it
-_STEPS_KEPT = 4  # steps whose fetched bytes are kept (the evaluator reads one at a time)
+_STEPS_KEPT = 4  # objects whose fetched bytes are kept (the evaluator reads one step at a time)
 
 
 class S3StoreReader(StoreReader):
@@ -34,9 +35,13 @@ class S3StoreReader(StoreReader):
         self._client = client()
         # (mode, step) -> offsets of its tensors; a few dozen bytes per tensor name.
         self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
-        # (mode, step) -> the bytes fetched last, from a file offset: the header's GET,
-        # then each read-ahead window. Only the latest steps, so memory stays bounded.
-        self._fetched: dict[tuple[ModeKeys, int], tuple[int, bytes]] = {}
+        # Steps listed from packs: their headers, and which object holds them.
+        self._packed: dict[tuple[ModeKeys, int], tuple[store.StepHeader, str]] = {}
+        self._packs_read: dict[str, list[int]] = {}  # a pack's key -> its steps
+        self._broken: dict[tuple[ModeKeys, int], CorruptStepFile] = {}  # damaged packs' first
+        # object key -> the bytes fetched last, from a file offset: the header's GET, then
+        # each read-ahead window. Only the latest objects, so memory stays bounded.
+        self._fetched: dict[str, tuple[int, bytes]] = {}
 
     def child(self, relative: str) -> S3StoreReader:
         return S3StoreReader(f"{self.location.rstrip('/')}/{relative}")
@@ -63,18 +68,67 @@ class S3StoreReader(StoreReader):
     def list_steps(self, mode: ModeKeys, start_after: int | None = None) -> list[int]:
         prefix = self._where.key(f"{store.STEPS_DIR}/{mode.value}/")
         kwargs: dict[str, Any] = {"Bucket": self._where.bucket, "Prefix": prefix}
-        if start_after is not None:
+        if start_after is not None:  # a pack starting at start_after + 1 sorts after this
             kwargs["StartAfter"] = prefix + store.step_file_name(start_after)
-        steps = []
+        floor = -1 if start_after is None else start_after
+        files = []
         for page in self._client.get_paginator("list_objects_v2").paginate(**kwargs):
             for item in page.get("Contents", []):
-                step = store.parse_step_file_name(item["Key"][len(prefix) :])
-                if step is not None and (start_after is None or step > start_after):
-                    steps.append(step)
-        return sorted(steps)
+                file = store.parse_steps_folder_name(item["Key"][len(prefix) :])
+                if file is not None and file.last > floor:
+                    files.append(file)
+        steps: list[int] = []
+        for file in sorted(files):
+            if not file.packed:
+                steps.append(file.first)
+                continue
+            try:
+                steps.extend(s for s in self._pack_steps(mode, file) if s > floor)
+            except CorruptStepFile as exc:  # the trial reads the steps before, then this
+                self._broken[(mode, file.first)] = exc
+                steps.append(file.first)
+                break
+        return steps
+
+    def _pack_steps(self, mode: ModeKeys, file: store.StepFile) -> list[int]:
+        """A pack's steps, its header read once and each step's header and entries kept."""
+        key = self._where.key(f"{store.STEPS_DIR}/{mode.value}/{file.name}")
+        steps = self._packs_read.get(key)
+        if steps is not None:
+            return steps
+        metadata, entries = self._read_header_of(key)
+        try:
+            split = store.split_pack(metadata, entries, mode, file)
+        except ValueError as exc:
+            where = f"s3://{self._where.bucket}/{key}"
+            raise CorruptStepFile(f"{where}: not a pack of steps ({exc})") from None
+        for step, (header, own) in split.items():
+            self._packed[(mode, step)] = (header, key)
+            self._entries[(mode, step)] = own
+        self._packs_read[key] = steps = list(split)
+        return steps
 
     def read_header(self, mode: ModeKeys, mode_step: int) -> store.StepHeader:
+        broken = self._broken.pop((mode, mode_step), None)
+        if broken is not None:
+            raise broken
+        packed = self._packed.get((mode, mode_step))
+        if packed is not None:
+            return packed[0]
         key = self._key(mode, mode_step)
+        where = f"s3://{self._where.bucket}/{key}"
+        metadata, entries = self._read_header_of(key)
+        try:
+            header = store.StepHeader.from_metadata(metadata, list(entries))
+        except (KeyError, ValueError) as exc:
+            raise CorruptStepFile(f"{where}: not a debugger step file ({exc})") from None
+        if header.mode is not mode or header.mode_step != mode_step:
+            raise CorruptStepFile(f"{where}: header says {header.mode.value} {header.mode_step}")
+        self._entries[(mode, mode_step)] = entries
+        return header
+
+    def _read_header_of(self, key: str) -> tuple[dict[str, str], dict[str, store.TensorEntry]]:
+        """An object's parsed header, its first bytes kept for the tensors after it."""
         where = f"s3://{self._where.bucket}/{key}"
         try:
             response = self._get_object(key, 0, _FIRST_GET)
@@ -86,19 +140,15 @@ class S3StoreReader(StoreReader):
                 raw = self._get(key, 8, 8 + size)
             if len(raw) != size:
                 raise ValueError("truncated header")
-            metadata, entries = store.parse_header(raw, file_size)
-            header = store.StepHeader.from_metadata(metadata, list(entries))
+            parsed = store.parse_header(raw, file_size)
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise CorruptStepFile(f"{where}: not a debugger step file ({exc})") from None
         except Exception as exc:
             if is_missing(exc):  # e.g. a range past the end of an empty object
                 raise CorruptStepFile(f"{where}: unreadable step file ({exc})") from None
             raise
-        if header.mode is not mode or header.mode_step != mode_step:
-            raise CorruptStepFile(f"{where}: header says {header.mode.value} {header.mode_step}")
-        self._entries[(mode, mode_step)] = entries
-        self._keep(mode, mode_step, 0, head)
-        return header
+        self._keep(key, 0, head)
+        return parsed
 
     def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
         entries = self._entries.get((mode, mode_step))
@@ -106,40 +156,40 @@ class S3StoreReader(StoreReader):
             self.read_header(mode, mode_step)
             entries = self._entries[(mode, mode_step)]
         entry = entries[name]
+        key = self._key(mode, mode_step)
         size = entry.end - entry.start
-        data = self._bytes(mode, mode_step, entry, entries) if size else b""
-        where = f"s3://{self._where.bucket}/{self._key(mode, mode_step)}"
+        data = self._bytes(key, entry, entries) if size else b""
+        where = f"s3://{self._where.bucket}/{key}"
         if len(data) != size:  # a truncated object: never hand out part of a tensor
             raise CorruptStepFile(f"{where}: truncated tensor {name}")
         store.check_tensor(entry, data, where, name)
         return np.frombuffer(data, dtype=entry.dtype).reshape(entry.shape).copy()
 
     def _bytes(
-        self,
-        mode: ModeKeys,
-        mode_step: int,
-        entry: store.TensorEntry,
-        entries: dict[str, store.TensorEntry],
+        self, key: str, entry: store.TensorEntry, entries: dict[str, store.TensorEntry]
     ) -> bytes:
         """A tensor's bytes: from what was fetched already, else one GET from its start to
-        the end of the last tensor that ends within the read-ahead (tensors lie back to
-        back, so the GET is at most the tensor and the read-ahead)."""
-        offset, fetched = self._fetched.get((mode, mode_step), (0, b""))
+        the end of the last tensor (of its step) that ends within the read-ahead (tensors
+        lie back to back, so the GET is at most the tensor and the read-ahead)."""
+        offset, fetched = self._fetched.get(key, (0, b""))
         if offset <= entry.start and entry.end <= offset + len(fetched):
             return fetched[entry.start - offset : entry.end - offset]
         ahead = entry.end + _READ_AHEAD
         end = max(e.end for e in entries.values() if entry.start <= e.start and e.end <= ahead)
-        window = self._get(self._key(mode, mode_step), entry.start, end)
-        self._keep(mode, mode_step, entry.start, window)
+        window = self._get(key, entry.start, end)
+        self._keep(key, entry.start, window)
         return window[: entry.end - entry.start]
 
-    def _keep(self, mode: ModeKeys, mode_step: int, offset: int, fetched: bytes) -> None:
-        self._fetched.pop((mode, mode_step), None)
-        self._fetched[(mode, mode_step)] = (offset, fetched)  # the newest last
+    def _keep(self, key: str, offset: int, fetched: bytes) -> None:
+        self._fetched.pop(key, None)
+        self._fetched[key] = (offset, fetched)  # the newest last
         while len(self._fetched) > _STEPS_KEPT:
             del self._fetched[next(iter(self._fetched))]
 
     def _key(self, mode: ModeKeys, mode_step: int) -> str:
+        packed = self._packed.get((mode, mode_step))
+        if packed is not None:
+            return packed[1]
         return self._where.key(f"{store.STEPS_DIR}/{mode.value}/{store.step_file_name(mode_step)}")
 
     def _get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:

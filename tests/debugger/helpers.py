@@ -115,6 +115,14 @@ def every_step_hook(out_dir: Path, interval: int = 1, **kwargs: Any) -> Hook:
     )
 
 
+def one_file_per_step(monkeypatch: Any) -> None:
+    """The hook's writer writes each small step to a file of its own, not in packs (as it
+    did before packs): for tests of what damage to one step's file does."""
+    from remedy.debugger import writer
+
+    monkeypatch.setattr(writer, "SMALL_BATCH", 1)
+
+
 def write_step(
     root: Path,
     mode_step: int,
@@ -131,6 +139,14 @@ def write_step(
         tensor_names=tuple(sorted(tensors)),
     )
     store.write_step(root, header, tensors)
+
+
+def write_pack(
+    root: Path, steps: Mapping[int, Mapping[str, np.ndarray]], mode: ModeKeys = ModeKeys.TRAIN
+) -> Path:
+    """A pack of several steps written directly through the store (no torch)."""
+    numbers = [(step, step, time.time()) for step in steps]
+    return store.write_pack(root, mode, numbers, list(steps.values()))
 
 
 def new_store(root: Path, collections: Mapping[str, list[str]] | None = None) -> Path:

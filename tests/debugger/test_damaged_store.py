@@ -13,13 +13,22 @@ import pytest
 
 from remedy.debugger import CorruptStepFile, create_trial, store
 from remedy.debugger.exceptions import CorruptStoreFile, IncompleteStore
-from tests.debugger.helpers import REPO, every_step_hook, new_store, train, write_step
+from tests.debugger.helpers import (
+    REPO,
+    every_step_hook,
+    new_store,
+    one_file_per_step,
+    train,
+    write_pack,
+    write_step,
+)
 
 pytestmark = pytest.mark.adversarial("damaged stores", fails_as="silently wrong")
 
 
 @pytest.fixture
-def ended(tmp_path: Path) -> Path:
+def ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    one_file_per_step(monkeypatch)
     root = tmp_path / "store"
     hook = every_step_hook(root)
     train(hook, steps=5)
@@ -218,7 +227,8 @@ def written_before_checksums(root: Path) -> Path:
 
 
 @pytest.fixture
-def old_store(tmp_path: Path) -> Path:
+def old_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    one_file_per_step(monkeypatch)  # as stores were before packs
     root = tmp_path / "old"
     hook = every_step_hook(root, interval=2)  # losses every step, the others every 2nd
     train(hook, steps=6, eval_steps=2)
@@ -258,3 +268,61 @@ def test_the_evaluator_names_an_old_store_s_missing_steps_at_its_start(
     assert status["RuleEvaluationStatus"] == "Error"
     assert "TRAIN step(s) with no step file" in status["StatusDetails"]
     assert status["StatusDetails"].endswith(": 5")
+
+
+def packed_store(root: Path) -> Path:
+    """Steps 0-2 in one pack and 3-5 in another, losses 1.0 to 0.5, end.json naming them."""
+    new_store(root)
+    for first in (0, 3):
+        steps = range(first, first + 3)
+        write_pack(root, {s: {"loss": np.array(1.0 - s / 10, dtype=np.float32)} for s in steps})
+    store.write_end(root, {store.ModeKeys.TRAIN: 5}, 5, {store.ModeKeys.TRAIN: list(range(6))})
+    return root
+
+
+def pack_file(root: Path, first: int, last: int) -> Path:
+    return store.step_dir(root, store.ModeKeys.TRAIN) / store.pack_file_name(first, last)
+
+
+def test_a_missing_pack_is_named_by_its_steps(tmp_path: Path) -> None:
+    root = packed_store(tmp_path)
+    pack_file(root, 3, 5).unlink()
+    with pytest.raises(IncompleteStore, match=r"end\.json: names 3 TRAIN step.*: 3, 4, 5$"):
+        create_trial(root)
+
+
+def test_a_flipped_byte_in_a_pack_fails_its_checksum(tmp_path: Path) -> None:
+    root = packed_store(tmp_path)
+    path = pack_file(root, 3, 5)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x10  # step 5's loss
+    path.write_bytes(bytes(data))
+    loss = create_trial(root).tensor("loss")
+    assert float(loss.value(2)) == pytest.approx(0.8)  # the other pack is sound
+    with pytest.raises(CorruptStepFile, match=f"{path}: tensor '000000000005/loss' fails"):
+        loss.value(4)  # the pack is checked whole, whichever of its steps is read
+
+
+@pytest.mark.parametrize("damage", ["renamed", "foreign tensor"])
+def test_a_pack_not_holding_what_its_name_says_is_named_after_the_steps_before_it(
+    tmp_path: Path, damage: str
+) -> None:
+    root = new_store(tmp_path)
+    write_pack(root, {0: {"loss": np.array(1.0)}, 1: {"loss": np.array(0.9)}})
+    trial = create_trial(root)
+    if damage == "renamed":  # steps 2-3 in a file named 2-4
+        write_pack(root, {2: {"loss": np.array(0.8)}, 3: {"loss": np.array(0.7)}}).rename(
+            pack_file(root, 2, 4)
+        )
+        bad, why = pack_file(root, 2, 4), "are not 2 to 4"
+    else:  # a tensor of step 9 in a pack of steps 2-3
+        write_pack(root, {2: {"loss": np.array(0.8)}, 3: {"loss": np.array(0.7)}})
+        bad = pack_file(root, 2, 3)
+        raw = bad.read_bytes().replace(b"000000000003/loss", b"000000000009/loss")
+        size = int.from_bytes(raw[:8], "little")
+        bad.write_bytes(raw[:8] + store.seal_header(raw[8 : 8 + size]) + raw[8 + size :])
+        why = "'000000000009/loss' belongs to none of its steps"
+    write_pack(root, {5: {"loss": np.array(0.5)}, 6: {"loss": np.array(0.4)}})
+    with pytest.raises(CorruptStepFile, match=f"{bad}: not a pack of steps .*{why}"):
+        trial.refresh()
+    assert trial.steps() == [0, 1]  # what came before it stays readable; nothing after

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from remedy.debugger import DebuggerWarning, Hook, ModeKeys, SaveConfig, create_trial
+from remedy.debugger import DebuggerWarning, Hook, ModeKeys, SaveConfig, create_trial, store
 from remedy.debugger.exceptions import StoreWriteError
 from remedy.debugger.writer import StepRecord, StoreWriter
 from tests.debugger.helpers import REPO, train
@@ -61,7 +61,11 @@ def test_losses_every_step_gradients_every_n_match_the_real_training(tmp_path: P
     collections = json.loads((tmp_path / "store" / "collections.json").read_text())
     assert collections["gradients"]["save_config"]["save_interval"] == 3
     meta = json.loads((tmp_path / "store" / "meta.json").read_text())
-    assert (meta["format"], meta["version"], meta["framework"]) == ("remedy-debugger", 1, "pytorch")
+    assert (meta["format"], meta["version"], meta["framework"]) == (
+        "remedy-debugger",
+        store.FORMAT_VERSION,
+        "pytorch",
+    )
 
 
 def test_default_saves_losses_only(tmp_path: Path) -> None:
@@ -183,9 +187,9 @@ def test_small_steps_go_in_batches_in_order_and_none_waits_for_the_next_put(
     written: list[int] = []
 
     class Recording(StoreWriter):
-        def _write_step(self, record: StepRecord) -> None:
-            written.append(record.mode_step)
-            super()._write_step(record)
+        def _write_steps(self, records: list[StepRecord]) -> None:
+            written.extend(record.mode_step for record in records)
+            super()._write_steps(records)
 
     writer = Recording(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0")
     sizes = {s: 10_000 if s in (5, 9) else 1 for s in range(12)}  # 5 and 9: 80 kB
@@ -196,6 +200,11 @@ def test_small_steps_go_in_batches_in_order_and_none_waits_for_the_next_put(
     while len(written) < len(sizes) and time.monotonic() < deadline:
         time.sleep(0.01)  # no put, no flush: the writer's own look takes steps 10 and 11
     assert written == list(sizes)
+    # Each batch's steps in one pack; the large ones in files of their own.
+    names = [p.name for p in (tmp_path / "steps" / "TRAIN").iterdir()]
+    files = [f for f in map(store.parse_steps_folder_name, names) if f is not None]
+    assert len(files) == len(names) and len(files) < len(sizes)
+    assert {(f.first, f.last) for f in files} >= {(5, 5), (9, 9)}
     trial = create_trial(tmp_path)
     assert trial.steps() == list(sizes)
     assert [float(trial.tensor("x").value(s)[0]) for s in sizes] == [float(s) for s in sizes]
@@ -294,9 +303,8 @@ def test_a_step_that_fails_to_write_stops_no_other_step_of_its_batch(tmp_path: P
         record = StepRecord(ModeKeys.TRAIN, step, step, 0.0, {"x": np.ones(2, dtype)}, {"x": "c"})
         writer.put(record)
     writer.flush()
-    assert sorted(p.name for p in (tmp_path / "steps" / "TRAIN").iterdir()) == [
-        "000000000000.safetensors",
-        "000000000002.safetensors",
+    assert [p.name for p in (tmp_path / "steps" / "TRAIN").iterdir()] == [
+        store.pack_file_name(0, 2)  # step 1 left out of its batch's pack
     ]
     with pytest.raises(StoreWriteError, match="cannot convert"):
         writer.put(StepRecord(ModeKeys.TRAIN, 3, 3, 0.0, {"x": np.ones(2)}, {"x": "c"}))

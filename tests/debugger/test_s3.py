@@ -23,7 +23,13 @@ from remedy.debugger import (
 from remedy.debugger.readers.s3 import _READ_AHEAD, S3StoreReader
 from remedy.debugger.trial import Trial
 from tests.debugger import scenarios as sc
-from tests.debugger.helpers import EXPLODING_LR, first_nonfinite, start_evaluator, train
+from tests.debugger.helpers import (
+    EXPLODING_LR,
+    first_nonfinite,
+    one_file_per_step,
+    start_evaluator,
+    train,
+)
 
 BUCKET = "remedy-tensors"
 
@@ -151,7 +157,10 @@ def test_every_tensor_of_a_step_is_read_in_a_few_gets(s3: str) -> None:
     assert sum(fetched) < 1_600_000 + 65_536 + 8_000
 
 
-def test_a_truncated_or_foreign_object_is_never_read_as_a_step(s3: str) -> None:
+def test_a_truncated_or_foreign_object_is_never_read_as_a_step(
+    s3: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one_file_per_step(monkeypatch)
     hook = Hook(s3, collections={"losses": SaveConfig(save_interval=1)})
     train(hook, steps=2)
     hook.close()

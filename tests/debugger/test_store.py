@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 
 from remedy.debugger import ModeKeys, store
+from remedy.debugger.config import SaveConfig
 from remedy.debugger.exceptions import CorruptStepFile
 from remedy.debugger.readers import LocalStoreReader
+from remedy.debugger.writer import StepRecord, StoreWriter
 from tests.debugger.helpers import new_store, write_step
 
 
@@ -107,6 +109,44 @@ def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["end.json"]
 
 
+def test_small_steps_are_written_in_packs_and_read_as_step_files_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer packs a batch's steps, one pack per mode; every step reads back with its
+    own header (a step with no tensor included), and a listing that starts after a step
+    inside a pack returns that pack's later steps."""
+    from remedy.debugger import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "HAND_OVER_S", 10.0)  # one batch, however slow
+    writer = StoreWriter(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0")
+    expected: dict[tuple[ModeKeys, int], dict[str, np.ndarray]] = {}
+    for step in range(6):
+        mode = ModeKeys.EVAL if step in (2, 3) else ModeKeys.TRAIN
+        tensors = {} if step == 4 else {"loss": np.array(step / 10, dtype=np.float32)}
+        if step == 1:
+            tensors["gradient/w"] = np.arange(4, dtype=np.float64).reshape(2, 2)
+        mode_step = step - 2 if mode is ModeKeys.EVAL else step
+        writer.put(StepRecord(mode, mode_step, step, 100.0 + step, dict(tensors), {}))
+        expected[(mode, mode_step)] = tensors
+    writer.close({ModeKeys.TRAIN: 5, ModeKeys.EVAL: 1}, 5)
+    train, evals = (sorted(os.listdir(tmp_path / "steps" / mode)) for mode in ("TRAIN", "EVAL"))
+    assert train == [store.pack_file_name(0, 5)] and evals == [store.pack_file_name(0, 1)]
+
+    reader = LocalStoreReader(tmp_path)
+    assert reader.list_steps(ModeKeys.TRAIN) == [0, 1, 4, 5]
+    assert reader.list_steps(ModeKeys.TRAIN, start_after=1) == [4, 5]
+    assert reader.list_steps(ModeKeys.EVAL) == [0, 1]
+    for (mode, mode_step), tensors in expected.items():
+        header = reader.read_header(mode, mode_step)
+        assert (header.mode, header.mode_step) == (mode, mode_step)
+        assert header.wall_time == 100.0 + header.global_step
+        assert header.tensor_names == tuple(sorted(tensors))
+        for name, array in tensors.items():
+            value = reader.read_tensor(mode, mode_step, name)
+            assert value.dtype == array.dtype and value.shape == array.shape
+            np.testing.assert_array_equal(value, array)
+
+
 def test_step_file_names() -> None:
     assert store.step_file_name(7) == "000000000007.safetensors"
     assert store.parse_step_file_name("000000000007.safetensors") == 7
@@ -118,7 +158,10 @@ def test_listing_is_a_gap_free_prefix_when_a_scan_races_a_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A directory scan may miss a file created during it yet return a later one.
-    scans = iter([[0, 2], [0, 1, 2, 3]])
+    def files(*steps: int) -> list[store.StepFile]:
+        return [store.StepFile(s, s, store.step_file_name(s), packed=False) for s in steps]
+
+    scans = iter([files(0, 2), files(0, 1, 2, 3)])
     reader = LocalStoreReader(tmp_path)
     monkeypatch.setattr(reader, "_scan", lambda mode: next(scans))
     assert reader.list_steps(ModeKeys.TRAIN) == [0, 1, 2]  # 3 waits for the next listing

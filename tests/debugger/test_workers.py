@@ -9,12 +9,14 @@ tests/jobs/test_distributed.py.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from remedy.debugger import (
+    CorruptStepFile,
     Hook,
     InvalidWorker,
     RuleStatus,
@@ -57,9 +59,8 @@ def test_each_worker_writes_its_own_part(tmp_path: Path, monkeypatch: pytest.Mon
     assert meta["workers"] == 2 and meta["version"] == store.WORKERS_FORMAT_VERSION
     for rank in (0, 1):
         part = root / "workers" / f"worker_{rank}"
-        assert sorted(p.name for p in (part / "steps" / "TRAIN").iterdir()) == [
-            store.step_file_name(step) for step in range(3)
-        ]
+        files = [store.parse_steps_folder_name(p.name) for p in (part / "steps/TRAIN").iterdir()]
+        assert sorted(s for f in files if f for s in range(f.first, f.last + 1)) == [0, 1, 2]
         assert (part / "end.json").is_file()
     assert not (root / "steps").exists() and not (root / "end.json").exists()
     assert store.has_ended(root)
@@ -95,6 +96,23 @@ def test_a_trial_reads_every_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert set(loss.values(worker="worker_1")) == {0, 1}
 
 
+def test_a_step_file_moved_to_another_worker_is_named_not_read_as_its(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both workers write the same steps under the same file names: only the worker each
+    file names tells one's from the other's."""
+    root = tmp_path / "store"
+    for rank in (0, 1):
+        hook = worker_hook(root, rank, monkeypatch)
+        train(hook, steps=3, seed=rank)
+        hook.close()
+    parts = [root / "workers" / f"worker_{rank}" / "steps" / "TRAIN" for rank in (0, 1)]
+    shutil.rmtree(parts[1])
+    shutil.copytree(parts[0], parts[1])  # the same steps, worker_0's
+    with pytest.raises(CorruptStepFile, match="written by worker_0, not worker_1"):
+        create_trial(root)
+
+
 def test_a_store_of_one_process_is_unchanged(tmp_path: Path) -> None:
     root = tmp_path / "store"
     hook = every_step_hook(root)
@@ -102,7 +120,7 @@ def test_a_store_of_one_process_is_unchanged(tmp_path: Path) -> None:
     train(hook, steps=2)
     hook.close()
     assert (root / "steps" / "TRAIN").is_dir() and not (root / "workers").exists()
-    assert json.loads((root / "meta.json").read_text())["version"] == 1
+    assert json.loads((root / "meta.json").read_text())["version"] == store.FORMAT_VERSION
     trial = create_trial(root)
     assert trial.workers() == ["worker_0"] and trial.worker("worker_0") is trial
     assert trial.tensor("loss").workers(0) == ["worker_0"]
@@ -112,8 +130,9 @@ def test_a_store_of_one_process_is_unchanged(tmp_path: Path) -> None:
 
 def test_a_newer_layout_is_refused_not_read_as_empty(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    store.write_json(root / "meta.json", {"format": store.FORMAT_NAME, "version": 3})
-    with pytest.raises(StoreFormatError, match="version 3"):
+    newer = store.NEWEST_FORMAT_VERSION + 1
+    store.write_json(root / "meta.json", {"format": store.FORMAT_NAME, "version": newer})
+    with pytest.raises(StoreFormatError, match=f"version {newer}"):
         create_trial(root)
 
 
