@@ -80,7 +80,7 @@ class CaptureClock:
     def __enter__(self) -> CaptureClock:
         for name in self.CALLBACKS:
             self._wrap(Hook, name, time.perf_counter, "training")
-        self._wrap(StoreWriter, "_write_step", time.thread_time, "writer")
+        self._wrap(StoreWriter, "_write_steps", time.thread_time, "writer")
         return self
 
     def __exit__(self, *exc: object) -> None:
