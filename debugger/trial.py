@@ -89,6 +89,8 @@ class Trial:
         self._collection_order: dict[str, list[str]] = {}
         self._meta_checked = False
         self._format_version = 0  # meta.json's, once read
+        self._files_worker: str | None = None  # the worker the step files name (_check_worker)
+        self._files_worker_known = False
         self._collections_crc32 = ""  # of collections.json as last read
         self._save_configs: dict[str, dict[str, Any]] = {}  # collection -> its save_config
         self._end: dict[str, Any] | None = None
@@ -358,14 +360,19 @@ class Trial:
 
     def _check_worker(self, header: store.StepHeader) -> None:
         """A step file names the worker that wrote it since packs came (format 3): one
-        moved into another worker's part, or into a store of one process, is not read."""
+        moved into another worker's part, or into a store of one process, is not read. A
+        trial opened on one worker's folder (not through the store's top) reads it as a
+        store: the worker its first step names is the one every other step must name."""
         if self._format_version < store.PACKS_FORMAT_VERSION and header.worker is None:
             return
-        if header.worker != self._worker:
+        if self._worker is None and not self._files_worker_known:
+            self._files_worker, self._files_worker_known = header.worker, True
+        expected = self._worker if self._worker is not None else self._files_worker
+        if header.worker != expected:
             where = f"{self.reader.location}: {header.mode.value} step {header.mode_step}"
             raise CorruptStepFile(
                 f"{where} was written by {header.worker or 'a store of one process'}, "
-                f"not {self._worker or 'this store of one process'}"
+                f"not {expected or 'a store of one process'}"
             )
 
     def _settled(self, step: int, mode: ModeKeys) -> bool:

@@ -107,6 +107,7 @@ def test_a_step_file_moved_to_another_worker_is_named_not_read_as_its(
         train(hook, steps=3, seed=rank)
         hook.close()
     parts = [root / "workers" / f"worker_{rank}" / "steps" / "TRAIN" for rank in (0, 1)]
+    assert create_trial(root / "workers" / "worker_1").steps() == [0, 1, 2]  # read on its own
     shutil.rmtree(parts[1])
     shutil.copytree(parts[0], parts[1])  # the same steps, worker_0's
     with pytest.raises(CorruptStepFile, match="written by worker_0, not worker_1"):
