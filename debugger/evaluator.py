@@ -48,7 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 from remedy.debugger import store
 from remedy.debugger.exceptions import DebuggerError
+from remedy.debugger.folder_watch import FolderWatch, store_folders
 from remedy.debugger.modes import STEP_MODES, ModeKeys
+from remedy.debugger.readers import LocalStoreReader
 from remedy.debugger.rule_config import (
     NOTIFY,
     STOP_TRAINING,
@@ -67,7 +69,8 @@ DEFAULT_POLL_INTERVAL = 0.5
 # A local store's busy interval: until the first step and while steps keep arriving the
 # evaluator polls this often, since a job of 5 ms steps would otherwise run 100 more steps
 # between a finding and its stop. Not for S3, where every poll costs requests and a cloud
-# job waits minutes for its instance.
+# job waits minutes for its instance. Where the system has inotify a busy evaluator polls
+# as soon as a file lands in the store (debugger/folder_watch.py), within this otherwise.
 BUSY_POLL_INTERVAL = 0.05
 # ... and it stays busy this long after the last poll that found steps: a job's small steps
 # reach the store in batches about 0.05 s apart, 0.1 s when its loop pauses (the hook's
@@ -207,10 +210,31 @@ class RuleEvaluator:
         self, poll_interval: float, stop_event: threading.Event, busy_interval: float | None = None
     ) -> None:
         self.start()
-        while not self.poll():
-            if stop_event.wait(self.next_wait(poll_interval, busy_interval)):
-                self.stop()
-                return
+        watch = self._folder_watch() if busy_interval is not None else None
+        try:
+            while not self.poll():
+                wait = self.next_wait(poll_interval, busy_interval)
+                if watch is not None and self.expecting_steps:
+                    # Busy: poll as soon as a file lands in the store (a stop still comes
+                    # within `wait`), not at the end of the interval.
+                    watch.watch(store_folders(self.trial.reader.location))
+                    watch.wait(wait)
+                    stopped = stop_event.is_set()
+                else:
+                    stopped = stop_event.wait(wait)
+                if stopped:
+                    self.stop()
+                    return
+        finally:
+            if watch is not None:
+                watch.close()
+
+    def _folder_watch(self) -> FolderWatch | None:
+        """A watch of the store's folders where it is a local store of ours and the system
+        has inotify; None: poll only."""
+        if not isinstance(self.trial.reader, LocalStoreReader):
+            return None
+        return FolderWatch.open()
 
     def next_wait(self, poll_interval: float, busy_interval: float | None = None) -> float:
         """Seconds until the next poll: `busy_interval` (if given) until the first step and
