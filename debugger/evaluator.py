@@ -212,12 +212,15 @@ class RuleEvaluator:
         self.start()
         watch = self._folder_watch() if busy_interval is not None else None
         try:
-            while not self.poll():
+            while True:
+                if watch is not None:  # before the poll: a file landing after it wakes us
+                    watch.watch(store_folders(self.trial.reader.location))
+                if self.poll():
+                    return
                 wait = self.next_wait(poll_interval, busy_interval)
                 if watch is not None and self.expecting_steps:
                     # Busy: poll as soon as a file lands in the store (a stop still comes
                     # within `wait`), not at the end of the interval.
-                    watch.watch(store_folders(self.trial.reader.location))
                     watch.wait(wait)
                     stopped = stop_event.is_set()
                 else:

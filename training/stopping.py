@@ -4,7 +4,8 @@
     ...  # the capture calls stop.raise_if_requested() between updates
     stop.close()
 
-A request (the stop file appearing, watched by a thread every POLL_S, or SIGTERM) is
+A request (the stop file appearing, watched by a thread: at once where inotify tells it a
+file landed beside it, else every POLL_S; or SIGTERM) is
 honoured at the next point between two updates, where the zero-code capture calls
 raise_if_requested() (when a backward() starts): it raises StopTraining there, so the last
 update is complete and nothing is half-written. StopTraining derives from BaseException, so
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from remedy.debugger.folder_watch import FolderWatch
 from remedy.state_schema.job_env import MAX_UPDATES_ENV
 
 POLL_S = 0.2  # how often the stop file is looked for
@@ -150,13 +152,28 @@ class StopRequest:
             signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
 
     def _watch(self) -> None:
+        """Look for the stop file every POLL_S, and at once whenever a file lands in its
+        folder where the system has inotify (the stop file is renamed into place)."""
         assert self.stop_file is not None
-        while not self._closed.wait(self.poll_s):
-            if self.reason is not None:
-                return
-            if self.stop_file.exists():  # polite: raised between updates only
-                self.request(f"stop file {self.stop_file}")
-                return
+        watch = FolderWatch.open()
+        try:
+            while True:
+                if watch is not None:  # before the look: a file landing after it wakes us
+                    watch.watch([self.stop_file.parent])
+                if self.reason is not None:
+                    return
+                if self.stop_file.exists():  # polite: raised between updates only
+                    self.request(f"stop file {self.stop_file}")
+                    return
+                if watch is not None:
+                    watch.wait(self.poll_s)
+                    if self._closed.is_set():
+                        return
+                elif self._closed.wait(self.poll_s):
+                    return
+        finally:
+            if watch is not None:
+                watch.close()
 
 
 HOLD_POLL_S = 0.1  # how often a held job looks for the continue file

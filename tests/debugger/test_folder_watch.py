@@ -3,6 +3,7 @@ poll; where inotify is missing it polls as before."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -78,3 +79,28 @@ def test_without_inotify_the_evaluator_polls(
     assert FolderWatch.open() is None
     root = new_store(tmp_path / "store")
     assert run_until_a_later_step_is_found(root, tmp_path / "status", 0.05)
+
+
+def test_a_stop_file_renamed_into_place_is_seen_at_once_not_at_the_next_poll(
+    tmp_path: Path,
+) -> None:
+    """The launcher's stop-file watcher with a 60 s poll: only the watch can make it see
+    the file within the test."""
+    from remedy.debugger import store
+    from remedy.training.stopping import StopRequest
+
+    stop = StopRequest(tmp_path / "stop_request", poll_s=60.0)
+    original = signal.getsignal(signal.SIGTERM)
+    try:
+        stop.install()
+        seen = threading.Event()
+        store.write_json(tmp_path / "stop_request", {"reason": "a rule fired"})
+        for _ in range(2000):
+            if stop.requested:
+                break
+            seen.wait(0.01)
+        assert stop.requested, "the stop file was not seen: no wake on its folder"
+        assert stop.reason == f"stop file {tmp_path / 'stop_request'}"
+    finally:
+        stop.close()
+        signal.signal(signal.SIGTERM, original)
