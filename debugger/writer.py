@@ -252,13 +252,15 @@ class StoreWriter:
     def _write_steps(self, records: list[StepRecord]) -> None:
         """One step file, or one pack for several steps of a mode. A step whose tensors
         cannot be had is left out (its error kept); the others are still written."""
-        arrays = []
-        for record in list(records):
+        kept, arrays = [], []
+        for record in records:
             try:
                 arrays.append(self._arrays(record))
             except Exception as exc:
                 self._failed(exc)
-                records = [r for r in records if r is not record]
+            else:
+                kept.append(record)
+        records = kept
         if not records:
             return
         if len(records) == 1:

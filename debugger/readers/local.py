@@ -14,7 +14,7 @@ import numpy as np
 from remedy.debugger import store
 from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile
 from remedy.debugger.modes import ModeKeys
-from remedy.debugger.readers.base import StoreReader
+from remedy.debugger.readers.base import FileKey, StepFileReader
 
 OPEN_FILES = 64  # step files kept open: reading one tensor across steps reopens none
 HELD_FILES = 64  # checked step files whose bytes stay mapped (each map holds a descriptor)
@@ -23,10 +23,7 @@ MAPPED_BYTES = 65_536  # smaller step files are read, not mapped
 _FIRST_READ = 65_536  # one read usually brings the whole header
 
 
-FileKey = tuple[ModeKeys, str]  # (mode, name in its steps folder): a step file or a pack
-
-
-class LocalStoreReader(StoreReader):
+class LocalStoreReader(StepFileReader):
     """Not thread-safe: one reader per trial, one trial per thread.
 
     Each step file's header is parsed once (when the trial lists the step; a pack's, when
@@ -43,14 +40,9 @@ class LocalStoreReader(StoreReader):
     """
 
     def __init__(self, location: str | os.PathLike[str], inner: bool = False) -> None:
+        super().__init__()
         self.location = os.fspath(location)
         self._inner = inner  # a worker's part: its own folder belongs to the store too
-        self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
-        # Steps listed from packs: their headers, and which file holds them.
-        self._packed: dict[tuple[ModeKeys, int], tuple[store.StepHeader, str]] = {}
-        self._packs_read: dict[FileKey, list[int]] = {}  # pack -> its steps
-        self._broken: dict[tuple[ModeKeys, int], CorruptStepFile] = {}  # damaged packs' first
-        self._file_entries: dict[FileKey, dict[str, store.TensorEntry]] = {}  # packs' whole
         self._files: OrderedDict[FileKey, tuple[int, int]] = OrderedDict()
         self._verified: set[FileKey] = set()  # files whose checksums passed
         self._held: OrderedDict[FileKey, tuple[np.ndarray, int]] = OrderedDict()
@@ -84,18 +76,7 @@ class LocalStoreReader(StoreReader):
         # ended, so its steps up to the first scan's highest form a gap-free prefix.
         bound = max(file.last for file in first)
         floor = -1 if start_after is None else start_after
-        steps: list[int] = []
-        for file in sorted(f for f in self._scan(mode) if floor < f.last <= bound):
-            if not file.packed:
-                steps.append(file.first)
-                continue
-            try:
-                steps.extend(s for s in self._pack_steps(mode, file) if s > floor)
-            except CorruptStepFile as exc:  # the trial reads the steps before, then this
-                self._broken[(mode, file.first)] = exc
-                steps.append(file.first)
-                break
-        return steps
+        return self._steps_in(mode, [f for f in self._scan(mode) if floor < f.last <= bound], floor)
 
     def _scan(self, mode: ModeKeys) -> list[store.StepFile]:
         folder = store.step_dir(self.location, mode)
@@ -113,47 +94,6 @@ class LocalStoreReader(StoreReader):
             files = [store.parse_steps_folder_name(e.name) for e in entries]
         return [f for f in files if f is not None]
 
-    def _pack_steps(self, mode: ModeKeys, file: store.StepFile) -> list[int]:
-        """A pack's steps, its header parsed once and each step's header and entries kept."""
-        key = (mode, file.name)
-        steps = self._packs_read.get(key)
-        if steps is not None:
-            return steps
-        metadata, entries = self._parse_header(key)
-        try:
-            split = store.split_pack(metadata, entries, mode, file)
-        except ValueError as exc:
-            self._forget(key)
-            raise CorruptStepFile(f"{self._path(key)}: not a pack of steps ({exc})") from None
-        for step, (header, own) in split.items():
-            self._packed[(mode, step)] = (header, file.name)
-            self._entries[(mode, step)] = own
-        self._file_entries[key] = entries
-        self._packs_read[key] = steps = list(split)
-        return steps
-
-    def read_header(self, mode: ModeKeys, mode_step: int) -> store.StepHeader:
-        broken = self._broken.pop((mode, mode_step), None)
-        if broken is not None:
-            raise broken
-        packed = self._packed.get((mode, mode_step))
-        if packed is not None:
-            return packed[0]
-        key = (mode, store.step_file_name(mode_step))
-        metadata, entries = self._parse_header(key)
-        try:
-            header = store.StepHeader.from_metadata(metadata, list(entries))
-        except (KeyError, ValueError) as exc:
-            self._forget(key)
-            raise CorruptStepFile(f"{self._path(key)}: not a debugger step file ({exc})") from None
-        if header.mode is not mode or header.mode_step != mode_step:
-            self._forget(key)
-            raise CorruptStepFile(
-                f"{self._path(key)}: header says {header.mode.value} step {header.mode_step}"
-            )
-        self._entries[(mode, mode_step)] = entries
-        return header
-
     def _parse_header(self, key: FileKey) -> tuple[dict[str, str], dict[str, store.TensorEntry]]:
         fd, file_size = self._fd(key)
         try:
@@ -166,28 +106,24 @@ class LocalStoreReader(StoreReader):
                 raise ValueError("truncated header")
             return store.parse_header(raw, file_size)
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
-            self._forget(key)
+            self._discard(key)
             raise CorruptStepFile(f"{self._path(key)}: not a debugger step file ({exc})") from None
 
+    def _file_location(self, key: FileKey) -> str:
+        return str(self._path(key))
+
     def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
-        entries = self._entries.get((mode, mode_step))
-        if entries is None:
-            self.read_header(mode, mode_step)
-            entries = self._entries[(mode, mode_step)]
+        entries = self._step_entries(mode, mode_step)
         entry = entries[name]
         key = self._file_of(mode, mode_step)
         held = self._held.get(key)
         if held is None:
             if key in self._verified:  # checked before, its bytes let go since
                 return self._read_again(key, entry, name)
-            held = self._verify_file(key, self._file_entries.get(key, entries))
+            held = self._verify_file(key, self._pack_entries.get(key, entries))
         data, start = held
         raw = data[entry.start - start : entry.end - start]
         return raw.view(entry.dtype).reshape(entry.shape).copy()  # the caller's own array
-
-    def _file_of(self, mode: ModeKeys, mode_step: int) -> FileKey:
-        packed = self._packed.get((mode, mode_step))
-        return (mode, packed[1] if packed else store.step_file_name(mode_step))
 
     def _path(self, key: FileKey) -> Path:
         return store.step_dir(self.location, key[0]) / key[1]
@@ -247,7 +183,7 @@ class LocalStoreReader(StoreReader):
             os.close(oldest)
         return found
 
-    def _forget(self, key: FileKey) -> None:
+    def _discard(self, key: FileKey) -> None:
         found = self._files.pop(key, None)
         if found is not None:
             os.close(found[0])

@@ -20,7 +20,7 @@ import numpy as np
 from remedy.debugger import store
 from remedy.debugger.exceptions import CorruptStepFile, CorruptStoreFile
 from remedy.debugger.modes import ModeKeys
-from remedy.debugger.readers.base import StoreReader
+from remedy.debugger.readers.base import FileKey, StepFileReader
 from remedy.debugger.s3 import client, is_missing, parse_uri
 
 _FIRST_GET = 65_536  # one ranged GET usually brings the whole header
@@ -28,17 +28,12 @@ _READ_AHEAD = 1_048_576  # a tensor's GET brings up to this many bytes of those 
 _STEPS_KEPT = 4  # objects whose fetched bytes are kept (the evaluator reads one step at a time)
 
 
-class S3StoreReader(StoreReader):
+class S3StoreReader(StepFileReader):
     def __init__(self, location: str) -> None:
+        super().__init__()
         self.location = location
         self._where = parse_uri(location)
         self._client = client()
-        # (mode, step) -> offsets of its tensors; a few dozen bytes per tensor name.
-        self._entries: dict[tuple[ModeKeys, int], dict[str, store.TensorEntry]] = {}
-        # Steps listed from packs: their headers, and which object holds them.
-        self._packed: dict[tuple[ModeKeys, int], tuple[store.StepHeader, str]] = {}
-        self._packs_read: dict[str, list[int]] = {}  # a pack's key -> its steps
-        self._broken: dict[tuple[ModeKeys, int], CorruptStepFile] = {}  # damaged packs' first
         # object key -> the bytes fetched last, from a file offset: the header's GET, then
         # each read-ahead window. Only the latest objects, so memory stays bounded.
         self._fetched: dict[str, tuple[int, bytes]] = {}
@@ -77,58 +72,11 @@ class S3StoreReader(StoreReader):
                 file = store.parse_steps_folder_name(item["Key"][len(prefix) :])
                 if file is not None and file.last > floor:
                     files.append(file)
-        steps: list[int] = []
-        for file in sorted(files):
-            if not file.packed:
-                steps.append(file.first)
-                continue
-            try:
-                steps.extend(s for s in self._pack_steps(mode, file) if s > floor)
-            except CorruptStepFile as exc:  # the trial reads the steps before, then this
-                self._broken[(mode, file.first)] = exc
-                steps.append(file.first)
-                break
-        return steps
+        return self._steps_in(mode, files, floor)
 
-    def _pack_steps(self, mode: ModeKeys, file: store.StepFile) -> list[int]:
-        """A pack's steps, its header read once and each step's header and entries kept."""
-        key = self._where.key(f"{store.STEPS_DIR}/{mode.value}/{file.name}")
-        steps = self._packs_read.get(key)
-        if steps is not None:
-            return steps
-        metadata, entries = self._read_header_of(key)
-        try:
-            split = store.split_pack(metadata, entries, mode, file)
-        except ValueError as exc:
-            where = f"s3://{self._where.bucket}/{key}"
-            raise CorruptStepFile(f"{where}: not a pack of steps ({exc})") from None
-        for step, (header, own) in split.items():
-            self._packed[(mode, step)] = (header, key)
-            self._entries[(mode, step)] = own
-        self._packs_read[key] = steps = list(split)
-        return steps
-
-    def read_header(self, mode: ModeKeys, mode_step: int) -> store.StepHeader:
-        broken = self._broken.pop((mode, mode_step), None)
-        if broken is not None:
-            raise broken
-        packed = self._packed.get((mode, mode_step))
-        if packed is not None:
-            return packed[0]
-        key = self._key(mode, mode_step)
-        where = f"s3://{self._where.bucket}/{key}"
-        metadata, entries = self._read_header_of(key)
-        try:
-            header = store.StepHeader.from_metadata(metadata, list(entries))
-        except (KeyError, ValueError) as exc:
-            raise CorruptStepFile(f"{where}: not a debugger step file ({exc})") from None
-        if header.mode is not mode or header.mode_step != mode_step:
-            raise CorruptStepFile(f"{where}: header says {header.mode.value} {header.mode_step}")
-        self._entries[(mode, mode_step)] = entries
-        return header
-
-    def _read_header_of(self, key: str) -> tuple[dict[str, str], dict[str, store.TensorEntry]]:
+    def _parse_header(self, file: FileKey) -> tuple[dict[str, str], dict[str, store.TensorEntry]]:
         """An object's parsed header, its first bytes kept for the tensors after it."""
+        key = self._key(file)
         where = f"s3://{self._where.bucket}/{key}"
         try:
             response = self._get_object(key, 0, _FIRST_GET)
@@ -150,13 +98,13 @@ class S3StoreReader(StoreReader):
         self._keep(key, 0, head)
         return parsed
 
+    def _file_location(self, file: FileKey) -> str:
+        return f"s3://{self._where.bucket}/{self._key(file)}"
+
     def read_tensor(self, mode: ModeKeys, mode_step: int, name: str) -> np.ndarray:
-        entries = self._entries.get((mode, mode_step))
-        if entries is None:
-            self.read_header(mode, mode_step)
-            entries = self._entries[(mode, mode_step)]
+        entries = self._step_entries(mode, mode_step)
         entry = entries[name]
-        key = self._key(mode, mode_step)
+        key = self._key(self._file_of(mode, mode_step))
         size = entry.end - entry.start
         data = self._bytes(key, entry, entries) if size else b""
         where = f"s3://{self._where.bucket}/{key}"
@@ -186,11 +134,9 @@ class S3StoreReader(StoreReader):
         while len(self._fetched) > _STEPS_KEPT:
             del self._fetched[next(iter(self._fetched))]
 
-    def _key(self, mode: ModeKeys, mode_step: int) -> str:
-        packed = self._packed.get((mode, mode_step))
-        if packed is not None:
-            return packed[1]
-        return self._where.key(f"{store.STEPS_DIR}/{mode.value}/{store.step_file_name(mode_step)}")
+    def _key(self, file: FileKey) -> str:
+        """The object key of a step file or pack."""
+        return self._where.key(f"{store.STEPS_DIR}/{file[0].value}/{file[1]}")
 
     def _get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         return self._get_object(key, start, end)["Body"].read()
