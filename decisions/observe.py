@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, RuleWord, is_infrastructure_failure
-from remedy.records.verdict import ASKED_AT, asked_at_half, run_flaw, run_verdict_finding
+from remedy.records.asked_early import ASKED_AT, asked_early, asking_point
+from remedy.records.verdict import run_flaw, run_verdict_finding
 from remedy.state_schema import (
+    Attempt,
     DataProblem,
     Finding,
     JobStatus,
@@ -22,6 +25,7 @@ from remedy.state_schema import (
 )
 from remedy.state_schema.loss_windows import windowed_losses
 from remedy.state_schema.transitions import CLEAN_END, end, update_current_attempt
+from remedy.strategies.outcomes import descent_figures
 
 
 @dataclass(frozen=True)
@@ -197,35 +201,45 @@ def with_stated_length(state: State, snapshot: JobSnapshot) -> JobSnapshot:
     return snapshot.model_copy(update={"progress": known})
 
 
-def early_finding(state: State, snapshot: JobSnapshot) -> Finding | None:
-    """The verdict's question asked of a running job at half its length, where known
-    (records/verdict.py: asked_at_half): NOT_TRAINED when its model has not begun to learn."""
+def early_finding(
+    state: State, snapshot: JobSnapshot, records: Callable[[], Sequence[Mapping[str, Any]]]
+) -> Finding | None:
+    """The verdict's questions asked of a running job at a quarter and at half its length,
+    where known (records/asked_early.py): a finding when its model has not begun to learn.
+    `records`: the job's step records so far, read only when its loss has not moved."""
     if snapshot.is_final or snapshot.progress is None:
         return None
-    return asked_at_half(record_progress(state, snapshot), snapshot.progress.total_steps)
+
+    def with_descent(attempt: Attempt) -> Attempt:
+        return attempt.model_copy(update=descent_figures(records()))
+
+    return asked_early(
+        record_progress(state, snapshot), snapshot.progress.total_steps, with_descent
+    )
 
 
-# The soonest the monitor looks again when a job nears half its length.
+# The soonest the monitor looks again when a job nears a point where it is asked.
 SOONEST_LOOK_S = 0.1
 
 
-def until_half_s(snapshot: JobSnapshot, before: tuple[int, float] | None, now: float) -> float:
-    """Seconds until the running job reaches half its known length, at the pace its steps
-    took since the monitor's last look (`before`: that look's step and time), so the
-    verdict's question is asked at half, not up to a poll later (2 s: 100 updates of a
-    tiny job); inf where its length, its pace, or a half still to come is not known, and
-    for a warm start (not asked: asked_at_half)."""
+def until_asked_s(snapshot: JobSnapshot, before: tuple[int, float] | None, now: float) -> float:
+    """Seconds until the running job reaches the next share of its known length at which
+    it is asked (ASKED_AT: a quarter, half), at the pace its steps took since the monitor's
+    last look (`before`: that look's step and time), so the verdict's question is asked
+    there, not up to a poll later (2 s: 100 updates of a tiny job); inf where its length,
+    its pace, or a point still to come is not known, and for a warm start (not asked)."""
     progress = snapshot.progress
     if snapshot.is_final or progress is None or not progress.total_steps or before is None:
         return math.inf
     if progress.start_step:
         return math.inf
-    half = int(progress.total_steps * ASKED_AT)
+    points = [asking_point(progress.total_steps, share) for share in ASKED_AT]
+    coming = [point for point in points if point > progress.step]
     step, then = before
     pace = (progress.step - step) / (now - then) if now > then else 0.0
-    if progress.step >= half or pace <= 0:
+    if not coming or pace <= 0:
         return math.inf
-    return max((half - progress.step) / pace, SOONEST_LOOK_S)
+    return max((coming[0] - progress.step) / pace, SOONEST_LOOK_S)
 
 
 def decide(

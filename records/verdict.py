@@ -27,21 +27,14 @@ not report, or whose last value was not finite, is not met), or, when none are g
   third a fifth of its middle one's).
 A run is clean when its last attempt is. A completed attempt whose figures were there to
 judge and that fails these (verdict_finding) is more than a flaw: the monitor makes it a
-finding that the policy repairs, NOT_TRAINED when its model learned nothing,
-LEARNING_TOO_SLOWLY when it was still speeding up. success_criteria replace all of this.
+finding that the policy repairs, NOT_TRAINED when its model learned nothing (which way
+the rate is wrong unknown), LEARNING_TOO_SLOWLY when it was still speeding up, or learned
+nothing while its gradients still agreed (too_small_a_rate: a rate far too small; one far
+too high sits on a noise floor, its gradients disagreeing). success_criteria replace all
+of this.
 
-A run whose length is known (the built-in job's; a script's max_steps role, or its
-num_epochs role times the epoch the launcher measures) is asked
-sooner, at half of it (asked_at_half): a launch from a cold start that has not gone
-half of the end's way by then, its loss not ASKED_DROP (half of LOSS_DROP) below the
-untrained model's, gets the NOT_TRAINED finding there and is stopped, rather than
-spending its second half. Every healthy or intended run of benchmarks/repair_quality.py
-had its loss 17-96 % below that baseline at half its length (the word LM's 90 updates:
-17 %); the runs that learned nothing, 0.1-3.5 %; a GPT-style job at 1/30 of its rate,
-learning slowly, 7.9 % (asked with the end's 10 %, it was searched as a plateau, and
-its short probes chose a rate that ended 13 % above its intended run's loss; run to its
-end, its descent in a line is asked by probes at higher rates, which end within 3 %). A
-run judged by success_criteria is not asked: its own figures say.
+A run whose length is known is asked sooner, at a quarter and at half of it, and stopped
+there rather than spending the rest (records/asked_early.py).
 
 One descent the loss curve cannot judge at all: a run at a rate far too small whose loss
 slows as a converged run's does. Its gradients tell (gradients_agree): far from a minimum
@@ -86,13 +79,6 @@ LOSS_DROP = 0.1
 # error is tiny: 0.112 on 10,000 images is 4 of them above 0.1, and still no model).
 CHANCE_STANDARD_ERRORS = 3.0
 CHANCE_MARGIN = 0.05
-# "Asked at half": the share of a known length after which a cold start that has not
-# begun to learn is found NOT_TRAINED, and the fewest updates that half must be (two loss
-# windows: a shorter run's first and last windows overlap).
-ASKED_AT = 0.5
-ASKED_MIN_STEPS = 40
-# ... and how far below the untrained loss it must be there: half the end's LOSS_DROP.
-ASKED_DROP = LOSS_DROP * ASKED_AT
 # "Still speeding up": the last third's drop SPEEDING_UP times the middle third's or more,
 # and at least SPEEDING_UP_DROP of the untrained loss (below it, two drops of noise).
 SPEEDING_UP = 1.5
@@ -203,8 +189,9 @@ def job_flaw(attempt: Attempt) -> str | None:
 
 def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> Finding | None:
     """The verdict's finding on a completed attempt whose job ran and reported its losses
-    (and accuracy): NOT_TRAINED when its model learned nothing, LEARNING_TOO_SLOWLY when its
-    loss was still speeding up at its end; None otherwise (judged by success criteria, the
+    (and accuracy): NOT_TRAINED when its model learned nothing, LEARNING_TOO_SLOWLY when it
+    learned nothing with its gradients still agreeing or its loss was still speeding up at
+    its end; None otherwise (judged by success criteria, the
     figures cannot tell, or it trained). Not a flaw of the job's reporting but of its
     training: the monitor records it, and the policy repairs it as a rule's finding, at the
     attempt's last update."""
@@ -215,7 +202,7 @@ def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> F
         return None
     step = max(attempt.steps_run - 1, 0)  # a hook step: in the launch
     if why := untrained(attempt, measured) or at_chance(attempt):
-        return Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=step, message=why)
+        return too_small_a_rate(attempt, why, step)
     if why := speeding_up(attempt):
         return Finding(
             rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=step, message=why
@@ -223,32 +210,6 @@ def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> F
     if why := in_a_line(attempt) or rate_rising(attempt) or gradients_agree(attempt):
         return Finding(rule=STILL_DESCENDING, rule_class=STILL_DESCENDING, step=step, message=why)
     return None
-
-
-def asked_at_half(state: State, length: int | None) -> Finding | None:
-    """NOT_TRAINED for the run's current attempt, still running, when it started cold, its
-    job's length is known (`length`: updates in all), it has run ASKED_AT of them, and its
-    loss is not ASKED_DROP below the untrained model's (untrained: the end's own); None
-    otherwise, or where its figures cannot tell (no finite loss at either end)."""
-    attempt = state.current_attempt
-    if attempt is None or length is None or attempt.start_step != 0 or attempt.findings:
-        return None
-    asked = int(length * ASKED_AT)
-    if attempt.spec.success_criteria or asked < ASKED_MIN_STEPS or attempt.steps_run < asked:
-        return None
-    measured = start_loss(state)
-    if attempt.final_window_loss is None or not baselines(attempt, measured):
-        return None
-    if (why := loss_not_below(attempt, measured, ASKED_DROP)) is None:
-        return None
-    return Finding(
-        rule=NOT_TRAINED,
-        rule_class=NOT_TRAINED,
-        step=max(attempt.steps_run - 1, 0),
-        message=f"the model has not begun to learn by update {attempt.steps_run}, "
-        f"{'half' if attempt.steps_run == asked else 'past half'} of the job's {length}: "
-        f"its training {why}",
-    )
 
 
 def descent(attempt: Attempt) -> tuple[float, float, float, float, float, float] | None:
@@ -324,26 +285,52 @@ def rate_rising(attempt: Attempt) -> str | None:
     )
 
 
-def gradients_agree(attempt: Attempt) -> str | None:
-    """Why the attempt may have ended far from where its loss could go: its gradients still
-    agreed over its last third (gradient_agreement, both lags AGREEING or more), as they do
-    while the mean gradient outweighs each batch's noise; None when they did not, were not
-    measured, or its batches had no noise to outweigh (loss_rises under NOISY, or not known:
-    a launch under THIRDS_MIN_STEPS)."""
+def agreement(attempt: Attempt) -> tuple[float, float] | None:
+    """The attempt's gradient agreement one and five updates apart (gradient_agreement,
+    over the last third of its steps) when both are AGREEING or more: the mean gradient
+    still outweighed each batch's noise. None when they were not, were not measured, or its
+    batches had no noise to outweigh (loss_rises under NOISY, or not known: a launch under
+    THIRDS_MIN_STEPS)."""
     if len(attempt.gradient_agreement) != 2:
         return None
     if attempt.loss_rises is None or attempt.loss_rises < NOISY:
         return None  # no batch noise, or not known: gradients agree near a minimum too
     lag_1, lag_5 = attempt.gradient_agreement
-    if min(lag_1, lag_5) < AGREEING:
+    return None if min(lag_1, lag_5) < AGREEING else (lag_1, lag_5)
+
+
+def agreeing_words(lag_1: float, lag_5: float) -> str:
+    """The figures of agreement(), said."""
+    return (
+        f"over the last third of its steps the cosine similarity of consecutive updates' "
+        f"gradients averaged {lag_1:.2f}, and {lag_5:.2f} five updates apart ({AGREEING:g} "
+        f"or more: the mean gradient still outweighed each batch's noise)"
+    )
+
+
+def gradients_agree(attempt: Attempt) -> str | None:
+    """Why the attempt may have ended far from where its loss could go: its gradients still
+    agreed over its last third (agreement()); None when they did not."""
+    if (agreed := agreement(attempt)) is None:
         return None
     return (
-        f"its gradients still agreed when the run ended: over the last third of its steps "
-        f"the cosine similarity of consecutive updates' gradients averaged {lag_1:.2f}, and "
-        f"{lag_5:.2f} five updates apart ({AGREEING:g} or more: the mean gradient still "
-        f"outweighed each batch's noise), as under a learning rate far too small, though "
-        f"the loss slowed as a converged run's does"
+        f"its gradients still agreed when the run ended: {agreeing_words(*agreed)}, as "
+        f"under a learning rate far too small, though the loss slowed as a converged run's does"
     )
+
+
+def too_small_a_rate(attempt: Attempt, untrained_why: str, step: int) -> Finding:
+    """The verdict's finding on an attempt whose model has not learned (untrained_why):
+    LEARNING_TOO_SLOWLY when its gradients still agreed (agreement()), so its rate is far
+    too small and the repair raises it; NOT_TRAINED otherwise, the rate's direction unknown
+    (a rate far too high sits on a noise floor, its gradients disagreeing)."""
+    if (agreed := agreement(attempt)) is None:
+        return Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=step, message=untrained_why)
+    why = (
+        f"{untrained_why}; and its gradients still agreed: {agreeing_words(*agreed)}: "
+        f"its learning rate is far too small to move the model"
+    )
+    return Finding(rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=step, message=why)
 
 
 def unmet_criterion(attempt: Attempt) -> str | None:
@@ -426,7 +413,7 @@ def loss_not_below(attempt: Attempt, start: Baseline | None, drop: float = LOSS_
         last = f" (median of the last{window})" if attempt.final_window_loss is not None else ""
         return (
             f"loss {final:.4g}{last} is not "
-            f"{drop:.0%} below the untrained model's {baseline:.4g} ({why})"
+            f"{drop * 100:g}% below the untrained model's {baseline:.4g} ({why})"
         )
     return None
 

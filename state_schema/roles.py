@@ -44,8 +44,8 @@ ROLES: tuple[str, ...] = (
 PATH_ROLES: tuple[str, ...] = ("output_dir", "resume")
 
 # A role remedy reads and never changes: the flag that says how many updates the job runs
-# in all (its --max-steps, max_iters, ...). Known, a run is asked at half of it whether its
-# model has begun to learn (records/verdict.py: asked_at_half); the built-in job reports
+# in all (its --max-steps, max_iters, ...). Known, a run is asked at a quarter and at half of
+# it whether its model has begun to learn (records/asked_early.py); the built-in job reports
 # its own length.
 LENGTH_ROLE = "max_steps"
 

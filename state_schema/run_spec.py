@@ -342,7 +342,8 @@ class RunSpec(Hyperparameters):
         "roles it changes are mapped. output_dir: the flag that gets the attempt's own "
         "output folder; resume: the flag that gets a warm start's checkpoint folder; "
         "max_steps: the flag that says how many updates the job runs (read, never "
-        "changed: a run is asked at half of them whether its model has begun to learn); "
+        "changed: a run is asked at a quarter and at half of them whether its model has "
+        "begun to learn); "
         "num_epochs, for a script that counts epochs, gives that length with the updates "
         "of an epoch the launcher measures on its DataLoader.",
     )
@@ -419,7 +420,8 @@ class RunSpec(Hyperparameters):
         "data by hand, where the launcher measures no epoch (it measures one on a torch "
         "DataLoader): e.g. the batches an epoch its log shows, over its gradient "
         "accumulation. With its epochs flag mapped to the num_epochs role, its length is "
-        "this times the epochs, and the run is asked at half of it whether its model has "
+        "this times the epochs, and the run is asked at a quarter and at half of it whether "
+        "its model has "
         "begun to learn. null: measured on its DataLoader, where it has one.",
     )
     stop_grace_s: float = Field(

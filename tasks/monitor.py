@@ -20,7 +20,7 @@ from remedy.decisions.observe import (
     early_finding,
     observe,
     progress_line,
-    until_half_s,
+    until_asked_s,
     with_stated_length,
 )
 from remedy.jobs import backend_for
@@ -82,7 +82,7 @@ def monitor(
             line = progress_line(state, snapshot)
             logger.info(line)
             publish_progress(state, snapshot, line)
-        early = early_finding(state, snapshot)  # a model that has not begun to learn
+        early = early_finding(state, snapshot, lambda: backend.metrics(job_name))
         if early or seen.key != before or seen.settled or now - started >= max_wait_s:
             records = None  # the job's step records, read once where needed
             if seen.settled and snapshot.status is JobStatus.Completed:
@@ -94,7 +94,7 @@ def monitor(
                 # the last attempt's outcome, recorded
                 decided = learned(decided, run_dir, records)
             return decided
-        time.sleep(min(poll_interval_s, until_half_s(snapshot, looked, now)))
+        time.sleep(min(poll_interval_s, until_asked_s(snapshot, looked, now)))
         looked = (snapshot.progress.step, now) if snapshot.progress else None
 
 

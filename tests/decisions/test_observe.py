@@ -16,7 +16,15 @@ from remedy.decisions.observe import (
     with_stated_length,
 )
 from remedy.jobs import JobSnapshot
-from remedy.state_schema import NOT_TRAINED, JobStatus, NextAction, RuleStatus, RunSpec, State
+from remedy.state_schema import (
+    LEARNING_TOO_SLOWLY,
+    NOT_TRAINED,
+    JobStatus,
+    NextAction,
+    RuleStatus,
+    RunSpec,
+    State,
+)
 from remedy.state_schema.transitions import begin_attempt
 
 
@@ -167,16 +175,16 @@ def test_a_scripts_stated_length_is_shown_and_asked_at_half() -> None:
     at = describe("InProgress", progress={"step": 200, "loss": 5.6, **flat})
     snapshot = with_stated_length(state, at)
     assert "| step 200/400, loss 5.6 |" in progress_line(state, snapshot)
-    found = early_finding(state, snapshot)
+    found = early_finding(state, snapshot, list)
     assert found is not None and found.rule == NOT_TRAINED and found.step == 199
     after = decide(state, observe(snapshot), snapshot, "jobs/j/metrics.jsonl", found)
     assert after.rule_status is RuleStatus.IssuesFound
     assert after.next_action is NextAction.launch_new  # the flow stops the job, then plans
     assert after.current_attempt is not None and after.current_attempt.findings == [found]
     before_half = with_stated_length(state, describe("InProgress", progress={"step": 199, **flat}))
-    assert early_finding(state, before_half) is None
+    assert early_finding(state, before_half, list) is None
     unstated = begin_attempt(State(run_spec=RunSpec(entry_point="train.py")), "j")
-    assert early_finding(unstated, with_stated_length(unstated, at)) is None
+    assert early_finding(unstated, with_stated_length(unstated, at), list) is None
 
 
 def test_a_scripts_stated_epoch_gives_its_length_before_any_epoch_ends() -> None:
@@ -192,7 +200,7 @@ def test_a_scripts_stated_epoch_gives_its_length_before_any_epoch_ends() -> None
     at = with_stated_length(state, describe("InProgress", progress={"step": 90, **flat}))
     assert at.progress is not None and at.progress.total_steps == 180
     assert "| step 90/180, loss" in progress_line(state, at)
-    found = early_finding(state, at)
+    found = early_finding(state, at, list)
     assert found is not None and found.rule == NOT_TRAINED
     assert "by update 90, half of the job's 180" in found.message
     measured = describe("InProgress", progress={"step": 90, "steps_per_epoch": 50, **flat})
@@ -200,26 +208,60 @@ def test_a_scripts_stated_epoch_gives_its_length_before_any_epoch_ends() -> None
     assert known is not None and known.total_steps == 180
 
 
-def test_the_monitor_looks_again_when_the_job_reaches_half_its_length() -> None:
+def test_the_monitor_looks_again_when_the_job_reaches_a_quarter_and_half_its_length() -> None:
     """At the pace of its steps since the last look: 150 of 400 done, 100 more in the last
-    2 s, so half (200) comes in 1 s; soon, but not at once; past half, not asked (a warm
-    start), not known (no length, no pace, no earlier look, a job that ended): the usual
-    poll."""
+    2 s, so half (200) comes in 1 s; 60 done, 50 in 2 s, so a quarter (100) in 1.6 s; soon,
+    but not at once; past half, not asked (a warm start), not known (no length, no pace, no
+    earlier look, a job that ended): the usual poll."""
     import math
 
-    from remedy.decisions.observe import SOONEST_LOOK_S, until_half_s
+    from remedy.decisions.observe import SOONEST_LOOK_S, until_asked_s
 
     at = describe("InProgress", progress={"step": 150, "total_steps": 400})
-    assert until_half_s(at, (50, 10.0), 12.0) == pytest.approx(1.0)
+    assert until_asked_s(at, (50, 10.0), 12.0) == pytest.approx(1.0)
+    before_quarter = describe("InProgress", progress={"step": 60, "total_steps": 400})
+    assert until_asked_s(before_quarter, (10, 10.0), 12.0) == pytest.approx(1.6)
     near = describe("InProgress", progress={"step": 199, "total_steps": 400})
-    assert until_half_s(near, (99, 10.0), 12.0) == SOONEST_LOOK_S
+    assert until_asked_s(near, (99, 10.0), 12.0) == SOONEST_LOOK_S
     warm = describe("InProgress", progress={"step": 150, "start_step": 100, "total_steps": 400})
     past = describe("InProgress", progress={"step": 201, "total_steps": 400})
     unknown = describe("InProgress", progress={"step": 150})
     ended = describe("Completed", progress={"step": 150, "total_steps": 400})
     for snapshot, before in ((past, (101, 10.0)), (warm, (50, 10.0)), (unknown, (50, 10.0)),
                              (at, None), (at, (150, 10.0)), (ended, (50, 10.0))):  # fmt: skip
-        assert until_half_s(snapshot, before, 12.0) == math.inf
+        assert until_asked_s(snapshot, before, 12.0) == math.inf
+
+
+def test_a_running_job_whose_gradients_agree_is_asked_at_a_quarter_from_its_records() -> None:
+    """At a quarter of its stated length, a script whose loss has not moved is asked from
+    its step records so far: gradients sampled every 5 updates that still agree (a rate far
+    too small) make it LearningTooSlowly there; records that disagree leave it to half."""
+    spec = RunSpec(
+        entry_point="train.py",
+        hyperparameters={"max_iters": 400},
+        hyperparameter_roles={"max_steps": "max_iters"},
+    )
+    state = begin_attempt(State(run_spec=spec), "j")
+    flat = {"first_loss": 5.7, "first_losses": [5.7] * 20, "last_losses": [5.68] * 20}
+    at = with_stated_length(state, describe("InProgress", progress={"step": 100, **flat}))
+
+    def records(agreement: float) -> list[dict[str, object]]:
+        steps: list[dict[str, object]] = []
+        for step in range(100):
+            record: dict[str, object] = {
+                "type": "step",
+                "step": step,
+                "loss": 5.7 - (step % 2) * 0.01,
+            }
+            if step % 5 == 0:
+                record |= {"grad_agreement_1": agreement, "grad_agreement_5": agreement}
+            steps.append(record)
+        return steps
+
+    found = early_finding(state, at, lambda: records(0.9))
+    assert found is not None and found.rule == LEARNING_TOO_SLOWLY
+    assert "by update 100, a quarter of the job's 400" in found.message
+    assert early_finding(state, at, lambda: records(-0.1)) is None
 
 
 @pytest.mark.adversarial("fault injection", fails_as="silently wrong")

@@ -320,16 +320,16 @@ def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding
     assert two_thirds - end >= 1.5 * (third - two_thirds) and two_thirds - end >= 0.05 * start
 
 
-def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_at_half_its_epochs(
+def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_at_a_quarter_of_its_epochs(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
     """The VAE script (a config dataclass, logging, tqdm bars, SGD under ReduceLROnPlateau)
     counts epochs, not updates: its length is its `--epochs` times the updates of one pass
     over its DataLoader, which the launcher measures in the first epoch (43 here). With the
-    flag mapped to num_epochs, a run at 1/1000 of its rate, which learns nothing, is asked
-    at half its 1,032 updates, not run to its end (the monitor looks every 0.5 s: the job
-    makes up to 170 updates a second). One launch allowed: the run ends there, not clean,
-    naming no model (none trained)."""
+    flag mapped to num_epochs, a run at 1/1000 of its rate, which learns nothing while its
+    gradients still agree, is asked at a quarter of its 1,032 updates, not run to its end
+    (the monitor looks every 0.5 s: the job makes up to 170 updates a second). One launch
+    allowed: the run ends there, not clean, naming no model (none trained)."""
     data = tmp_path / "digits.npz"
     make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
     subprocess.run(make, check=True)
@@ -350,11 +350,12 @@ def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_at_half_its
     state = load_state(run_dir / "state.json")
     (attempt,) = state.history.attempts
     (finding,) = attempt.findings
-    assert finding.rule == "NotTrained", finding
-    asked = re.match(r"the model has not begun to learn by update (\d+), (?:past )?half of "
-                     r"the job's 1032: ", finding.message)  # fmt: skip
+    assert finding.rule == "LearningTooSlowly", finding
+    asked = re.match(r"the model has not begun to learn by update (\d+), (?:past )?a quarter "
+                     r"of the job's 1032: ", finding.message)  # fmt: skip
     assert asked is not None, finding.message
-    assert 516 <= int(asked[1]) <= attempt.steps_run < 1032  # stopped, its second half unrun
+    assert "its gradients still agreed" in finding.message
+    assert 258 <= int(asked[1]) <= attempt.steps_run < 516  # stopped, three quarters unrun
     log = (run_dir / "jobs" / attempt.job_name / "logs" / "training.log").read_text()
     assert "43 updates an epoch" in log
     assert state.end_reason is not None and state.end_reason.startswith(

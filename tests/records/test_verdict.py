@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from remedy.records.asked_early import asked_early
 from remedy.records.verdict import (
-    asked_at_half,
     attempt_flaw,
     run_flaw,
     run_is_clean,
@@ -15,6 +15,7 @@ from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
     STILL_DESCENDING,
+    Attempt,
     Budgets,
     Finding,
     JobStatus,
@@ -321,6 +322,27 @@ def test_the_thirds_of_a_launch_are_windows_of_its_step_losses() -> None:
     assert loss_thirds(losses) == [115.0, 80.5, 40.5, 5.5]
 
 
+def undescribed(attempt: Attempt) -> Attempt:
+    """A running attempt's descent as its step records would say it: too short to tell."""
+    return attempt
+
+
+def agreeing(attempt: Attempt) -> Attempt:
+    """The step records of a run at a rate far too small (the char transformer at 1/1000
+    of its rate: 0.95 and 0.95; its loss rose on 0.45 of its steps)."""
+    return attempt.model_copy(update={"gradient_agreement": [0.95, 0.95], "loss_rises": 0.45})
+
+
+def disagreeing(attempt: Attempt) -> Attempt:
+    """A rate far too high on its noise floor (the GPT-style job at 100x: -0.06, 0.14)."""
+    return attempt.model_copy(update={"gradient_agreement": [-0.06, 0.14], "loss_rises": 0.5})
+
+
+def warming_up(attempt: Attempt) -> Attempt:
+    """Agreeing gradients under a schedule still raising the rate (a warmup)."""
+    return agreeing(attempt).model_copy(update={"rate_thirds": [1e-4, 3e-4]})
+
+
 def test_a_run_of_known_length_is_asked_at_half_whether_it_began_to_learn() -> None:
     """At half its length a cold start whose loss is not 5 % below the untrained model's
     (half the end's 10 %) is found NotTrained there (not at its end); one that learned, one
@@ -330,35 +352,94 @@ def test_a_run_of_known_length_is_asked_at_half_whether_it_began_to_learn() -> N
     script = State(run_spec=RunSpec(entry_point="train.py"))
     flat = {"outcome": None, "initial_loss": 5.70, "initial_window_loss": 5.71, "loss_window": 20}
     running = ended(script, steps_run=200, final_window_loss=5.60, **flat)
-    found = asked_at_half(running, 400)
+    found = asked_early(running, 400, undescribed)
     assert found is not None and (found.rule, found.rule_class) == (NOT_TRAINED, NOT_TRAINED)
     assert found.step == 199
-    assert found.message.startswith(
+    assert found.message == (
         "the model has not begun to learn by update 200, half of the job's 400: its "
         "training loss 5.6 (median of the last 20 steps) is not 5% below the untrained "
         "model's 5.7 (measured: its first step's)"
     ), found.message
     late = ended(script, steps_run=344, final_window_loss=5.6, **flat)  # a look after half
-    assert asked_at_half(late, 344 * 2 - 1).message.startswith(  # type: ignore[union-attr]
+    assert asked_early(late, 344 * 2 - 1, undescribed).message.startswith(  # type: ignore[union-attr]
         "the model has not begun to learn by update 344, past half of the job's 687: "
     )
-    assert asked_at_half(running, None) is None  # length not known
+    assert asked_early(running, None, undescribed) is None  # length not known
     early = ended(script, steps_run=199, final_window_loss=5.6, **flat)
-    assert asked_at_half(early, 400) is None
+    assert asked_early(early, 400, undescribed) is None
     learned = ended(script, steps_run=200, final_window_loss=5.0, **flat)
-    assert asked_at_half(learned, 400) is None
+    assert asked_early(learned, 400, undescribed) is None
     slowly = ended(script, steps_run=200, final_window_loss=5.7 * (1 - 0.079), **flat)
-    assert asked_at_half(slowly, 400) is None
+    assert asked_early(slowly, 400, undescribed) is None
     flat_enough = ended(script, steps_run=200, final_window_loss=5.7 * (1 - 0.045), **flat)
-    assert asked_at_half(flat_enough, 400) is not None
+    assert asked_early(flat_enough, 400, undescribed) is not None
     tiny = ended(script, steps_run=30, final_window_loss=5.6, **flat)
-    assert asked_at_half(tiny, 60) is None
+    assert asked_early(tiny, 60, undescribed) is None
     warm = ended(running, "k", start_step=100, steps_run=200, final_window_loss=5.6, **flat)
-    assert asked_at_half(warm, 400) is None
+    assert asked_early(warm, 400, agreeing) is None
     at_least = [{"metric": "test:accuracy", "op": ">=", "value": 0.9}]
     criteria = State(run_spec=RunSpec(entry_point="train.py", success_criteria=at_least))
     judged = ended(criteria, steps_run=200, final_window_loss=5.6, **flat)
-    assert asked_at_half(judged, 400) is None
+    assert asked_early(judged, 400, agreeing) is None
+    # its gradients still agreeing say which way: its rate is far too small
+    slow = asked_early(running, 400, agreeing)
+    assert slow is not None and slow.rule == slow.rule_class == LEARNING_TOO_SLOWLY
+    assert slow.message.startswith(found.message + "; and its gradients still agreed: ")
+    assert slow.message.endswith("its learning rate is far too small to move the model")
+    assert asked_early(running, 400, disagreeing) == found
+
+
+def test_a_run_whose_gradients_agree_is_asked_at_a_quarter_of_its_length() -> None:
+    """At a quarter, a cold start not 2.5 % below its start (a quarter of the end's 10 %)
+    whose gradients still agree is LearningTooSlowly there (the benchmark's runs that
+    learned nothing: 0.0-1.1 % below, 0.35-0.95 agreeing). Not: gradients that disagree
+    (a rate too high: asked at half), a schedule still raising the rate (a warmup), a loss
+    already 2.5 % below (the word LM's intended run: 4.8 %), a quarter under 40 updates,
+    and the step records that cannot tell (too few)."""
+    script = State(run_spec=RunSpec(entry_point="train.py"))
+    flat = {"outcome": None, "initial_loss": 5.70, "initial_window_loss": 5.71, "loss_window": 20}
+    quarter = ended(script, steps_run=100, final_window_loss=5.66, **flat)
+    found = asked_early(quarter, 400, agreeing)
+    assert found is not None and found.rule == found.rule_class == LEARNING_TOO_SLOWLY
+    assert found.step == 99
+    assert found.message.startswith(
+        "the model has not begun to learn by update 100, a quarter of the job's 400: its "
+        "training loss 5.66 (median of the last 20 steps) is not 2.5% below the untrained "
+        "model's 5.7 (measured: its first step's); and its gradients still agreed: over the "
+        "last third of its steps the cosine similarity of consecutive updates' gradients "
+        "averaged 0.95, and 0.95 five updates apart"
+    ), found.message
+    for descent in (disagreeing, warming_up, undescribed):
+        assert asked_early(quarter, 400, descent) is None, descent.__name__
+    moving = ended(script, steps_run=100, final_window_loss=5.7 * (1 - 0.048), **flat)
+    assert asked_early(moving, 400, agreeing) is None
+    assert (
+        asked_early(ended(script, steps_run=99, final_window_loss=5.66, **flat), 400, agreeing)
+        is None
+    )
+    short = ended(script, steps_run=39, final_window_loss=5.66, **flat)
+    assert asked_early(short, 156, agreeing) is None  # a quarter of 39 updates
+    read: list[str] = []
+
+    def counted(attempt: Attempt) -> Attempt:
+        read.append("records")
+        return agreeing(attempt)
+
+    assert asked_early(moving, 400, counted) is None and read == []  # the loss says enough
+
+
+def test_a_model_that_learned_nothing_while_its_gradients_agreed_learned_too_slowly() -> None:
+    """At its end, a run that learned nothing and whose gradients still agreed over its
+    last third (the word LM at 1/1000 of its rate, 90 updates: 0.61, 0.59) is
+    LearningTooSlowly: the repair raises the rate, not probes both ways."""
+    state = State(run_spec=RunSpec(source_dir=".", entry_point="train.py"))
+    flat = {"initial_loss": 5.70, "final_loss": 5.69, "loss_rises": 0.45}
+    found = run_verdict_finding(ended(state, gradient_agreement=[0.61, 0.59], **flat))
+    assert found is not None and found.rule == LEARNING_TOO_SLOWLY
+    assert found.message.startswith("the model did not train: final training loss 5.69 ")
+    assert "averaged 0.61, and 0.59 five updates apart" in found.message
+    unknown = run_verdict_finding(ended(state, gradient_agreement=[0.61, 0.1], **flat))
+    assert unknown is not None and unknown.rule == NOT_TRAINED
 
 
 def test_gradients_still_agreeing_at_the_end_are_asked() -> None:

@@ -1,0 +1,92 @@
+"""The verdict's questions to a launch still running, where its length is known.
+
+The built-in job reports its length; a script states it by mapping its max_steps role, or
+its num_epochs role times the epoch the launcher measures (or the spec states). A launch
+from a cold start is asked, while it runs, whether its model has begun to learn: at each
+share of its length in ASKED_AT, its loss must be that share of the end's LOSS_DROP below
+the untrained model's (2.5 % at a quarter, 5 % at half, 10 % at the end). One that is not
+is stopped there, rather than spending the rest of its length:
+
+- at a quarter, only when the launch's gradients still agree (records/verdict.py:
+  agreement, over the last third of what it ran), and its schedule is not still raising
+  the rate (a warmup): its rate is far too small, the finding LEARNING_TOO_SLOWLY, and
+  the repair raises the rate. A rate far too high, sitting on a noise floor, has
+  gradients that disagree; it is left to half, where the loss says more. Measured on
+  benchmarks/repair_quality.py's first launches: at a quarter, every run that learned
+  nothing 0.0-1.1 % below its start, its gradients agreeing 0.35-0.95 at both lags; every
+  healthy or intended run 4.8-52 % below (the word LM's 90 updates: 4.8 %, its gradients
+  -0.07 and -0.02); a GPT-style job at 1/30 of its rate, learning slowly, 3.3 %;
+- at half, NOT_TRAINED (which way the rate is wrong, unknown), or LEARNING_TOO_SLOWLY when
+  its gradients agree. Every healthy or intended run of the benchmark had its loss 17-96 %
+  below the untrained model's at half its length; the runs that learned nothing 0.1-3.5 %;
+  the GPT-style job at 1/30, 7.9 % (asked with the end's 10 %, it was searched as a
+  plateau, and its short probes chose a rate that ended 13 % above its intended run's
+  loss; run to its end, its descent in a line is asked by probes at higher rates).
+
+A run judged by success_criteria is not asked: its own figures say. A warm start is not
+asked: it began from a trained model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from remedy.records.verdict import (
+    LOSS_DROP,
+    agreement,
+    baselines,
+    loss_not_below,
+    rate_rising,
+    start_loss,
+    too_small_a_rate,
+)
+from remedy.state_schema import Attempt, Finding, State
+
+QUARTER = 0.25
+HALF = 0.5
+# The shares of a known length at which a cold start is asked, soonest first.
+ASKED_AT = (QUARTER, HALF)
+# The fewest updates a share must be to be asked (two loss windows: a shorter run's first
+# and last windows overlap).
+ASKED_MIN_STEPS = 40
+SHARE_WORDS = {QUARTER: "a quarter", HALF: "half"}
+
+
+def asking_point(length: int, share: float) -> int:
+    """The update at which a launch of `length` updates is asked at `share` of it."""
+    return int(length * share)
+
+
+def asked_early(
+    state: State, length: int | None, with_descent: Callable[[Attempt], Attempt]
+) -> Finding | None:
+    """The finding on the run's current attempt, still running, when its model has not
+    begun to learn by the latest share of its length it has reached (ASKED_AT); None
+    otherwise, or where its figures cannot tell. `length`: the job's updates in all.
+    `with_descent`: the attempt with the descent figures of its step records so far
+    (gradient_agreement, rate_thirds, loss_rises), read only when the loss alone says it
+    has not begun to learn."""
+    attempt = state.current_attempt
+    if attempt is None or length is None or attempt.start_step != 0 or attempt.findings:
+        return None
+    if attempt.spec.success_criteria:
+        return None
+    reached = [s for s in ASKED_AT if attempt.steps_run >= asking_point(length, s)]
+    if not reached or asking_point(length, reached[-1]) < ASKED_MIN_STEPS:
+        return None
+    share = reached[-1]
+    measured = start_loss(state)
+    if attempt.final_window_loss is None or not baselines(attempt, measured):
+        return None
+    if (why := loss_not_below(attempt, measured, LOSS_DROP * share)) is None:
+        return None
+    described = with_descent(attempt)
+    if share < HALF and (agreement(described) is None or rate_rising(described)):
+        return None  # the rate may be too high: asked at half
+    words = SHARE_WORDS[share]
+    where = words if attempt.steps_run == asking_point(length, share) else f"past {words}"
+    untrained_why = (
+        f"the model has not begun to learn by update {attempt.steps_run}, {where} of the "
+        f"job's {length}: its training {why}"
+    )
+    return too_small_a_rate(described, untrained_why, max(attempt.steps_run - 1, 0))
