@@ -242,6 +242,28 @@ def until_asked_s(snapshot: JobSnapshot, before: tuple[int, float] | None, now: 
     return max((coming[0] - progress.step) / pace, SOONEST_LOOK_S)
 
 
+# A job's pace is learned by looks this often, in its first YOUNG_S seconds of running: a
+# tiny job (a few seconds in all) can pass a quarter of its length between two of the
+# usual looks, and until_asked_s needs two looks to know its pace.
+YOUNG_S = 60.0
+YOUNG_LOOK_S = 0.5
+
+
+def young_look_s(
+    state: State, snapshot: JobSnapshot, before: tuple[int, float] | None, now: datetime
+) -> float:
+    """YOUNG_LOOK_S while the current attempt is a cold start (it may be asked at a quarter
+    of its length) whose job has run under YOUNG_S and whose pace is not known yet (no
+    earlier look saw its progress: `before`); inf otherwise (a job still queued, too)."""
+    attempt = state.current_attempt
+    if attempt is None or attempt.start_step != 0 or before is not None:
+        return math.inf
+    if snapshot.is_final or snapshot.started is None:
+        return math.inf
+    young = (now - snapshot.started).total_seconds() < YOUNG_S
+    return YOUNG_LOOK_S if young else math.inf
+
+
 def decide(
     state: State,
     seen: Observation,

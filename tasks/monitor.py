@@ -7,6 +7,7 @@ polling happens inside the task (a few seconds apart) so the flow keeps few task
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import task
@@ -22,6 +23,7 @@ from remedy.decisions.observe import (
     progress_line,
     until_asked_s,
     with_stated_length,
+    young_look_s,
 )
 from remedy.jobs import backend_for
 from remedy.outlets.publish import publish_progress
@@ -94,7 +96,11 @@ def monitor(
                 # the last attempt's outcome, recorded
                 decided = learned(decided, run_dir, records)
             return decided
-        time.sleep(min(poll_interval_s, until_asked_s(snapshot, looked, now)))
+        soonest = min(
+            until_asked_s(snapshot, looked, now),
+            young_look_s(state, snapshot, looked, datetime.now(UTC)),
+        )
+        time.sleep(min(poll_interval_s, soonest))
         looked = (snapshot.progress.step, now) if snapshot.progress else None
 
 
