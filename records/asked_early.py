@@ -24,7 +24,8 @@ is stopped there, rather than spending the rest of its length:
   loss; run to its end, its descent in a line is asked by probes at higher rates).
 
 A run judged by success_criteria is not asked: its own figures say. A warm start is not
-asked: it began from a trained model.
+asked: it began from a trained model. Nor is a launch seen at its last update: its end's
+question (records/verdict.py) comes when its job completes.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def asked_early(
     attempt = state.current_attempt
     if attempt is None or length is None or attempt.start_step != 0 or attempt.findings:
         return None
-    if attempt.spec.success_criteria:
-        return None
+    if attempt.spec.success_criteria or attempt.steps_run >= length:
+        return None  # judged by its criteria; or at its end, asked when its job completes
     reached = [s for s in ASKED_AT if attempt.steps_run >= asking_point(length, s)]
     if not reached or asking_point(length, reached[-1]) < ASKED_MIN_STEPS:
         return None

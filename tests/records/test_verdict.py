@@ -373,6 +373,8 @@ def test_a_run_of_known_length_is_asked_at_half_whether_it_began_to_learn() -> N
     assert asked_early(slowly, 400, undescribed) is None
     flat_enough = ended(script, steps_run=200, final_window_loss=5.7 * (1 - 0.045), **flat)
     assert asked_early(flat_enough, 400, undescribed) is not None
+    at_its_end = ended(script, steps_run=400, final_window_loss=5.6, **flat)
+    assert asked_early(at_its_end, 400, undescribed) is None  # asked when it completes
     tiny = ended(script, steps_run=30, final_window_loss=5.6, **flat)
     assert asked_early(tiny, 60, undescribed) is None
     warm = ended(running, "k", start_step=100, steps_run=200, final_window_loss=5.6, **flat)
