@@ -361,18 +361,19 @@ def test_a_job_of_several_optimizers_with_criteria_is_judged_by_gradient_rules_o
 def test_a_cold_start_is_looked_at_often_until_its_pace_is_known() -> None:
     """A tiny job (a few seconds in all) can pass a quarter of its length between two of the
     usual looks, 2 s apart, before its pace is known: in its first YOUNG_S seconds of
-    running, a job no earlier look saw progress in is looked at every YOUNG_LOOK_S. Once a
+    running, a job no earlier look saw progress in is looked at every YOUNG_LOOK_S, and
+    SOONEST_LOOK_S after the first look that sees it: two looks give its pace. Once a
     look saw its progress (until_asked_s knows its pace), later, a job still queued, and a
     warm start (not asked): the usual poll."""
     import math
 
-    from remedy.decisions.observe import YOUNG_LOOK_S, YOUNG_S, young_look_s
+    from remedy.decisions.observe import SOONEST_LOOK_S, YOUNG_LOOK_S, YOUNG_S, young_look_s
 
     state = begin_attempt(State(run_spec=RunSpec(entry_point="train.py")), "j")
     began = datetime(2026, 11, 28, 7, 0, tzinfo=UTC)
     running = describe("InProgress", started=began, progress={"step": 10})
     soon = began + timedelta(seconds=1)
-    assert young_look_s(state, running, None, soon) == YOUNG_LOOK_S
+    assert young_look_s(state, running, None, soon) == SOONEST_LOOK_S  # its pace, next look
     starting = describe("InProgress", started=began)  # no progress yet
     assert young_look_s(state, starting, None, soon) == YOUNG_LOOK_S
     assert young_look_s(state, running, (5, 0.0), soon) == math.inf  # its pace is known

@@ -326,10 +326,13 @@ def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_at_a_quarte
     """The VAE script (a config dataclass, logging, tqdm bars, SGD under ReduceLROnPlateau)
     counts epochs, not updates: its length is its `--epochs` times the updates of one pass
     over its DataLoader, which the launcher measures in the first epoch (43 here). With the
-    flag mapped to num_epochs, a run at 1/1000 of its rate, which learns nothing while its
-    gradients still agree, is asked at a quarter of its 1,032 updates, not run to its end
-    (the monitor looks every 0.5 s: the job makes up to 170 updates a second). One launch
-    allowed: the run ends there, not clean, naming no model (none trained)."""
+    flag mapped to num_epochs, a run at 1/10,000 of its rate, which learns nothing while its
+    gradients still agree, is asked at a quarter of its 2,064 updates, not run to its end.
+    The job makes up to 800 updates a second: the monitor looks every 0.5 s until a look
+    sees its progress, 0.1 s later for its pace, then when it reaches a quarter; 48 epochs,
+    so that the first look to see its progress comes before half (at 24, a third of a
+    second from a quarter to half, it once came after). One launch allowed: the run ends
+    there, not clean, naming no model (none trained)."""
     data = tmp_path / "digits.npz"
     make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
     subprocess.run(make, check=True)
@@ -338,10 +341,11 @@ def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_at_a_quarte
             "base_job_name": "vae",
             "source_dir": str(EXAMPLES / "vae"),
             "entry_point": "train.py",
-            "hyperparameters": {"data": str(data), "lr": 1e-5, "epochs": 24},
+            "hyperparameters": {"data": str(data), "lr": 1e-6, "epochs": 48},
             "hyperparameter_roles": {
                 "learning_rate": "lr", "output_dir": "out_dir", "num_epochs": "epochs"
             },
+            "rules": [],  # the verdict's own question, not TinyUpdates (at update 200)
         },
         "budgets": {"max_num_retraining": 1},
     }  # fmt: skip
@@ -352,10 +356,10 @@ def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_at_a_quarte
     (finding,) = attempt.findings
     assert finding.rule == "LearningTooSlowly", finding
     asked = re.match(r"the model has not begun to learn by update (\d+), (?:past )?a quarter "
-                     r"of the job's 1032: ", finding.message)  # fmt: skip
+                     r"of the job's 2064: ", finding.message)  # fmt: skip
     assert asked is not None, finding.message
     assert "its gradients still agreed" in finding.message
-    assert 258 <= int(asked[1]) <= attempt.steps_run < 516  # stopped, three quarters unrun
+    assert 516 <= int(asked[1]) < 1032 and int(asked[1]) <= attempt.steps_run < 2064  # stopped
     log = (run_dir / "jobs" / attempt.job_name / "logs" / "training.log").read_text()
     assert "43 updates an epoch" in log
     assert state.end_reason is not None and state.end_reason.startswith(

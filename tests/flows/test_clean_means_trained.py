@@ -173,7 +173,8 @@ def stopped_at_a_quarter(state: State, length: int) -> Attempt:
                      rf"of the job's {length}: its training loss", message)  # fmt: skip
     assert asked is not None, message
     assert "its gradients still agreed" in message, message
-    assert length // 4 <= int(asked[1]) <= attempt.steps_run < length // 2
+    assert length // 4 <= int(asked[1]) < length // 2
+    assert int(asked[1]) <= attempt.steps_run < length  # stopped there, not run to its end
     assert attempt.outcome is JobStatus.Stopped
     return attempt
 
