@@ -11,11 +11,13 @@ is stopped there, rather than spending the rest of its length:
   agreement, over the last third of what it ran), and its schedule is not still raising
   the rate (a warmup): its rate is far too small, the finding LEARNING_TOO_SLOWLY, and
   the repair raises the rate. A rate far too high, sitting on a noise floor, has
-  gradients that disagree; it is left to half, where the loss says more. Measured on
-  benchmarks/repair_quality.py's first launches: at a quarter, every run that learned
-  nothing 0.0-1.1 % below its start, its gradients agreeing 0.35-0.95 at both lags; every
-  healthy or intended run 4.8-52 % below (the word LM's 90 updates: 4.8 %, its gradients
-  -0.07 and -0.02); a GPT-style job at 1/30 of its rate, learning slowly, 3.3 %;
+  gradients that disagree; it is left to half, where the loss says more. Replayed on
+  benchmarks/repair_quality.py's first launches (benchmarks/early_questions.py): at a
+  quarter, every run that learned nothing 0.0-1.2 % below its start, those at 1/1000 of
+  their rate agreeing 0.76-0.95 at both lags (the GPT-style job at 100x: -0.25, 0.13);
+  every healthy or intended run 7.9-49.6 % below, the built-in demo's repaired run 21 %
+  above (its rate rising after its warmup epoch, its gradients 0.23 and -0.07); a
+  GPT-style job at 1/30 of its rate, learning slowly, 3.1 %, agreeing 0.69 and 0.67;
 - at half, NOT_TRAINED (which way the rate is wrong, unknown), or LEARNING_TOO_SLOWLY when
   its gradients agree. Every healthy or intended run of the benchmark had its loss 17-96 %
   below the untrained model's at half its length; the runs that learned nothing 0.1-3.5 %;
