@@ -27,6 +27,7 @@ from remedy.state_schema import (
     State,
     load_state,
 )
+from tests.debugger.helpers import load_benchmark
 from tests.flows.specs import tiny_spec
 from tests.helpers.events import events_of, run_resource
 
@@ -251,6 +252,15 @@ def test_a_run_of_stated_length_that_has_not_begun_to_learn_is_stopped_at_a_quar
     attempt = stopped_at_a_quarter(state, 800)
     assert attempt.final_window_loss > 0.9 * attempt.initial_loss
     assert "the model has not begun to learn" in str(state.end_reason), state.end_reason
+    # benchmarks/early_questions.py, replaying the questions on this launch's own step
+    # records cut at a quarter of its length, finds what the monitor found while it ran
+    replay = load_benchmark("early_questions")
+    launch = replay.first_launch(run_dir)
+    assert launch is not None
+    recorded, steps = launch
+    assert replay.known_length(recorded) == 800
+    drop, agreement, rates, found = replay.asked_at(steps, 800, 0.25)
+    assert found == LEARNING_TOO_SLOWLY, (drop, agreement, rates)
 
 
 @pytest.mark.slow
