@@ -202,20 +202,24 @@ def with_stated_length(state: State, snapshot: JobSnapshot) -> JobSnapshot:
 
 
 def early_finding(
-    state: State, snapshot: JobSnapshot, records: Callable[[], Sequence[Mapping[str, Any]]]
+    state: State,
+    snapshot: JobSnapshot,
+    records: Callable[[], Sequence[Mapping[str, Any]]],
+    before: tuple[int, float] | None = None,
 ) -> Finding | None:
     """The verdict's questions asked of a running job at a quarter and at half its length,
     where known (records/asked_early.py): a finding when its model has not begun to learn.
-    `records`: the job's step records so far, read only when its loss has not moved."""
+    `records`: the job's step records so far, read only when its loss has not moved.
+    `before`: the monitor's previous look (its step and time; None: none)."""
     if snapshot.is_final or snapshot.progress is None:
         return None
 
     def with_descent(attempt: Attempt) -> Attempt:
         return attempt.model_copy(update=descent_figures(records()))
 
-    return asked_early(
-        record_progress(state, snapshot), snapshot.progress.total_steps, with_descent
-    )
+    seen_before = before[0] if before else None
+    progress = record_progress(state, snapshot)
+    return asked_early(progress, snapshot.progress.total_steps, with_descent, seen_before)
 
 
 # The soonest the monitor looks again when a job nears a point where it is asked.

@@ -61,14 +61,19 @@ def asking_point(length: int, share: float) -> int:
 
 
 def asked_early(
-    state: State, length: int | None, with_descent: Callable[[Attempt], Attempt]
+    state: State,
+    length: int | None,
+    with_descent: Callable[[Attempt], Attempt],
+    seen_before: int | None = None,
 ) -> Finding | None:
     """The finding on the run's current attempt, still running, when its model has not
     begun to learn by the latest share of its length it has reached (ASKED_AT); None
     otherwise, or where its figures cannot tell. `length`: the job's updates in all.
     `with_descent`: the attempt with the descent figures of its step records so far
     (gradient_agreement, rate_thirds, loss_rises), read only when the loss alone says it
-    has not begun to learn."""
+    has not begun to learn. `seen_before`: the step an earlier look saw (None: none); a
+    quarter is asked at the first look past it only, so a launch it left running (a rate
+    too high, a warmup) does not have its records read again at every look until half."""
     attempt = state.current_attempt
     if attempt is None or length is None or attempt.start_step != 0 or attempt.findings:
         return None
@@ -78,6 +83,8 @@ def asked_early(
     if not reached or asking_point(length, reached[-1]) < ASKED_MIN_STEPS:
         return None
     share = reached[-1]
+    if share < HALF and seen_before is not None and seen_before >= asking_point(length, share):
+        return None  # asked at an earlier look
     measured = start_loss(state)
     if attempt.final_window_loss is None or not baselines(attempt, measured):
         return None

@@ -84,7 +84,7 @@ def monitor(
             line = progress_line(state, snapshot)
             logger.info(line)
             publish_progress(state, snapshot, line)
-        early = early_finding(state, snapshot, lambda: backend.metrics(job_name))
+        early = early_finding(state, snapshot, lambda: backend.metrics(job_name), looked)
         if early or seen.key != before or seen.settled or now - started >= max_wait_s:
             records = None  # the job's step records, read once where needed
             if seen.settled and snapshot.status is JobStatus.Completed:

@@ -162,15 +162,20 @@ def test_the_progress_line_shows_what_the_job_knows() -> None:
     assert "| step 120/500, epoch 2, 2.5 steps/s, 40 s, loss non-finite |" in line
 
 
-def test_a_scripts_stated_length_is_shown_and_asked_at_half() -> None:
-    """A script that maps its length flag (max_steps) gets step N/total in its progress
-    line, and at half its length a loss not yet 5 % below its start is NotTrained."""
+def script_of_400_updates() -> State:
+    """A running attempt of a script whose length flag (max_iters 400) maps max_steps."""
     spec = RunSpec(
         entry_point="train.py",
         hyperparameters={"max_iters": 400},
         hyperparameter_roles={"max_steps": "max_iters"},
     )
-    state = begin_attempt(State(run_spec=spec), "j")
+    return begin_attempt(State(run_spec=spec), "j")
+
+
+def test_a_scripts_stated_length_is_shown_and_asked_at_half() -> None:
+    """A script that maps its length flag (max_steps) gets step N/total in its progress
+    line, and at half its length a loss not yet 5 % below its start is NotTrained."""
+    state = script_of_400_updates()
     flat = {"first_loss": 5.7, "first_losses": [5.7] * 20, "last_losses": [5.6] * 20}
     at = describe("InProgress", progress={"step": 200, "loss": 5.6, **flat})
     snapshot = with_stated_length(state, at)
@@ -235,13 +240,9 @@ def test_the_monitor_looks_again_when_the_job_reaches_a_quarter_and_half_its_len
 def test_a_running_job_whose_gradients_agree_is_asked_at_a_quarter_from_its_records() -> None:
     """At a quarter of its stated length, a script whose loss has not moved is asked from
     its step records so far: gradients sampled every 5 updates that still agree (a rate far
-    too small) make it LearningTooSlowly there; records that disagree leave it to half."""
-    spec = RunSpec(
-        entry_point="train.py",
-        hyperparameters={"max_iters": 400},
-        hyperparameter_roles={"max_steps": "max_iters"},
-    )
-    state = begin_attempt(State(run_spec=spec), "j")
+    too small) make it LearningTooSlowly there; records that disagree leave it to half,
+    and a later look before half does not read them again."""
+    state = script_of_400_updates()
     flat = {"first_loss": 5.7, "first_losses": [5.7] * 20, "last_losses": [5.68] * 20}
     at = with_stated_length(state, describe("InProgress", progress={"step": 100, **flat}))
 
@@ -261,7 +262,16 @@ def test_a_running_job_whose_gradients_agree_is_asked_at_a_quarter_from_its_reco
     found = early_finding(state, at, lambda: records(0.9))
     assert found is not None and found.rule == LEARNING_TOO_SLOWLY
     assert "by update 100, a quarter of the job's 400" in found.message
-    assert early_finding(state, at, lambda: records(-0.1)) is None
+    assert early_finding(state, at, lambda: records(-0.1), (60, 10.0)) is None
+    read: list[int] = []
+
+    def counted() -> list[dict[str, object]]:
+        read.append(1)
+        return records(0.9)
+
+    later = with_stated_length(state, describe("InProgress", progress={"step": 150, **flat}))
+    assert early_finding(state, later, counted, (100, 10.0)) is None  # asked at 100
+    assert read == []
 
 
 @pytest.mark.adversarial("fault injection", fails_as="silently wrong")
