@@ -8,6 +8,7 @@ from typing import Any
 from remedy.state_schema import Finding, NextAction, PlannedChange, ProbeCandidate, State
 from remedy.state_schema.transitions import end, spec_changes, update_current_attempt
 from remedy.strategies.base import Strategy
+from remedy.strategies.made_worse import Undo
 from remedy.strategies.outcomes import classify
 from remedy.strategies.policies import Decision, Policy, get_policy, nothing_for
 from remedy.strategies.still_descending import is_question, withdraw
@@ -44,13 +45,13 @@ def plan_next(
         if not candidates or probes_left(state) < len(candidates):
             why = unasked(state, decision, probing)
             return withdraw(state, f"not asked whether its rate held it back: {why}")
-        return planned_probes(state, candidates, policy, clean, findings)
+        return planned_probes(state, candidates, policy, clean, findings, decision.undo)
     if decision.strategy is None:
         return end(state, decision.why_none or nothing_for(policy, findings))
     if len(candidates) > 1 and probes_left(state) >= len(candidates):
-        return planned_probes(state, candidates, policy, clean, findings)
+        return planned_probes(state, candidates, policy, clean, findings, decision.undo)
     strategy = decision.strategy
-    proposed = proposal(state, strategy, policy, clean)
+    proposed = proposal(state, strategy, policy, clean, decision.undo)
     state = strategy.bump_counter(state)
     return state.model_copy(
         update={
@@ -69,9 +70,10 @@ def planned_probes(
     policy: Policy,
     clean: Checkpoint | None,
     findings: list[Finding],
+    undo: Undo | None = None,
 ) -> State:
     """The next state holds probes: the candidates, to try briefly side by side."""
-    probes = [ProbeCandidate(**proposal(state, c, policy, clean)) for c in candidates]
+    probes = [ProbeCandidate(**proposal(state, c, policy, clean, undo)) for c in candidates]
     return state.model_copy(
         update={
             "probes": probes,
@@ -83,16 +85,24 @@ def planned_probes(
 
 
 def proposal(
-    state: State, strategy: Strategy, policy: Policy, clean: Checkpoint | None
+    state: State,
+    strategy: Strategy,
+    policy: Policy,
+    clean: Checkpoint | None,
+    undo: Undo | None = None,
 ) -> dict[str, Any]:
-    """What applying the strategy makes of the run_spec: the new spec (warm-started from
-    the clean checkpoint when the policy warm-starts and the strategy keeps the weights),
-    why, and what changed."""
+    """What applying the strategy makes of the run_spec (after `undo`, when the policy sets
+    a change back): the new spec (warm-started from the clean checkpoint when the policy
+    warm-starts and both keep the weights), why, and what changed."""
     before = state.run_spec
-    after = strategy.apply(before)
-    reason = strategy.reason(before, after)
+    base = undo.apply(before) if undo else before
+    after = strategy.apply(base)
+    reason = strategy.reason(base, after)
+    if undo is not None:
+        reason += f"; {undo.why}"
     if policy.warm_start:
-        warm = clean if strategy.keeps_weights() else None
+        fits = strategy.keeps_weights() and (undo is None or undo.keeps_weights)
+        warm = clean if fits else None
         after = after.model_copy(
             update={
                 "init_checkpoint": warm.path if warm else None,

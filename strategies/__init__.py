@@ -22,6 +22,7 @@ _INFRASTRUCTURE = {
     "base",
     "warm_start",
     "outcomes",
+    "made_worse",
     "policies",
     "probes",
     "still_descending",

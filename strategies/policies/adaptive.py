@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from remedy.state_schema import Finding, PolicyStep, State
 from remedy.strategies.base import Strategy
+from remedy.strategies.made_worse import made_worse
 from remedy.strategies.outcomes import Trouble, rule_class, trouble
 from remedy.strategies.policies.base import Decision, Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, cheap_first, walk
@@ -183,6 +184,9 @@ class AdaptivePolicy(Policy):
         self, state: State, findings: list[Finding], clean_checkpoint: Checkpoint | None
     ) -> Decision:
         walks: dict[str, Walk] = {}
+        # A change that made the last launch fail sooner is set back before the next one.
+        if (undo := made_worse(state)) is not None:
+            state = state.model_copy(update={"run_spec": undo.apply(state.run_spec)})
         for finding in findings or [Finding(rule="ExplodingTensor")]:
             walks[finding.rule] = result = walk(
                 state, self.orders(state, finding, clean_checkpoint), findings
@@ -194,9 +198,10 @@ class AdaptivePolicy(Policy):
                 if not isinstance(chosen, SearchLR) or first_cut_from_sound_weights(
                     state, chosen, clean_checkpoint
                 ):
-                    return Decision(chosen)
+                    return Decision(chosen, undo=undo)
                 fine = is_question(findings)
-                return Decision(chosen, probe=tuple(chosen.spread(state.run_spec, fine)))
+                spread = tuple(chosen.spread(state.run_spec, fine))
+                return Decision(chosen, probe=spread, undo=undo)
         parts = [
             f"{rule}: tried or ruled out {'; '.join(w.skipped) or 'nothing'}"
             for rule, w in walks.items()

@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from remedy.state_schema import Finding, State
 from remedy.strategies.base import Strategy
+from remedy.strategies.made_worse import Undo
 from remedy.strategies.warm_start import Checkpoint
 
 POLICIES: dict[str, type[Policy]] = {}
@@ -29,11 +30,13 @@ class Decision:
     """A policy's answer for the findings that ended an attempt: the strategy to apply next,
     or none (the run ends, saying `why_none`). `probe`: candidates to try briefly side by side
     before the full relaunch (the rate's bracket), the strategy among them; fewer than two,
-    no probes."""
+    no probes. `undo`: a change of the last launch to set back first (strategies/made_worse.py);
+    the strategy and the probes apply to the spec it leaves."""
 
     strategy: Strategy | None
     why_none: str = ""
     probe: tuple[Strategy, ...] = ()
+    undo: Undo | None = None
 
     @classmethod
     def nothing_left(cls, why: str) -> Decision:

@@ -503,3 +503,38 @@ def test_a_probe_runs_at_most_a_quarter_of_a_job_whose_length_is_known() -> None
                 "hyperparameter_roles": {"learning_rate": "lr", "max_steps": "steps"}}
     )  # fmt: skip
     assert probe_length(launched(stated)) == 15
+
+
+def dying(step: int) -> Finding:
+    return Finding(rule="DyingRelu", rule_class="DeadRelu", step=step)
+
+
+def chance_case(selu_failed_at: int) -> State:
+    """The built-in chance case's path: ReLU without batch norm at lr 0.1 diverges in its
+    first epoch, a lower warmup rate leaves dying units, a new init runs 75 updates to them,
+    then SELU diverges at `selu_failed_at`; the next plan is returned."""
+    built_in = RunSpec(activation="relu", add_batch_norm=0, learning_rate=0.1)
+    state = plan_next(launched(built_in), [diverged(3)])
+    assert state.planned_change.strategy == "lowest_warmup_lr"
+    state = plan_next(relaunch(state, 2), [dying(4)])
+    assert state.planned_change.strategy == "change_init"
+    state = plan_next(relaunch(state, 3), [dying(74)])
+    assert state.planned_change.strategy == "use_selu"
+    return plan_next(relaunch(state, 4), [diverged(selu_failed_at)])
+
+
+def test_a_change_that_made_the_run_fail_sooner_is_undone_with_the_next_fix() -> None:
+    state = chance_case(selu_failed_at=13)  # update 14, against 75 before it
+    change = state.planned_change
+    assert change.strategy == "add_batch_norm"
+    assert state.run_spec.activation == "relu" and state.run_spec.add_batch_norm == 1
+    assert change.changes["activation"] == ["selu", "relu"]
+    assert "undid use_selu (job-4 failed at update 14, job-3 before it at 75)" in change.reason
+    assert state.run_spec.init_checkpoint is None  # an architecture set back starts cold
+
+
+def test_a_change_after_which_the_run_failed_about_as_late_is_kept() -> None:
+    state = chance_case(selu_failed_at=60)
+    assert state.planned_change.strategy == "add_batch_norm"
+    assert state.run_spec.activation == "selu"
+    assert "undid" not in state.planned_change.reason
