@@ -7,17 +7,19 @@ share of its length in ASKED_AT, its loss must be that share of the end's LOSS_D
 the untrained model's (2.5 % at a quarter, 5 % at half, 10 % at the end). One that is not
 is stopped there, rather than spending the rest of its length:
 
-- at a quarter, only when the launch's gradients still agree (records/verdict.py:
-  agreement, over the last third of what it ran), and its schedule is not still raising
-  the rate (a warmup): its rate is far too small, the finding LEARNING_TOO_SLOWLY, and
-  the repair raises the rate. A rate far too high, sitting on a noise floor, has
-  gradients that disagree; it is left to half, where the loss says more. Replayed on
-  benchmarks/repair_quality.py's first launches (benchmarks/early_questions.py): at a
-  quarter, every run that learned nothing 0.0-1.2 % below its start, those at 1/1000 of
-  their rate agreeing 0.76-0.95 at both lags (the GPT-style job at 100x: -0.25, 0.13);
-  every healthy or intended run 7.9-49.6 % below, the built-in demo's repaired run 21 %
-  above (its rate rising after its warmup epoch, its gradients 0.23 and -0.07); a
-  GPT-style job at 1/30 of its rate, learning slowly, 3.1 %, agreeing 0.69 and 0.67;
+- at a quarter, only when its schedule is not still raising the rate (a warmup holds the
+  loss up), and either the launch's gradients still agree (records/verdict.py: agreement,
+  over the last third of what it ran: its rate is far too small, the finding
+  LEARNING_TOO_SLOWLY, and the repair raises the rate) or its rates are known
+  (NOT_TRAINED: a rate far too high sits on a noise floor, its gradients disagreeing). A
+  script that records no rate and whose gradients disagree may be in a warmup no figure
+  shows: it is left to half. Replayed on benchmarks/repair_quality.py's first launches
+  (benchmarks/early_questions.py): at a quarter, every run that learned nothing 0.0-1.2 %
+  below its start, those at 1/1000 of their rate agreeing 0.76-0.95 at both lags, the
+  GPT-style job at 100x -0.25 and 0.13, its cosine falling 0.59 -> 0.56; every healthy
+  or intended run 7.9-49.6 % below, the built-in demo's repaired run 21 % above (its rate
+  rising after its warmup epoch, 0.0031 -> 0.059); a GPT-style job at 1/30 of its rate,
+  learning slowly, 3.1 %;
 - at half, NOT_TRAINED (which way the rate is wrong, unknown), or LEARNING_TOO_SLOWLY when
   its gradients agree. Every healthy or intended run of the benchmark had its loss 17-96 %
   below the untrained model's at half its length; the runs that learned nothing 0.1-3.5 %;
@@ -60,6 +62,17 @@ def asking_point(length: int, share: float) -> int:
     return int(length * share)
 
 
+def told_at_a_quarter(described: Attempt) -> bool:
+    """A launch that has not learned by a quarter of its length is asked there when its
+    schedule is not raising the rate (a warmup holds a loss up) and either its gradients
+    agree (its rate far too small) or its rates are known (a rate steady or falling: the
+    rate is wrong, either way). A script that records no rate (no torch optimizer) and
+    whose gradients disagree may be warming up unseen: it is left to half."""
+    if rate_rising(described):
+        return False
+    return agreement(described) is not None or len(described.rate_thirds) == 2
+
+
 def asked_early(
     state: State,
     length: int | None,
@@ -91,8 +104,8 @@ def asked_early(
     if (why := loss_not_below(attempt, measured, LOSS_DROP * share)) is None:
         return None
     described = with_descent(attempt)
-    if share < HALF and (agreement(described) is None or rate_rising(described)):
-        return None  # the rate may be too high: asked at half
+    if share < HALF and not told_at_a_quarter(described):
+        return None  # a warmup may hold the loss up: asked at half
     words = SHARE_WORDS[share]
     where = words if attempt.steps_run == asking_point(length, share) else f"past {words}"
     untrained_why = (

@@ -338,6 +338,12 @@ def disagreeing(attempt: Attempt) -> Attempt:
     return attempt.model_copy(update={"gradient_agreement": [-0.06, 0.14], "loss_rises": 0.5})
 
 
+def on_a_noise_floor(attempt: Attempt) -> Attempt:
+    """Disagreeing gradients under a known rate that is not rising (the GPT-style job at
+    100x at a quarter: its cosine 0.59 -> 0.56)."""
+    return disagreeing(attempt).model_copy(update={"rate_thirds": [0.59, 0.56]})
+
+
 def warming_up(attempt: Attempt) -> Attempt:
     """Agreeing gradients under a schedule still raising the rate (a warmup)."""
     return agreeing(attempt).model_copy(update={"rate_thirds": [1e-4, 3e-4]})
@@ -394,10 +400,12 @@ def test_a_run_of_known_length_is_asked_at_half_whether_it_began_to_learn() -> N
 def test_a_run_whose_gradients_agree_is_asked_at_a_quarter_of_its_length() -> None:
     """At a quarter, a cold start not 2.5 % below its start (a quarter of the end's 10 %)
     whose gradients still agree is LearningTooSlowly there (the benchmark's runs that
-    learned nothing: 0.0-1.1 % below, 0.35-0.95 agreeing). Not: gradients that disagree
-    (a rate too high: asked at half), a schedule still raising the rate (a warmup), a loss
-    already 2.5 % below (the word LM's intended run: 4.8 %), a quarter under 40 updates,
-    and the step records that cannot tell (too few)."""
+    learned nothing: 0.0-1.1 % below, 0.35-0.95 agreeing); one whose gradients disagree
+    under a known rate not rising is NotTrained there (a noise floor: which way is not
+    known). Not: gradients that disagree without a recorded rate (a warmup no figure
+    shows: asked at half), a schedule still raising the rate (a warmup), a loss already
+    2.5 % below (the word LM's intended run: 4.8 %), a quarter under 40 updates, and the
+    step records that cannot tell (too few)."""
     script = State(run_spec=RunSpec(entry_point="train.py"))
     flat = {"outcome": None, "initial_loss": 5.70, "initial_window_loss": 5.71, "loss_window": 20}
     quarter = ended(script, steps_run=100, final_window_loss=5.66, **flat)
@@ -413,6 +421,9 @@ def test_a_run_whose_gradients_agree_is_asked_at_a_quarter_of_its_length() -> No
     ), found.message
     for descent in (disagreeing, warming_up, undescribed):
         assert asked_early(quarter, 400, descent) is None, descent.__name__
+    floor = asked_early(quarter, 400, on_a_noise_floor)
+    assert floor is not None and floor.rule == floor.rule_class == NOT_TRAINED
+    assert floor.message == found.message.split("; and its gradients")[0]
     moving = ended(script, steps_run=100, final_window_loss=5.7 * (1 - 0.048), **flat)
     assert asked_early(moving, 400, agreeing) is None
     assert (
