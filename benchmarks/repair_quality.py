@@ -257,10 +257,13 @@ class Figures:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def run(spec: dict[str, Any], run_dir: Path, launches: int) -> Figures:
+def run(
+    spec: dict[str, Any], run_dir: Path, launches: int, probe_steps: int | None = None
+) -> Figures:
+    probes = {} if probe_steps is None else {"probe_steps": probe_steps}
     state = State(
         run_spec=RunSpec.model_validate(spec),
-        budgets=Budgets(max_num_retraining=launches),
+        budgets=Budgets(max_num_retraining=launches, **probes),
     )
     final = remediate(
         state=state,
@@ -302,6 +305,9 @@ def main() -> None:
     parser.add_argument("--run-dir", help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--max-launches", type=int, default=LAUNCHES)
     parser.add_argument(
+        "--probe-steps", type=int, help="budgets.probe_steps of the faulty runs (default: its own)"
+    )
+    parser.add_argument(
         "--length-scale",
         type=int,
         default=1,
@@ -329,7 +335,7 @@ def main() -> None:
         slug = case.name.replace(":", "-")
         print(f"{case.name} ...", end=" ", flush=True)
         t0 = time.monotonic()
-        got = run(case.spec, folder / slug, args.max_launches)
+        got = run(case.spec, folder / slug, args.max_launches, args.probe_steps)
         print(f"{time.monotonic() - t0:.0f} s: {got.strategies}; {got.end[:120]}", flush=True)
         reference = None
         if case.intended is not None:
