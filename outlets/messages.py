@@ -190,6 +190,17 @@ def attempt_table(state: State) -> str:
     return text_table(attempt_rows(state))
 
 
+def why_lines(state: State) -> list[str]:
+    """Per attempt, why its strategy was chosen (what the policy read in the attempts
+    before it: a bracket, probes, a change undone) and what its outcome taught."""
+    lines = []
+    for number, attempt in enumerate(state.history.attempts, start=1):
+        lines.append(f"#{number} {strategy_cell(attempt)}: {attempt.strategy_reason or '-'}")
+        if attempt.result is not None:
+            lines.append(f"   result: {attempt.result.summary}")
+    return lines
+
+
 def repro_lines(state: State) -> list[str]:
     """Per attempt the NaN guard stopped: its repro bundle, where it localised, bad records."""
     lines = []

@@ -62,8 +62,13 @@ def made_worse(state: State) -> Undo | None:
     }
     if not roles:
         return None
+    back = ", ".join(
+        f"{last.spec.role_label(role)} {last.spec.role_as_given(role)} -> "
+        f"{before.spec.role_as_given(role)}"
+        for role in roles
+    )
     why = (
-        f"undid {last.strategy} ({last.job_name} failed at update {now}, "
+        f"undid {last.strategy}: {back} ({last.job_name} failed at update {now}, "
         f"{before.job_name} before it at {then})"
     )
     return Undo(cls.name, roles, why, cls.keeps_weights())

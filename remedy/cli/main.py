@@ -365,11 +365,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from remedy.outlets.messages import attempt_table
+    from remedy.outlets.messages import attempt_table, why_lines
     from remedy.records.run_folder import load_run
 
     state = load_run(args.run_dir)
     print(attempt_table(state))
+    if args.why:
+        print("\n" + "\n".join(why_lines(state)))
     for number, attempt in enumerate(state.history.attempts, start=1):
         if attempt.backend_job_id is not None:  # a scheduler's job: its queue wait apart
             print(f"attempt {number}: {queue_line(attempt)}")
@@ -522,6 +524,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="show a run's attempts and state")
     status.add_argument("run_dir")
+    status.add_argument(
+        "--why", action="store_true", help="each attempt's reason and what its outcome taught"
+    )
     status.set_defaults(handler=cmd_status)
 
     logs = commands.add_parser("logs", help="print the training log of a run's job")

@@ -187,6 +187,8 @@ def test_status_and_logs_of_a_run(prefect_api_url: str, tmp_path: Path) -> None:
     )
     status = remedy("status", str(run_dir))
     assert status.returncode == 0 and "Completed" in status.stdout.splitlines()[1]
+    why = remedy("status", str(run_dir), "--why")
+    assert why.returncode == 0 and "#1 initial: -\n   result: ran to its end, loss " in why.stdout
     logs = remedy("logs", str(run_dir))
     assert logs.returncode == 0 and "trained with lr 0.1" in logs.stdout
     missing = remedy("logs", str(run_dir), "--job", "nope")

@@ -8,6 +8,7 @@ from remedy.outlets.messages import (
     payload_for_people,
     redact,
     retraining_message,
+    why_lines,
 )
 from remedy.state_schema import Finding, JobStatus, Payload, PlannedChange, State
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
@@ -121,3 +122,21 @@ def test_the_report_s_table_is_the_same_attempts_in_more_detail() -> None:
     assert detailed[1][4] == "ExplodingTensor @ step 40 on gradient/head.weight"
     assert compact[1][compact[0].index("finding")] == "ExplodingTensor @ step 40"
     assert detailed[2][2] == "as arn:*** said" and ROLE not in str(detailed)
+
+
+def test_why_lines_give_each_attempts_reason_and_what_it_taught() -> None:
+    from remedy.decisions.plan import plan_next
+    from remedy.state_schema import RunSpec
+
+    spec = RunSpec(
+        entry_point="main.py",
+        hyperparameters={"lr": 20},
+        hyperparameter_roles={"learning_rate": "lr"},
+    )
+    state = begin_attempt(State(policy="adaptive", run_spec=spec), "job-1")
+    diverged = Finding(rule="DivergingLoss", rule_class="DivergingLoss", step=2)
+    state = begin_attempt(plan_next(state, [diverged]), "job-2")
+    first, second = why_lines(state)[:2], why_lines(state)[2:]
+    assert first == ["#1 initial: -", "   result: diverged at update 3 (DivergingLoss)"]
+    assert second[0].startswith("#2 search_lr_down: ") and "--lr 20 -> 2" in second[0]
+    assert len(second) == 1  # still running: nothing taught yet

@@ -529,7 +529,10 @@ def test_a_change_that_made_the_run_fail_sooner_is_undone_with_the_next_fix() ->
     assert change.strategy == "add_batch_norm"
     assert state.run_spec.activation == "relu" and state.run_spec.add_batch_norm == 1
     assert change.changes["activation"] == ["selu", "relu"]
-    assert "undid use_selu (job-4 failed at update 14, job-3 before it at 75)" in change.reason
+    assert change.reason.endswith(
+        "; undid use_selu: activation selu -> relu (job-4 failed at update 14, job-3 before "
+        "it at 75)"
+    ), change.reason
     assert state.run_spec.init_checkpoint is None  # an architecture set back starts cold
 
 
