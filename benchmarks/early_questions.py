@@ -64,9 +64,12 @@ def known_length(attempt: dict[str, Any]) -> int | None:
     return int(attempt["steps_run"]) if attempt["outcome"] == "Completed" else None
 
 
-def asked_at(steps: list[dict[str, Any]], length: int, share: float) -> list[str] | None:
-    """The question at `share` of `length`, replayed on the first steps: its figures and
-    finding, as table cells; None when the launch did not run that far."""
+def asked_at(
+    steps: list[dict[str, Any]], length: int, share: float, spec: dict[str, Any]
+) -> list[str] | None:
+    """The question at `share` of `length`, replayed on the first steps of a launch of
+    `spec` (its typed rate is read): its figures and finding, as table cells; None when
+    the launch did not run that far."""
     upto = asking_point(length, share)
     if upto > len(steps) or upto == 0:
         return None
@@ -79,7 +82,7 @@ def asked_at(steps: list[dict[str, Any]], length: int, share: float) -> list[str
     if windows:
         first, last, size = windows
         fields |= {"initial_window_loss": first, "final_window_loss": last, "loss_window": size}
-    state = begin_attempt(State(run_spec=RunSpec(entry_point="train.py")), "replay")
+    state = begin_attempt(State(run_spec=RunSpec.model_validate(spec)), "replay")
     state = update_current_attempt(state, **fields)
     descent = descent_figures(part)
     found = asked_early(state, length, lambda attempt: attempt.model_copy(update=descent))
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         length = known_length(attempt)
         cells = [case.name, str(length or "-")]
         for share in ASKED_AT:
-            asked = asked_at(steps, length, share) if length else None
+            asked = asked_at(steps, length, share, attempt["spec"]) if length else None
             cells += asked or ["-"] * 4
         table.add_row(*cells)
     Console(width=220).print(table)

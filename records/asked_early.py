@@ -7,10 +7,12 @@ share of its length in ASKED_AT, its loss must be that share of the end's LOSS_D
 the untrained model's (2.5 % at a quarter, 5 % at half, 10 % at the end). One that is not
 is stopped there, rather than spending the rest of its length:
 
-- at a quarter, only when its schedule is not still raising the rate (a warmup holds the
-  loss up), and either the launch's gradients still agree (records/verdict.py: agreement,
-  over the last third of what it ran: its rate is far too small, the finding
-  LEARNING_TOO_SLOWLY, and the repair raises the rate) or its rates are known
+- at a quarter, only when its schedule is not still raising the rate towards the rate it
+  was given (a warmup holds the loss up; a cosine decaying *up* to a floor typed for
+  another rate does not), and either the launch's gradients still agree
+  (records/verdict.py: agreement, over the last third of what it ran: its rate is far too
+  small, the finding LEARNING_TOO_SLOWLY, and the repair raises the rate) or its rates
+  are known
   (NOT_TRAINED: a rate far too high sits on a noise floor, its gradients disagreeing). A
   script that records no rate and whose gradients disagree may be in a warmup no figure
   shows: it is left to half. Replayed on benchmarks/repair_quality.py's first launches
@@ -64,13 +66,27 @@ def asking_point(length: int, share: float) -> int:
 
 def told_at_a_quarter(described: Attempt) -> bool:
     """A launch that has not learned by a quarter of its length is asked there when its
-    schedule is not raising the rate (a warmup holds a loss up) and either its gradients
-    agree (its rate far too small) or its rates are known (a rate steady or falling: the
-    rate is wrong, either way). A script that records no rate (no torch optimizer) and
-    whose gradients disagree may be warming up unseen: it is left to half."""
-    if rate_rising(described):
+    schedule is not raising the rate towards the one it was given (a warmup holds a loss
+    up) and either its gradients agree (its rate far too small) or its rates are known (a
+    rate steady or falling: the rate is wrong, either way). A script that records no rate
+    (no torch optimizer) and whose gradients disagree may be warming up unseen: it is
+    left to half."""
+    if rate_rising(described) and not past_its_typed_rate(described):
         return False
     return agreement(described) is not None or len(described.rate_thirds) == 2
+
+
+def past_its_typed_rate(described: Attempt) -> bool:
+    """Its rate over the last third of what it ran is above the learning rate the job was
+    given (the learning_rate role): a schedule rising past it is no warmup towards it, but
+    one whose floor was typed for another rate (a cosine decaying *up* to a min_lr above
+    a rate typed far too small: the GPT-style job at 1/1000, 6e-6 typed, 4.6e-5 at a
+    quarter)."""
+    spec = described.spec
+    typed = spec.role("learning_rate") if spec.has_role("learning_rate") else None
+    if not isinstance(typed, int | float) or typed <= 0 or len(described.rate_thirds) != 2:
+        return False
+    return described.rate_thirds[-1] > typed
 
 
 def asked_early(

@@ -259,7 +259,7 @@ def test_a_run_of_stated_length_that_has_not_begun_to_learn_is_stopped_at_a_quar
     assert launch is not None
     recorded, steps = launch
     assert replay.known_length(recorded) == 800
-    drop, agreement, rates, found = replay.asked_at(steps, 800, 0.25)
+    drop, agreement, rates, found = replay.asked_at(steps, 800, 0.25, recorded["spec"])
     assert found == LEARNING_TOO_SLOWLY, (drop, agreement, rates)
 
 

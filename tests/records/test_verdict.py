@@ -421,6 +421,19 @@ def test_a_run_whose_gradients_agree_is_asked_at_a_quarter_of_its_length() -> No
     ), found.message
     for descent in (disagreeing, warming_up, undescribed):
         assert asked_early(quarter, 400, descent) is None, descent.__name__
+    # a rate rising past the one the job was given is no warmup towards it: a cosine
+    # decaying up to a floor typed for another rate (the GPT-style job at 1/1000)
+    for typed, asked in ((6e-6, True), (1e-3, False)):
+        mapped = RunSpec(
+            entry_point="train.py",
+            hyperparameters={"learning_rate": typed},
+            hyperparameter_roles={"learning_rate": "learning_rate"},
+        )
+        rising = ended(State(run_spec=mapped), steps_run=100, final_window_loss=5.66, **flat)
+        past = asked_early(
+            rising, 400, lambda a: agreeing(a).model_copy(update={"rate_thirds": [1.5e-5, 4.6e-5]})
+        )
+        assert (past is not None) is asked, typed
     floor = asked_early(quarter, 400, on_a_noise_floor)
     assert floor is not None and floor.rule == floor.rule_class == NOT_TRAINED
     assert floor.message == found.message.split("; and its gradients")[0]
