@@ -11,17 +11,16 @@ is stopped there, rather than spending the rest of its length:
   was given (a warmup holds the loss up; a cosine decaying *up* to a floor typed for
   another rate does not), and either the launch's gradients still agree
   (records/verdict.py: agreement, over the last third of what it ran: its rate is far too
-  small, the finding LEARNING_TOO_SLOWLY, and the repair raises the rate) or its rates
-  are known
-  (NOT_TRAINED: a rate far too high sits on a noise floor, its gradients disagreeing). A
-  script that records no rate and whose gradients disagree may be in a warmup no figure
-  shows: it is left to half. Replayed on benchmarks/repair_quality.py's first launches
-  (benchmarks/early_questions.py): at a quarter, every run that learned nothing 0.0-1.2 %
-  below its start, those at 1/1000 of their rate agreeing 0.76-0.95 at both lags, the
-  GPT-style job at 100x -0.25 and 0.13, its cosine falling 0.59 -> 0.56; every healthy
-  or intended run 7.9-49.6 % below, the built-in demo's repaired run 21 % above (its rate
-  rising after its warmup epoch, 0.0031 -> 0.059); a GPT-style job at 1/30 of its rate,
-  learning slowly, 3.1 %;
+  small, the finding LEARNING_TOO_SLOWLY, and the repair raises the rate) or its rates are
+  known (NOT_TRAINED: a rate far too high sits on a noise floor, its gradients
+  disagreeing). A script that records no rate and whose gradients disagree may be in a
+  warmup no figure shows: it is left to half. Replayed on benchmarks/repair_quality.py's
+  first launches (benchmarks/early_questions.py): at a quarter, every run that learned
+  nothing 0.0-1.2 % below its start, those at 1/1000 of their rate agreeing 0.76-0.95 at
+  both lags, the GPT-style job at 100x -0.25 and 0.13, its cosine falling 0.59 -> 0.56;
+  every healthy or intended run 7.9-49.6 % below, the built-in demo's repaired run 21 %
+  above (its rate rising after its warmup epoch, 0.0031 -> 0.059); a GPT-style job at 1/30
+  of its rate, learning slowly, 3.1 %;
 - at half, NOT_TRAINED (which way the rate is wrong, unknown), or LEARNING_TOO_SLOWLY when
   its gradients agree. Every healthy or intended run of the benchmark had its loss 17-96 %
   below the untrained model's at half its length; the runs that learned nothing 0.1-3.5 %;
@@ -57,6 +56,9 @@ ASKED_AT = (QUARTER, HALF)
 # and last windows overlap).
 ASKED_MIN_STEPS = 40
 SHARE_WORDS = {QUARTER: "a quarter", HALF: "half"}
+# A rate this far above the one the job was given is past it: a warmup that has just
+# reached its rate averages at it (a mean of floats can land a hair above).
+PAST_TYPED = 1.1
 
 
 def asking_point(length: int, share: float) -> int:
@@ -77,16 +79,16 @@ def told_at_a_quarter(described: Attempt) -> bool:
 
 
 def past_its_typed_rate(described: Attempt) -> bool:
-    """Its rate over the last third of what it ran is above the learning rate the job was
-    given (the learning_rate role): a schedule rising past it is no warmup towards it, but
-    one whose floor was typed for another rate (a cosine decaying *up* to a min_lr above
-    a rate typed far too small: the GPT-style job at 1/1000, 6e-6 typed, 4.6e-5 at a
-    quarter)."""
+    """Its rate over the last third of what it ran is over PAST_TYPED times the learning
+    rate the job was given (the learning_rate role): a schedule rising past it is no
+    warmup towards it, but one whose floor was typed for another rate (a cosine decaying
+    *up* to a min_lr above a rate typed far too small: the GPT-style job at 1/1000, 6e-6
+    typed, 4.6e-5 at a quarter)."""
     spec = described.spec
     typed = spec.role("learning_rate") if spec.has_role("learning_rate") else None
     if not isinstance(typed, int | float) or typed <= 0 or len(described.rate_thirds) != 2:
         return False
-    return described.rate_thirds[-1] > typed
+    return described.rate_thirds[-1] > PAST_TYPED * typed
 
 
 def asked_early(

@@ -423,7 +423,7 @@ def test_a_run_whose_gradients_agree_is_asked_at_a_quarter_of_its_length() -> No
         assert asked_early(quarter, 400, descent) is None, descent.__name__
     # a rate rising past the one the job was given is no warmup towards it: a cosine
     # decaying up to a floor typed for another rate (the GPT-style job at 1/1000)
-    for typed, asked in ((6e-6, True), (1e-3, False)):
+    for typed, asked in ((6e-6, True), (4.5e-5, False), (1e-3, False)):
         mapped = RunSpec(
             entry_point="train.py",
             hyperparameters={"learning_rate": typed},
