@@ -541,3 +541,13 @@ def test_a_change_after_which_the_run_failed_about_as_late_is_kept() -> None:
     assert state.planned_change.strategy == "add_batch_norm"
     assert state.run_spec.activation == "selu"
     assert "undid" not in state.planned_change.reason
+
+
+def test_a_rate_that_failed_sooner_is_left_to_the_bracket_not_undone() -> None:
+    """A cut after which the run diverged sooner is not set back: the bracket holds both
+    rates. The next fix (clipping) keeps the cut rate."""
+    state = plan_next(launched(script(20, clip=1e9)), [diverged(9)])
+    assert state.planned_change.strategy == "search_lr_down" and lr_of(state) == 2.0
+    state = plan_next(relaunch(state, 2), [diverged(2)])  # update 3, against 10 before
+    assert state.planned_change.strategy == "clip_gradients"
+    assert lr_of(state) == 2.0 and "undid" not in state.planned_change.reason
