@@ -190,11 +190,7 @@ def with_stated_length(state: State, snapshot: JobSnapshot) -> JobSnapshot:
     progress, attempt = snapshot.progress, state.current_attempt
     if progress is None or progress.total_steps or attempt is None:
         return snapshot
-    stated = attempt.spec.stated_length
-    per_epoch = attempt.spec.steps_per_epoch or progress.steps_per_epoch
-    if stated is None and per_epoch:
-        epochs = attempt.spec.role("num_epochs")  # None: a script that maps none
-        stated = None if epochs is None else epochs * per_epoch
+    stated = attempt.spec.known_length(progress.steps_per_epoch)
     if stated is None:
         return snapshot
     known = progress.model_copy(update={"total_steps": stated})
@@ -210,7 +206,8 @@ def early_finding(
     """The verdict's questions asked of a running job at a quarter and at half its length,
     where known (records/asked_early.py): a finding when its model has not begun to learn.
     `records`: the job's step records so far, read only when its loss has not moved.
-    `before`: the monitor's previous look (its step and time; None: none)."""
+    `before`: the monitor's previous look (its step and time; None: none). A job held at
+    half its length (held_at_half) is asked there whether its rate holds it back, too."""
     if snapshot.is_final or snapshot.progress is None:
         return None
 
@@ -219,7 +216,17 @@ def early_finding(
 
     seen_before = before[0] if before else None
     progress = record_progress(state, snapshot)
-    return asked_early(progress, snapshot.progress.total_steps, with_descent, seen_before)
+    held = held_at_half(state, snapshot)
+    return asked_early(progress, snapshot.progress.total_steps, with_descent, seen_before, held)
+
+
+def held_at_half(state: State, snapshot: JobSnapshot) -> bool:
+    """The current attempt's job holds at its hold point (Attempt.hold_at, half its
+    length): it has run that many updates and waits for the flow's word."""
+    attempt, progress = state.current_attempt, snapshot.progress
+    if attempt is None or attempt.hold_at is None or progress is None or snapshot.is_final:
+        return False
+    return progress.steps_run == attempt.hold_at  # past it: let go on already
 
 
 # The soonest the monitor looks again when a job nears a point where it is asked.

@@ -49,7 +49,7 @@ from remedy.tasks.record import (
     record,
     release_run,
 )
-from remedy.tasks.stop import stop_job, stop_latest_job
+from remedy.tasks.stop import is_held, release_held, stop_job, stop_latest_job
 from remedy.tasks.train import check_spec, ensure_launched, train
 
 RUNNING = (JobStatus.InProgress, JobStatus.Stopping)
@@ -140,10 +140,14 @@ def remediate(
         state = monitor(state, run_dir, settings.poll_interval_s, settings.max_wait_s)
         if state.rule_status is RuleStatus.IssuesFound:
             announce(state, run_dir, "issues_found")
-            state = stop_job(state, run_dir)
+            held = is_held(state)  # asked at half its length: it waits for the answer
+            if not held:
+                state = stop_job(state, run_dir)
             state = plan(state, run_dir)
             if state.probes:  # candidate fixes, tried briefly side by side: the best is kept
                 state = try_probes(state, run_dir, settings.poll_interval_s)
+            if held:  # it trains on where no probe learned faster, else it is stopped
+                state = release_held(state, run_dir)
             if state.next_action is NextAction.launch_new and not retraining_budget_spent(state):
                 announce(  # with the budget spent, train ends the run: nothing is retrained
                     state,

@@ -28,6 +28,20 @@ is stopped there, rather than spending the rest of its length:
   plateau, and its short probes chose a rate that ended 13 % above its intended run's
   loss; run to its end, its descent in a line is asked by probes at higher rates).
 
+Half is asked one more question where the flow can wait for its answer: a launch whose
+backend can continue a job holds at half its known length (hold_point; the job waits
+between two updates, as a probe waits at its bound) while the flow asks. Its loss moved,
+so it has begun to learn, but a rate far too small learns too: its gradients still
+agreeing then (agreement, both lags 0.2 or more over the last third of that half; at half:
+the char transformer, the VAE and the word LM at 1/30 of their rate 0.94/0.94, 0.72/0.68,
+0.46/0.35; every healthy or intended run of the benchmark under 0.2 at one lag at least,
+0.40/-0.20 the highest) ask STILL_DESCENDING, the end's open question, there: probes at
+higher rates answer it (strategies/still_descending.py); none learning faster, the held
+job goes on to its end, its updates kept. Asked at its end instead, such a run spent the
+whole of its length before the probes (2.2-3.9x the final run's updates in all). A job
+that cannot wait (the cloud service's) is not held and not asked this: a "no" would cost
+the run itself on a script that cannot resume.
+
 A run judged by success_criteria is not asked: its own figures say. A warm start is not
 asked: it began from a trained model. Nor is a launch seen at its last update: its end's
 question (records/verdict.py) comes when its job completes.
@@ -39,6 +53,7 @@ from collections.abc import Callable
 
 from remedy.records.verdict import (
     LOSS_DROP,
+    agreeing_words,
     agreement,
     baselines,
     loss_not_below,
@@ -46,7 +61,7 @@ from remedy.records.verdict import (
     start_loss,
     too_small_a_rate,
 )
-from remedy.state_schema import Attempt, Finding, State
+from remedy.state_schema import STILL_DESCENDING, Attempt, Finding, RunSpec, State
 
 QUARTER = 0.25
 HALF = 0.5
@@ -64,6 +79,34 @@ PAST_TYPED = 1.1
 def asking_point(length: int, share: float) -> int:
     """The update at which a launch of `length` updates is asked at `share` of it."""
     return int(length * share)
+
+
+def hold_point(spec: RunSpec) -> int | None:
+    """Where a cold start of `spec` holds to be asked whether its rate holds it back: half
+    its length, known before it runs (RunSpec.known_length), when half is long enough to be asked
+    (ASKED_MIN_STEPS); None otherwise, or where its own figures judge it (success_criteria)
+    or it began from a checkpoint (a warm start is not asked)."""
+    if spec.success_criteria or spec.init_checkpoint or spec.max_updates is not None:
+        return None
+    length = spec.known_length()
+    if length is None or asking_point(length, HALF) < ASKED_MIN_STEPS:
+        return None
+    return asking_point(length, HALF)
+
+
+def held_question(described: Attempt, length: int) -> Finding | None:
+    """STILL_DESCENDING on a launch held at half its length whose loss moved but whose
+    gradients still agree (agreement): its rate may be far too small. None when they do
+    not agree (or its batches had no noise to tell by)."""
+    if (agreed := agreement(described)) is None:
+        return None
+    why = (
+        f"the model learned in the first {described.steps_run} of the job's {length} "
+        f"updates, but its gradients still agreed: {agreeing_words(*agreed)}, as under a "
+        f"learning rate far too small"
+    )
+    step = max(described.steps_run - 1, 0)
+    return Finding(rule=STILL_DESCENDING, rule_class=STILL_DESCENDING, step=step, message=why)
 
 
 def told_at_a_quarter(described: Attempt) -> bool:
@@ -96,6 +139,7 @@ def asked_early(
     length: int | None,
     with_descent: Callable[[Attempt], Attempt],
     seen_before: int | None = None,
+    held: bool = False,
 ) -> Finding | None:
     """The finding on the run's current attempt, still running, when its model has not
     begun to learn by the latest share of its length it has reached (ASKED_AT); None
@@ -104,7 +148,9 @@ def asked_early(
     (gradient_agreement, rate_thirds, loss_rises), read only when the loss alone says it
     has not begun to learn. `seen_before`: the step an earlier look saw (None: none); a
     quarter is asked at the first look past it only, so a launch it left running (a rate
-    too high, a warmup) does not have its records read again at every look until half."""
+    too high, a warmup) does not have its records read again at every look until half.
+    `held`: the job holds at half its length (hold_point), so a model that has begun to
+    learn is asked too whether its rate holds it back (held_question)."""
     attempt = state.current_attempt
     if attempt is None or length is None or attempt.start_step != 0 or attempt.findings:
         return None
@@ -120,7 +166,7 @@ def asked_early(
     if attempt.final_window_loss is None or not baselines(attempt, measured):
         return None
     if (why := loss_not_below(attempt, measured, LOSS_DROP * share)) is None:
-        return None
+        return held_question(with_descent(attempt), length) if held and share == HALF else None
     described = with_descent(attempt)
     if share < HALF and not told_at_a_quarter(described):
         return None  # a warmup may hold the loss up: asked at half

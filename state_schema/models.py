@@ -248,6 +248,13 @@ class Attempt(Strict):
         description="A probe whose job held at its bound when judged (its backend can "
         "continue a job): the best one trains on as the next run, the others are stopped.",
     )
+    hold_at: int | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="A cold-start run whose job holds after this many updates, half its "
+        "known length, while the flow asks whether its rate holds it back (records/"
+        "asked_early.py); cleared once it was let go on.",
+    )
     continues: JobName | None = Field(
         None,
         exclude_if=lambda value: value is None,

@@ -785,6 +785,19 @@ class RunSpec(Hyperparameters):
         flag = None if self.job.reads_fields else self.hyperparameter_roles.get(LENGTH_ROLE)
         return None if flag is None else length_value(self.script_hyperparameters[flag])
 
+    def known_length(self, measured_epoch: int | None = None) -> int | None:
+        """The updates a launch runs in all where known: its stated_length, or its
+        num_epochs role times the updates of an epoch, as the spec states them
+        (steps_per_epoch) or as the job measured them (`measured_epoch`:
+        training/epoch_length.py); None otherwise."""
+        if (stated := self.stated_length) is not None:
+            return stated
+        per_epoch = self.steps_per_epoch or measured_epoch
+        epochs = self.role("num_epochs") if self.has_role("num_epochs") else None
+        if not per_epoch or not isinstance(epochs, int) or epochs <= 0:
+            return None
+        return epochs * per_epoch
+
     @property
     def steps_per_epoch(self) -> int | None:
         """Updates per epoch where known before the job runs: the built-in job's, a

@@ -47,7 +47,7 @@ FARTHER_ROUNDS = 3  # one-probe rounds past the first while the best is the fart
 
 def probe_length(state: State) -> int:
     """Updates each probe runs: Budgets.probe_steps, or a quarter of the job's own length
-    where a full launch ran to its end or the run states it (a script's max_steps role: a
+    where a full launch ran to its end or the run states it (RunSpec.known_length: a
     probe nearly as long as the job costs more than it tells: 50-update probes against a
     job of 90), never under MIN_PROBE_STEPS unless the budget is."""
     budget = state.budgets.probe_steps
@@ -56,7 +56,7 @@ def probe_length(state: State) -> int:
         for run in state.history.runs
         if run.outcome is JobStatus.Completed and run.steps_run
     ]
-    if (stated := state.run_spec.stated_length) is not None:
+    if (stated := state.run_spec.known_length()) is not None:
         lengths.append(stated)
     if not lengths:
         return budget

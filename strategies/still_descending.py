@@ -26,6 +26,7 @@ from remedy.state_schema import (
     STILL_DESCENDING,
     Attempt,
     Finding,
+    NextAction,
     ResultKind,
     RuleStatus,
     State,
@@ -41,6 +42,18 @@ FASTER = 1.5
 def is_question(findings: Sequence[Finding]) -> bool:
     """The findings are the verdict's open question alone."""
     return bool(findings) and all(f.rule_class == STILL_DESCENDING for f in findings)
+
+
+def is_held(state: State) -> bool:
+    """The run's current attempt is asked the question at half its length, its job holding
+    there (Attempt.hold_at) and still running: not to be stopped until it is answered."""
+    attempt = state.current_attempt
+    return (
+        attempt is not None
+        and attempt.hold_at is not None
+        and attempt.outcome is None
+        and is_question(state.findings)
+    )
 
 
 def answered_by(probe: Attempt, attempt: Attempt) -> bool:
@@ -94,10 +107,22 @@ def settle(state: State, probes: Sequence[Attempt], said: str) -> State:
 
 def withdraw(state: State, why: str) -> State:
     """The question withdrawn: the attempt has no finding and is judged as it ran, and the
-    run ends clean, saying why."""
+    run ends clean, saying why. An attempt asked at half its length, its job held there
+    (is_held), goes on instead: the flow lets its job train on and watches it again, and
+    its end is judged when it comes."""
     attempt = state.current_attempt
     if attempt is None:
         return state
+    if is_held(state):
+        state = update_current_attempt(state, findings=[], result=None)
+        return state.model_copy(
+            update={
+                "findings": [],
+                "rule_status": RuleStatus.InProgress,
+                "probes": [],
+                "next_action": NextAction.monitor,
+            }
+        )
     plain = attempt.model_copy(update={"findings": []})
     state = update_current_attempt(state, findings=[], result=classify(plain))
     state = state.model_copy(

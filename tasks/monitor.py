@@ -19,13 +19,14 @@ from prefect.states import StateType
 from remedy.decisions.observe import (
     decide,
     early_finding,
+    held_at_half,
     observe,
     progress_line,
     until_asked_s,
     with_stated_length,
     young_look_s,
 )
-from remedy.jobs import backend_for
+from remedy.jobs import JobBackend, backend_for
 from remedy.outlets.publish import publish_progress
 from remedy.records.logs import task_logger
 from remedy.state_schema import JobStatus, NextAction, State
@@ -85,10 +86,12 @@ def monitor(
             logger.info(line)
             publish_progress(state, snapshot, line)
         early = early_finding(state, snapshot, lambda: backend.metrics(job_name), looked)
+        if early is None and not seen.settled and held_at_half(state, snapshot):
+            state = let_go_on(state, backend, job_name)  # asked at half: nothing to ask
         if early or seen.key != before or seen.settled or now - started >= max_wait_s:
             records = None  # the job's step records, read once where needed
-            if seen.settled and snapshot.status is JobStatus.Completed:
-                records = backend.metrics(job_name)
+            if early or (seen.settled and snapshot.status is JobStatus.Completed):
+                records = backend.metrics(job_name)  # the figures its finding read, kept
                 state = with_descent(state, records)
             location = backend.metrics_location(job_name)
             decided = decide(state, seen, snapshot, location, early)
@@ -104,9 +107,18 @@ def monitor(
         looked = (snapshot.progress.step, now) if snapshot.progress else None
 
 
+def let_go_on(state: State, backend: JobBackend, job_name: str) -> State:
+    """The current attempt's job, held at half its length and asked there, trains on to
+    its end: continued, and no longer held (Attempt.hold_at cleared)."""
+    backend.continue_job(job_name)
+    task_logger().info("job %s, held at half its length and asked there, trains on", job_name)
+    return update_current_attempt(state, hold_at=None)
+
+
 def with_descent(state: State, records: list[dict[str, Any]]) -> State:
-    """The completed attempt's descent (loss_thirds, rate_thirds, gradient_agreement and
-    loss_rises, from its step records): the verdict reads whether it was still speeding up
-    at its end, whether its schedule was annealing the rate then, whether its gradients
-    still agreed, and whether its batches were noisy."""
+    """The attempt's descent (loss_thirds, rate_thirds, gradient_agreement and
+    loss_rises, from its step records so far), completed or asked while it runs: the
+    verdict reads whether it was still speeding up at its end, whether its schedule was
+    annealing the rate then, whether its gradients still agreed, and whether its batches
+    were noisy; the payload keeps the figures its finding read."""
     return update_current_attempt(state, **descent_figures(records))

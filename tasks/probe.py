@@ -26,7 +26,6 @@ from remedy.state_schema import (
     Attempt,
     AttemptKind,
     JobStatus,
-    NextAction,
     ProbeCandidate,
     RunSpec,
     State,
@@ -129,9 +128,11 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
         state = state.model_copy(update={"probes": further})
     # The verdict's open question (still descending in a line) is answered here: no probe
     # that learned faster ends the run clean.
+    asked = is_question(state.findings)
     state = settle(state, [*judged, *reused], summary(judged, None, reused))
-    if state.next_action is NextAction.end:
-        task_logger().info("no higher rate learned faster: %s", state.end_reason)
+    if asked and not is_question(state.findings):  # withdrawn: the run ends, or goes on
+        said = state.end_reason or "the run held at half its length goes on to its end"
+        task_logger().info("no higher rate learned faster: %s", said)
         state = stop_held(state, judged, run_dir, keep=None)
         persist(run_dir, state, "probed")
         return state

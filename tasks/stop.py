@@ -11,7 +11,9 @@ from remedy.decisions.observe import record_end, record_progress
 from remedy.jobs import backend_for
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import load_run, run_dir_of, state_path
-from remedy.state_schema import State
+from remedy.state_schema import NextAction, State
+from remedy.state_schema.transitions import update_current_attempt
+from remedy.strategies.still_descending import is_held as is_held  # the flow asks it
 from remedy.tasks.retry import BACKEND_RETRIES
 
 
@@ -28,6 +30,21 @@ def stop_job(state: State, run_dir: str) -> State:
         record_progress(state, snapshot), snapshot, backend.metrics_location(job_name)
     )
     return state.model_copy(update={"job_status": snapshot.status})
+
+
+@task(cache_policy=NO_CACHE, **BACKEND_RETRIES)
+def release_held(state: State, run_dir: str) -> State:
+    """After the question asked of a run held at half its length: its job trains on where
+    the question was withdrawn (the flow watches it again), else it is stopped (a probe
+    learned faster: the run goes on from it)."""
+    job_name = state.history.latest_job_name
+    if job_name is None:
+        return state
+    if state.next_action is not NextAction.monitor:
+        return stop_job.fn(state, run_dir)
+    backend_for(state.run_spec.backend, run_dir).continue_job(job_name)
+    task_logger().info("job %s, held at half its length, trains on", job_name)
+    return update_current_attempt(state, hold_at=None)
 
 
 def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:

@@ -6,6 +6,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy.jobs import backend_for
+from remedy.records.asked_early import hold_point
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.records.verdict import run_flaw
@@ -16,7 +17,9 @@ from remedy.state_schema.transitions import (
     end,
     new_job_name,
     retraining_budget_spent,
+    update_current_attempt,
 )
+from remedy.strategies.policies import get_policy
 from remedy.tasks.allowed_code import check_allowed, check_run_dir
 from remedy.tasks.preflight import preflight
 from remedy.tasks.retry import BACKEND_RETRIES
@@ -63,7 +66,29 @@ def start_job(run_dir: str, state: State) -> None:
     if attempt.continues:
         continue_job(run_dir, attempt.job_name, state.run_spec)
     else:
-        launch_job(run_dir, attempt.job_name, state.run_spec)
+        launch_job(run_dir, attempt.job_name, launched_spec(state))
+
+
+def launched_spec(state: State) -> RunSpec:
+    """The spec the current attempt's job is launched with: the run's, bounded at its hold
+    point where it has one (the job holds there, as a probe at its bound, till the flow
+    lets it go on or stops it)."""
+    attempt = state.current_attempt
+    if attempt is None or attempt.hold_at is None:
+        return state.run_spec
+    return state.run_spec.model_copy(update={"max_updates": attempt.hold_at})
+
+
+def hold_for_question(state: State, run_dir: str) -> int | None:
+    """Where a new launch holds to be asked at half its length whether its rate holds it
+    back (records/asked_early.py: hold_point): where its policy probes, the run may spend
+    probes, and its backend can continue a held job; None otherwise."""
+    spec = state.run_spec
+    if not get_policy(state.policy).probes or state.budgets.probe_steps <= 0:
+        return None
+    if not backend_for(spec.backend, run_dir).can_continue:
+        return None
+    return hold_point(spec)
 
 
 @task(cache_policy=NO_CACHE)
@@ -78,6 +103,8 @@ def train(state: State, run_dir: str) -> State:
         return end(state, f"{spent}; the last attempt: {flaw}" if flaw else spent)
     job_name = held or new_job_name(state)
     state = begin_attempt(state, job_name)
+    if not held:
+        state = update_current_attempt(state, hold_at=hold_for_question(state, run_dir))
     # Persist the reservation before launching: a resumed flow then adopts this job
     # (launch is idempotent per name) instead of launching a second one.
     persist(run_dir, state, "launching")
@@ -114,5 +141,5 @@ def ensure_launched(state: State, run_dir: str) -> State:
             continue_job(run_dir, job_name, state.run_spec)  # once more: it may not have been
         elif not backend.exists(job_name):
             task_logger().info("resuming: job %s was reserved, launching it now", job_name)
-            launch_job(run_dir, job_name, state.run_spec)
+            launch_job(run_dir, job_name, launched_spec(state))
     return state

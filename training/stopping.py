@@ -182,7 +182,8 @@ HOLD_LIMIT_S = 1800.0  # a hold never outlives a flow that is gone: then it stop
 
 
 class UpdateBound:
-    """A probe's bound (run_spec.max_updates). Reached, the job stops; or, where its backend
+    """A job's bound (run_spec.max_updates: a probe's, or where a run holds to be asked at
+    half its length, Attempt.hold_at). Reached, the job stops; or, where its backend
     can continue it (REMEDY_CONTINUE_FILE set), it holds between updates until the continue
     file appears (the flow chose it: it trains on to its own end as the full run, its
     updates kept) or a stop is asked (it ends as at the bound), HOLD_LIMIT_S at most."""
@@ -220,7 +221,7 @@ class UpdateBound:
         updates as usual); False when the limit passed first."""
         assert self.continue_file is not None
         self.flush()
-        self.say(f"held at the probe's bound ({updates} updates): waiting to go on or stop")
+        self.say(f"held at its bound ({updates} updates): waiting to go on or stop")
         started = noted = time.monotonic()
         while not self.stop.requested:
             if self.continue_file.exists():

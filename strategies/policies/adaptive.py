@@ -155,6 +155,7 @@ class AdaptivePolicy(Policy):
     name = "adaptive"
     description = "per-finding strategy orders, cheap first, skip what failed, warm start"
     warm_start = True
+    probes = True
 
     def orders(
         self, state: State, finding: Finding, clean_checkpoint: Checkpoint | None

@@ -49,6 +49,9 @@ class Policy:
     # True: when the chosen strategy keeps the weights, the relaunch starts from the last
     # checkpoint taken before the problem began instead of from scratch.
     warm_start: ClassVar[bool] = False
+    # True: it may offer probes (Decision.probe), so it can answer the verdict's open
+    # question (STILL_DESCENDING); a run under it holds at half its length to be asked.
+    probes: ClassVar[bool] = False
 
     def decide(
         self, state: State, findings: list[Finding], clean_checkpoint: Checkpoint | None

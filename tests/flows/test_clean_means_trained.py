@@ -352,6 +352,82 @@ def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
 
 
 @pytest.mark.slow
+def test_a_run_held_at_half_its_stated_length_is_asked_there_and_repaired(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The same char transformer at 1/33 of its rate, its length mapped (max_steps): the
+    local backend holds its job at half (update 200 of 400) while the verdict asks, since
+    its loss moved but its gradients still agree at both lags. Probes at higher rates
+    learn faster: the held job is stopped there, not run to its end, and the run goes on
+    from the best probe's job (its updates kept), trained far lower."""
+    corpus = generated_corpus(tmp_path / "corpus")
+    spec = {
+        "base_job_name": "char-held",
+        "source_dir": str(EXAMPLES / "char_transformer"),
+        "entry_point": "train.py",
+        "hyperparameters": {
+            "data": str(corpus / "train.txt"), "learning-rate": 3e-5, "grad-clip": 1.0,
+            "max-steps": 400,
+        },
+        "hyperparameter_roles": {
+            "learning_rate": "learning-rate", "grad_clip_norm": "grad-clip",
+            "max_steps": "max-steps",
+        },
+    }  # fmt: skip
+    state, run_dir, (first, last) = asked_then_repaired(
+        spec, tmp_path, prefect_api_url, "the model learned in the first 200 of the job's 400"
+    )
+    assert first.hold_at == 200 and first.outcome is JobStatus.Stopped
+    assert first.steps_run == 200  # held there: not one update past it
+    assert first.spec.max_updates is None  # the run's spec; the launch alone was bounded
+    lag_1, lag_5 = first.gradient_agreement
+    assert min(lag_1, lag_5) >= 0.2, first.gradient_agreement
+    assert first.final_window_loss < 0.9 * first.initial_loss  # it learned: no NotTrained
+    assert last.continues is not None and last.steps_run == 400  # a probe's job went on
+    assert last.spec.role("learning_rate") > 3e-5 and last.findings == []
+    assert last.final_window_loss < 0.8 * first.final_window_loss
+    assert state.history.updates_spent < 2 * 400  # asked at its end: 400 + probes + 400
+    log = (run_dir / "jobs" / first.job_name / "logs").glob("*")
+    assert any("held at its bound (200 updates)" in f.read_text() for f in log)
+
+
+@pytest.mark.slow
+def test_a_run_held_at_half_whose_question_goes_unasked_trains_on_to_its_end(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The same held run with one launch in its budget: no launch is left to act on an
+    answer, so the question at half is withdrawn unasked and the held job trains on (not
+    stopped, not relaunched: one job, its 400 updates in one go), and its end is judged
+    when it comes (asked again, withdrawn again: clean, saying why)."""
+    corpus = generated_corpus(tmp_path / "corpus")
+    spec = {
+        "base_job_name": "char-held-once",
+        "source_dir": str(EXAMPLES / "char_transformer"),
+        "entry_point": "train.py",
+        "hyperparameters": {
+            "data": str(corpus / "train.txt"), "learning-rate": 3e-5, "grad-clip": 1.0,
+            "max-steps": 400,
+        },
+        "hyperparameter_roles": {
+            "learning_rate": "learning-rate", "grad_clip_norm": "grad-clip",
+            "max_steps": "max-steps",
+        },
+    }  # fmt: skip
+    one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}  # a bare state
+    code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, (state.end_reason, output[-3000:])
+    (only,) = state.history.attempts
+    assert only.outcome is JobStatus.Completed and only.steps_run == 400
+    assert only.hold_at is None and only.findings == []  # let go on at half
+    assert "no launch is left to act on the answer" in (state.end_reason or "")
+    logs = "".join(f.read_text() for f in (run_dir / "jobs" / only.job_name / "logs").glob("*"))
+    assert "held at its bound (200 updates)" in logs
+    assert "continued after 200 updates: training on to the job's end" in logs
+    assert "held at half its length, trains on" in output
+
+
+@pytest.mark.slow
 def test_a_run_whose_gradients_still_agree_at_its_end_is_asked_and_repaired(
     tmp_path: Path, prefect_api_url: str
 ) -> None:

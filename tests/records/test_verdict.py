@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remedy.records.asked_early import asked_early
+from remedy.records.asked_early import asked_early, hold_point
 from remedy.records.verdict import (
     attempt_flaw,
     run_flaw,
@@ -452,6 +452,73 @@ def test_a_run_whose_gradients_agree_is_asked_at_a_quarter_of_its_length() -> No
         return agreeing(attempt)
 
     assert asked_early(moving, 400, counted) is None and read == []  # the loss says enough
+
+
+def test_a_run_held_at_half_that_learned_is_asked_whether_its_rate_holds_it_back() -> None:
+    """Held at half its length (the flow waits), a cold start whose loss moved but whose
+    gradients still agree at both lags (the char transformer at 1/30 of its rate: 0.94,
+    0.94) is asked STILL_DESCENDING there; one whose gradients disagree at a lag (every
+    healthy run: one lag under 0.2), one not held, and one past half (let go on already)
+    are not."""
+    script = State(run_spec=RunSpec(entry_point="train.py"))
+    flat = {"outcome": None, "initial_loss": 5.70, "initial_window_loss": 5.71, "loss_window": 20}
+    learning = ended(script, steps_run=200, final_window_loss=4.2, **flat)
+    found = asked_early(learning, 400, agreeing, held=True)
+    assert found is not None and found.rule == found.rule_class == STILL_DESCENDING
+    assert found.step == 199
+    assert found.message == (
+        "the model learned in the first 200 of the job's 400 updates, but its gradients "
+        "still agreed: over the last third of its steps the cosine similarity of "
+        "consecutive updates' gradients averaged 0.95, and 0.95 five updates apart (0.2 or "
+        "more: the mean gradient still outweighed each batch's noise), as under a learning "
+        "rate far too small"
+    ), found.message
+    healthy = lambda a: a.model_copy(  # noqa: E731
+        update={"gradient_agreement": [0.40, -0.20], "loss_rises": 0.45}
+    )
+    assert asked_early(learning, 400, healthy, held=True) is None
+    assert asked_early(learning, 400, agreeing) is None  # not held: nothing waits for probes
+    quarter = ended(script, steps_run=100, final_window_loss=4.2, **flat)
+    assert asked_early(quarter, 400, agreeing, held=True) is None  # half not reached
+
+
+def test_a_run_holds_at_half_its_length_where_that_is_known_before_it_runs() -> None:
+    """hold_point: half a script's stated length (its max_steps role, or its num_epochs
+    role times its stated updates_per_epoch; the built-in job's own), when half is 40
+    updates or more; none for a length only the job can measure, a warm start, a probe,
+    or a run judged by its criteria."""
+    stated = RunSpec(
+        entry_point="train.py",
+        hyperparameters={"max-steps": 400},
+        hyperparameter_roles={"max_steps": "max-steps"},
+    )
+    assert stated.known_length() == 400 and hold_point(stated) == 200
+    epochs = RunSpec(
+        entry_point="train.py",
+        hyperparameters={"epochs": 4},
+        hyperparameter_roles={"num_epochs": "epochs"},
+        updates_per_epoch=86,
+    )
+    assert hold_point(epochs) == 172
+    measured = epochs.model_copy(update={"updates_per_epoch": None})
+    assert measured.known_length() is None and hold_point(measured) is None
+    assert measured.known_length(measured_epoch=86) == 344
+    builtin = RunSpec()
+    assert hold_point(builtin) == (builtin.num_epochs * builtin.steps_per_epoch) // 2
+    short = RunSpec(
+        entry_point="train.py",
+        hyperparameters={"max-steps": 79},
+        hyperparameter_roles={"max_steps": "max-steps"},
+    )
+    assert hold_point(short) is None  # half is 39 updates
+    for other in (
+        stated.model_copy(update={"init_checkpoint": "/ckpt"}),
+        stated.model_copy(update={"max_updates": 25}),
+        stated.model_copy(
+            update={"success_criteria": [{"metric": "test:accuracy", "op": ">=", "value": 0.9}]}
+        ),
+    ):
+        assert hold_point(other) is None
 
 
 def test_a_model_that_learned_nothing_while_its_gradients_agreed_learned_too_slowly() -> None:

@@ -23,7 +23,7 @@ from remedy.state_schema import (
     State,
 )
 from remedy.state_schema.transitions import CLEAN_END, begin_attempt, update_current_attempt
-from remedy.strategies.still_descending import settle
+from remedy.strategies.still_descending import is_held, settle
 
 TINY_THIRDS = [2.653, 1.813, 1.311, 0.731]
 
@@ -120,6 +120,35 @@ def test_no_probe_that_learned_faster_withdraws_the_question() -> None:
         "its 64 updates, nor took the loss down 1.5x as far as it did in them (probed lr 1: "
         "loss 1.35 after 16 updates, ...)"
     )
+
+
+def held_at_half() -> State:
+    """The tiny job's run asked at half its length, its job held there (running)."""
+    state = in_a_line()
+    return update_current_attempt(state, outcome=None, hold_at=32, steps_run=32)
+
+
+def test_a_run_held_at_half_whose_question_is_withdrawn_goes_on() -> None:
+    """Held at half its length, the run is not stopped while it is asked (is_held), and
+    when no probe learned faster it goes on (the flow lets its job train on and watches it
+    again) instead of ending: its end is judged when it comes."""
+    state = held_at_half()
+    assert is_held(state)
+    assert not is_held(in_a_line())  # completed: nothing waits
+    planned = plan_next(state, probing=True)
+    assert planned.probes and is_held(planned)
+    settled = settle(planned, [probe(1.0, ResultKind.trained, 1.35)], "probed ...")
+    assert settled.next_action is NextAction.monitor and settled.end_reason is None
+    assert settled.findings == [] and settled.rule_status is RuleStatus.InProgress
+    attempt = settled.current_attempt
+    assert attempt is not None and attempt.findings == [] and attempt.result is None
+    assert attempt.hold_at == 32  # the flow lets it go on (tasks/stop.py: release_held)
+    # answered: the finding stands, and the held job is stopped for the best probe
+    answered = settle(planned, [probe(1.0, ResultKind.trained, 0.62)], "probed ...")
+    assert answered is planned and is_held(answered)
+    # a question no probe can ask lets it go on too
+    unasked = plan_next(update_current_attempt(held_at_half(), outcome=None), probing=False)
+    assert unasked.next_action is NextAction.monitor and unasked.findings == []
 
 
 def test_a_question_that_cannot_be_probed_is_withdrawn_unasked() -> None:

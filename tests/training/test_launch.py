@@ -302,7 +302,7 @@ def test_a_bound_holds_where_the_job_can_be_continued(job: Job, project: Path, t
     finally:
         process.kill()
     assert process.returncode == 0, stderr
-    assert "held at the probe's bound (4 updates)" in stderr
+    assert "held at its bound (4 updates)" in stderr
     status, steps = ("Completed", 9) if told == "continue" else ("Stopped", 4)
     assert (job.result()["status"], job.result()["steps"]) == (status, steps)
     assert [m["step"] for m in job.metrics()] == list(range(1, steps + 1))

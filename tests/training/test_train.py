@@ -143,7 +143,7 @@ def test_a_held_bound_writes_its_progress_and_goes_on_when_continued(tmp_path: P
         stdout, _ = process.communicate(timeout=120)
     finally:
         process.kill()
-    assert "held at the probe's bound (3 updates)" in stdout
+    assert "held at its bound (3 updates)" in stdout
     result = strict_json((tmp_path / "out" / "result.json").read_text())
     assert (result["status"], result["steps"]) == ("Completed", 6)
 

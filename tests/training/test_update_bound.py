@@ -29,7 +29,7 @@ def test_a_held_job_nobody_continues_stops_itself_after_the_limit(tmp_path: Path
     bound.reached(2)
     assert time.monotonic() - started >= 0.3
     assert stop.reason == "REMEDY_MAX_UPDATES: 2 updates run, held 0.3 s without being continued"
-    assert flushed == [1] and said[0].startswith("held at the probe's bound (2 updates)")
+    assert flushed == [1] and said[0].startswith("held at its bound (2 updates)")
 
 
 def test_a_held_job_continued_trains_on_past_its_bound(tmp_path: Path) -> None:
