@@ -288,8 +288,8 @@ class RunSpec(Hyperparameters):
         ge=1,
         exclude_if=lambda value: value is None,  # set on probes only
         description="The job stops itself after this many updates of its launch (a probe's "
-        "bound: kept by the job even when the flow that watches it is gone). null: the "
-        "job's own length.",
+        "bound: kept by the job even when the flow that watches it is gone), or holds "
+        "there where its backend can continue it. null: the job's own length.",
     )
     # Each backend's own fields, under its name (state_schema/backends.py).
     local: LocalSpec | None = Field(

@@ -127,7 +127,7 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
         task_logger().info("the best probe was the farthest rate: probing further that way")
         state = state.model_copy(update={"probes": further})
     # The verdict's open question (still descending in a line) is answered here: no probe
-    # that learned faster ends the run clean.
+    # that learned faster ends the run clean, or lets a run held at half go on.
     asked = is_question(state.findings)
     state = settle(state, [*judged, *reused], summary(judged, None, reused))
     if asked and not is_question(state.findings):  # withdrawn: the run ends, or goes on
