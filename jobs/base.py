@@ -201,6 +201,13 @@ class JobBackend(ABC):
     def stop(self, job_name: str) -> None:
         """Ask the job to stop, wait for it to end (graceful, then forced)."""
 
+    def room_beside(self, spec: RunSpec, others: int) -> bool:
+        """Whether a job of `spec` held waiting (can_continue) leaves room for `others` more
+        like it to run meanwhile (the probes of a run asked at half its length): a held job
+        keeps what it was given, and probes waiting for it would wait on the flow, which
+        waits on them. The default: as far as the backend can hold a job at all."""
+        return self.can_continue
+
     def continue_job(self, job_name: str) -> None:
         """Let a job held at its bound train on to its own end (can_continue backends);
         asking twice does nothing more."""

@@ -40,7 +40,7 @@ from remedy.jobs.base import (
 )
 from remedy.jobs.local.environment import check_argv_limits, job_launch, path_flags
 from remedy.jobs.local.escalation import Escalation
-from remedy.jobs.local.gpus import gpus_wanted, visible_devices
+from remedy.jobs.local.gpus import gpus_wanted, jobs_per_gpu, visible_devices
 from remedy.jobs.local.launch_record import LaunchRecord
 from remedy.jobs.local.layout import (
     JobPaths,
@@ -160,6 +160,13 @@ class LocalBackend(JobBackend):
     def check_gpus(cls, spec: RunSpec) -> None:
         """run_spec.local.gpus_per_job against the GPUs this machine shows the job."""
         gpus_wanted(local_of(spec).gpus_per_job, len(visible_devices(os.environ)))
+
+    def room_beside(self, spec: RunSpec, others: int) -> bool:
+        """A job on no GPU always; one on GPUs where this machine's device slots (gpus.py:
+        its devices times REMEDY_JOBS_PER_GPU) hold it and `others` like it at once."""
+        devices = visible_devices(os.environ)
+        wanted = gpus_wanted(local_of(spec).gpus_per_job, len(devices))
+        return wanted == 0 or len(devices) * jobs_per_gpu(os.environ) >= wanted * (1 + others)
 
     def paths(self, job_name: str) -> JobPaths:
         return JobPaths(self.run_dir / "jobs" / job_name)

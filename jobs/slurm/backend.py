@@ -91,6 +91,12 @@ class SlurmBackend(LocalBackend):
         super().check(spec)  # the same launcher and command line
         check_slurm_spec(spec)
 
+    def room_beside(self, spec: RunSpec, others: int) -> bool:
+        """A job on no GPU: a cluster has CPUs for a few more. One with GPUs is not held:
+        its allocation waiting may leave the probes queued behind it, which nothing here
+        can see."""
+        return not slurm_of(spec).gpus_per_node
+
     @classmethod
     def check_gpus(cls, spec: RunSpec) -> None:
         """None here: a job's GPUs are its allocation's (slurm.gpus_per_node), not this

@@ -1,0 +1,79 @@
+"""Where a new launch holds at half its length to be asked there (tasks/train.py:
+hold_for_question): a cold start of known length, under a policy that probes, on a backend
+that can continue a held job and has room for a round of probes beside it. No GPU is
+needed: the devices the local backend hands out are CUDA_VISIBLE_DEVICES's entries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remedy.jobs.local import LocalBackend
+from remedy.jobs.slurm.backend import SlurmBackend
+from remedy.state_schema import Budgets, RunSpec, State
+from remedy.state_schema.transitions import begin_attempt, update_current_attempt
+from remedy.strategies.search_lr import ROUND
+from remedy.tasks.train import hold_for_question, launched_spec
+
+
+def stated(**fields: object) -> RunSpec:
+    """A script stating its length (400 updates), with `fields`."""
+    return RunSpec(
+        entry_point="train.py",
+        hyperparameters={"max-steps": 400, "lr": 1e-4},
+        hyperparameter_roles={"max_steps": "max-steps", "learning_rate": "lr"},
+        **fields,
+    )
+
+
+STATED = stated()
+
+
+@pytest.fixture
+def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+def test_a_cold_start_of_known_length_holds_at_half(tmp_path: Path, no_gpu: None) -> None:
+    state = State(run_spec=STATED)
+    assert hold_for_question(state, str(tmp_path)) == 200
+    launched = update_current_attempt(begin_attempt(state, "job-1"), hold_at=200)
+    assert launched_spec(launched).max_updates == 200  # the launch is bounded there
+    assert launched.run_spec.max_updates is None  # the run's spec is not
+    for no in (
+        state.model_copy(update={"policy": "seed"}),  # a policy that never probes
+        state.model_copy(update={"budgets": Budgets(probe_steps=0)}),
+        State(run_spec=RunSpec(entry_point="train.py")),  # its length not known
+    ):
+        assert hold_for_question(no, str(tmp_path)) is None
+
+
+def test_a_job_on_gpus_holds_only_where_a_round_of_probes_has_devices_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A held job keeps its GPU: on one device the probes would wait for it, and it for
+    them. It holds where the devices (times REMEDY_JOBS_PER_GPU) take it and a round."""
+    backend = LocalBackend(tmp_path)
+    monkeypatch.delenv("REMEDY_JOBS_PER_GPU", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert not backend.room_beside(STATED, ROUND)
+    assert hold_for_question(State(run_spec=STATED), str(tmp_path)) is None
+    monkeypatch.setenv("REMEDY_JOBS_PER_GPU", str(1 + ROUND))
+    assert backend.room_beside(STATED, ROUND)
+    monkeypatch.delenv("REMEDY_JOBS_PER_GPU")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(1 + ROUND))))
+    assert backend.room_beside(STATED, ROUND)
+    two_each = stated(local={"gpus_per_job": 2})
+    assert not backend.room_beside(two_each, ROUND)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert backend.room_beside(STATED, ROUND)  # no GPU: nothing held but its process
+
+
+def test_a_slurm_job_with_gpus_is_not_held(tmp_path: Path) -> None:
+    """Its allocation waiting could leave the probes queued behind it."""
+    backend = SlurmBackend(tmp_path)
+    on_cpus = stated(backend="slurm")
+    assert backend.room_beside(on_cpus, ROUND)
+    on_gpus = stated(backend="slurm", slurm={"gpus_per_node": 1})
+    assert not backend.room_beside(on_gpus, ROUND)
