@@ -37,12 +37,15 @@ from remedy.state_schema import (
 from remedy.state_schema.transitions import spec_changes
 from remedy.strategies.base import get_strategy
 from remedy.strategies.outcomes import classify
-from remedy.strategies.search_lr import SearchLR, SearchLRPlateau, learning_rate
+from remedy.strategies.search_lr import ROUND, SearchLR, SearchLRPlateau, learning_rate
 
 LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
 JOB_FRACTION = 4  # a probe runs at most a quarter of the job's own length, where known
 MIN_PROBE_STEPS = 10  # fewer would rank rates by noise; a divergence takes about ten to show
 FARTHER_ROUNDS = 3  # one-probe rounds past the first while the best is the farthest rate
+# The most probes one plan may hold at their bound at once: a first round's, then one a
+# round further.
+MOST_HELD = ROUND + FARTHER_ROUNDS
 
 
 def probe_length(state: State) -> int:

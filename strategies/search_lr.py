@@ -25,7 +25,7 @@ from remedy.strategies.base import Strategy, register_strategy
 STEP = 10.0  # away from a single failed end
 BISECT_STOP = 1.5  # a bracket narrower than this (high / low) is settled: nothing to search
 FLOOR = 1e-7  # a rate below this does not train in any budget we would give it
-ROUND = 3  # the candidates a spread of the bracket probes side by side (spread's reaches)
+ROUND = 4  # the most candidates a spread probes side by side (a plateau's, both ways)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from remedy.state_schema.transitions import new_job_name, now
 from remedy.strategies.outcomes import digest, step_losses
 from remedy.strategies.probes import (
     FARTHER_ROUNDS,
+    MOST_HELD,
     choose_best,
     farther,
     probe_attempt,
@@ -84,10 +85,13 @@ def probe(
             break
         time.sleep(poll_interval_s)
     # At its bound a job the backend can continue holds: the one kept trains on as the run.
+    # Only where every probe of the plan (and a run held at half) can hold at once: a held
+    # job keeps its GPUs, and a probe waiting for one would wait on the flow.
     held = (
         backend.can_continue
         and not (seen.findings or snapshot.is_final)
         and steps_run(snapshot) >= steps
+        and backend.room_beside(spec, MOST_HELD)
     )
     if not snapshot.is_final and not held:
         backend.stop(job_name)

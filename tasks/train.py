@@ -20,7 +20,6 @@ from remedy.state_schema.transitions import (
     update_current_attempt,
 )
 from remedy.strategies.policies import get_policy
-from remedy.strategies.search_lr import ROUND
 from remedy.tasks.allowed_code import check_allowed, check_run_dir
 from remedy.tasks.preflight import preflight
 from remedy.tasks.retry import BACKEND_RETRIES
@@ -83,13 +82,14 @@ def launched_spec(state: State) -> RunSpec:
 def hold_for_question(state: State, run_dir: str) -> int | None:
     """Where a new launch holds to be asked at half its length whether its rate holds it
     back (records/asked_early.py: hold_point): where its policy probes, the run may spend
-    probes, and its backend can continue a held job and has room for a round of probes
-    beside it (JobBackend.room_beside); None otherwise."""
+    probes, and its backend can continue a held job and has room for a probe beside it
+    (JobBackend.room_beside: probes that cannot all hold stop at their bound, so one at a
+    time gets through); None otherwise."""
     spec = state.run_spec
     if not get_policy(state.policy).probes or state.budgets.probe_steps <= 0:
         return None
     backend = backend_for(spec.backend, run_dir)
-    if not backend.can_continue or not backend.room_beside(spec, ROUND):
+    if not backend.can_continue or not backend.room_beside(spec, 1):
         return None
     return hold_point(spec)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,7 +14,15 @@ import pytest
 
 from remedy.jobs.local import LocalBackend
 from remedy.records.run_folder import persist
-from remedy.state_schema import Attempt, JobStatus, NextAction, PlannedChange, State
+from remedy.state_schema import (
+    Attempt,
+    JobStatus,
+    NextAction,
+    PlannedChange,
+    ProbeCandidate,
+    State,
+)
+from remedy.tasks.probe import probe as probe_task
 from remedy.tasks.stop import stop_latest_job
 from remedy.tasks.train import train
 from tests.helpers.local_jobs import spec, wait_final
@@ -78,3 +87,25 @@ def test_a_spent_launch_budget_stops_the_held_probe_chosen_as_the_run(run_dir: P
     assert ended.next_action is NextAction.end
     assert "max_num_retraining" in (ended.end_reason or "")
     assert wait_final(backend, "probe-best", timeout=30).status is JobStatus.Stopped
+
+
+def test_probes_that_cannot_all_hold_stop_at_their_bound_so_none_waits_forever(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One GPU slot, two probes side by side: the first to lease it would hold at its bound
+    keeping the GPU while the second waits for it, and the flow for the second (until the
+    hold's 30-minute limit). Where the plan's probes cannot all hold at once
+    (LocalBackend.room_beside), each stops at its bound instead: both run, one after the
+    other, and neither is held. No GPU is needed: CUDA_VISIBLE_DEVICES names the device."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setenv("REMEDY_GPU_LOCK_DIR", str(run_dir.parent / "locks"))
+    monkeypatch.delenv("REMEDY_JOBS_PER_GPU", raising=False)
+    candidate = ProbeCandidate(strategy="search_lr_up", reason="a rate", run_spec=spec("sgd"))
+    with ThreadPoolExecutor(2) as pool:
+        futures = [
+            pool.submit(probe_task.fn, candidate, f"probe-{i}", str(run_dir), BOUND, 0.1)
+            for i in range(2)
+        ]
+        probes = [future.result(timeout=120) for future in futures]
+    assert [p.held for p in probes] == [False, False]
+    assert all(p.steps_run == BOUND and p.outcome is JobStatus.Stopped for p in probes)

@@ -53,12 +53,16 @@ def test_a_job_on_gpus_holds_only_where_a_round_of_probes_has_devices_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A held job keeps its GPU: on one device the probes would wait for it, and it for
-    them. It holds where the devices (times REMEDY_JOBS_PER_GPU) take it and a round."""
+    them. room_beside: the devices (times REMEDY_JOBS_PER_GPU) take it and `others`; a run
+    holds at half where one probe at a time gets through beside it."""
     backend = LocalBackend(tmp_path)
     monkeypatch.delenv("REMEDY_JOBS_PER_GPU", raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     assert not backend.room_beside(STATED, ROUND)
-    assert hold_for_question(State(run_spec=STATED), str(tmp_path)) is None
+    assert hold_for_question(State(run_spec=STATED), str(tmp_path)) is None  # no probe beside
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert hold_for_question(State(run_spec=STATED), str(tmp_path)) == 200  # one at a time
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setenv("REMEDY_JOBS_PER_GPU", str(1 + ROUND))
     assert backend.room_beside(STATED, ROUND)
     monkeypatch.delenv("REMEDY_JOBS_PER_GPU")
