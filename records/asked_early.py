@@ -83,9 +83,9 @@ def asking_point(length: int, share: float) -> int:
 
 def hold_point(spec: RunSpec) -> int | None:
     """Where a cold start of `spec` holds to be asked whether its rate holds it back: half
-    its length, known before it runs (RunSpec.known_length), when half is long enough to be asked
-    (ASKED_MIN_STEPS); None otherwise, or where its own figures judge it (success_criteria)
-    or it began from a checkpoint (a warm start is not asked)."""
+    its length, known before it runs (RunSpec.known_length), when half is long enough to
+    be asked (ASKED_MIN_STEPS); None otherwise, or where its own figures judge it
+    (success_criteria) or it began from a checkpoint (a warm start is not asked)."""
     if spec.success_criteria or spec.init_checkpoint or spec.max_updates is not None:
         return None
     length = spec.known_length()

@@ -26,7 +26,7 @@ from remedy.decisions.observe import (
     with_stated_length,
     young_look_s,
 )
-from remedy.jobs import JobBackend, backend_for
+from remedy.jobs import backend_for
 from remedy.outlets.publish import publish_progress
 from remedy.records.logs import task_logger
 from remedy.state_schema import JobStatus, NextAction, State
@@ -34,6 +34,7 @@ from remedy.state_schema.transitions import end, update_current_attempt
 from remedy.strategies.outcomes import descent_figures
 from remedy.tasks.plan import learned
 from remedy.tasks.retry import BACKEND_RETRIES
+from remedy.tasks.stop import let_go_on
 
 CANCEL_CHECK_EVERY_S = 2.0
 PROGRESS_EVERY_S = 5.0
@@ -105,14 +106,6 @@ def monitor(
         )
         time.sleep(min(poll_interval_s, soonest))
         looked = (snapshot.progress.step, now) if snapshot.progress else None
-
-
-def let_go_on(state: State, backend: JobBackend, job_name: str) -> State:
-    """The current attempt's job, held at half its length and asked there, trains on to
-    its end: continued, and no longer held (Attempt.hold_at cleared)."""
-    backend.continue_job(job_name)
-    task_logger().info("job %s, held at half its length and asked there, trains on", job_name)
-    return update_current_attempt(state, hold_at=None)
 
 
 def with_descent(state: State, records: list[dict[str, Any]]) -> State:

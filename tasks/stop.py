@@ -8,7 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy.decisions.observe import record_end, record_progress
-from remedy.jobs import backend_for
+from remedy.jobs import JobBackend, backend_for
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import load_run, run_dir_of, state_path
 from remedy.state_schema import NextAction, State
@@ -42,8 +42,14 @@ def release_held(state: State, run_dir: str) -> State:
         return state
     if state.next_action is not NextAction.monitor:
         return stop_job.fn(state, run_dir)
-    backend_for(state.run_spec.backend, run_dir).continue_job(job_name)
-    task_logger().info("job %s, held at half its length, trains on", job_name)
+    return let_go_on(state, backend_for(state.run_spec.backend, run_dir), job_name)
+
+
+def let_go_on(state: State, backend: JobBackend, job_name: str) -> State:
+    """The current attempt's job, held at half its length and asked there, trains on to
+    its end: continued, and no longer held (Attempt.hold_at cleared)."""
+    backend.continue_job(job_name)
+    task_logger().info("job %s, held at half its length and asked there, trains on", job_name)
     return update_current_attempt(state, hold_at=None)
 
 

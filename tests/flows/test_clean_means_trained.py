@@ -308,6 +308,24 @@ def asked_then_repaired(
     return state, run_dir, (first, last)
 
 
+def slow_char_transformer(tmp_path: Path, name: str, length_mapped: bool) -> dict[str, Any]:
+    """The char-level transformer example at 1/33 of its rate over 400 steps, on the
+    generated corpus; its length flag mapped to the max_steps role or not (not: its length
+    is unknown to the flow, so it is not held at half)."""
+    corpus = generated_corpus(tmp_path / "corpus")
+    roles = {"learning_rate": "learning-rate", "grad_clip_norm": "grad-clip"}
+    return {
+        "base_job_name": name,
+        "source_dir": str(EXAMPLES / "char_transformer"),
+        "entry_point": "train.py",
+        "hyperparameters": {
+            "data": str(corpus / "train.txt"), "learning-rate": 3e-5, "grad-clip": 1.0,
+            "max-steps": 400,
+        },
+        "hyperparameter_roles": roles | ({"max_steps": "max-steps"} if length_mapped else {}),
+    }  # fmt: skip
+
+
 @pytest.mark.slow
 def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
     tmp_path: Path, prefect_api_url: str
@@ -317,17 +335,7 @@ def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
     its intended run (1.37). Its descent is still a line at its end (0.88x the middle
     third's drop): the verdict asks, the probes at higher rates reach its final loss in 25
     of its 400 updates, and the relaunch at the best of them trains far lower."""
-    corpus = generated_corpus(tmp_path / "corpus")
-    spec = {
-        "base_job_name": "char-slow",
-        "source_dir": str(EXAMPLES / "char_transformer"),
-        "entry_point": "train.py",
-        "hyperparameters": {
-            "data": str(corpus / "train.txt"), "learning-rate": 3e-5, "grad-clip": 1.0,
-            "max-steps": 400,
-        },
-        "hyperparameter_roles": {"learning_rate": "learning-rate", "grad_clip_norm": "grad-clip"},
-    }  # fmt: skip
+    spec = slow_char_transformer(tmp_path, "char-slow", length_mapped=False)
     state, run_dir, (first, last) = asked_then_repaired(
         spec, tmp_path, prefect_api_url, "the loss still fell in a line when the run ended"
     )
@@ -360,20 +368,7 @@ def test_a_run_held_at_half_its_stated_length_is_asked_there_and_repaired(
     its loss moved but its gradients still agree at both lags. Probes at higher rates
     learn faster: the held job is stopped there, not run to its end, and the run goes on
     from the best probe's job (its updates kept), trained far lower."""
-    corpus = generated_corpus(tmp_path / "corpus")
-    spec = {
-        "base_job_name": "char-held",
-        "source_dir": str(EXAMPLES / "char_transformer"),
-        "entry_point": "train.py",
-        "hyperparameters": {
-            "data": str(corpus / "train.txt"), "learning-rate": 3e-5, "grad-clip": 1.0,
-            "max-steps": 400,
-        },
-        "hyperparameter_roles": {
-            "learning_rate": "learning-rate", "grad_clip_norm": "grad-clip",
-            "max_steps": "max-steps",
-        },
-    }  # fmt: skip
+    spec = slow_char_transformer(tmp_path, "char-held", length_mapped=True)
     state, run_dir, (first, last) = asked_then_repaired(
         spec, tmp_path, prefect_api_url, "the model learned in the first 200 of the job's 400"
     )
@@ -399,20 +394,7 @@ def test_a_run_held_at_half_whose_question_goes_unasked_trains_on_to_its_end(
     answer, so the question at half is withdrawn unasked and the held job trains on (not
     stopped, not relaunched: one job, its 400 updates in one go), and its end is judged
     when it comes (asked again, withdrawn again: clean, saying why)."""
-    corpus = generated_corpus(tmp_path / "corpus")
-    spec = {
-        "base_job_name": "char-held-once",
-        "source_dir": str(EXAMPLES / "char_transformer"),
-        "entry_point": "train.py",
-        "hyperparameters": {
-            "data": str(corpus / "train.txt"), "learning-rate": 3e-5, "grad-clip": 1.0,
-            "max-steps": 400,
-        },
-        "hyperparameter_roles": {
-            "learning_rate": "learning-rate", "grad_clip_norm": "grad-clip",
-            "max_steps": "max-steps",
-        },
-    }  # fmt: skip
+    spec = slow_char_transformer(tmp_path, "char-held-once", length_mapped=True)
     one_launch = {"run_spec": spec, "budgets": {"max_num_retraining": 1}}  # a bare state
     code, output, run_dir = remedy_run(one_launch, tmp_path / "job", prefect_api_url)
     state = load_state(run_dir / "state.json")
@@ -424,7 +406,7 @@ def test_a_run_held_at_half_whose_question_goes_unasked_trains_on_to_its_end(
     logs = "".join(f.read_text() for f in (run_dir / "jobs" / only.job_name / "logs").glob("*"))
     assert "held at its bound (200 updates)" in logs
     assert "continued after 200 updates: training on to the job's end" in logs
-    assert "held at half its length, trains on" in output
+    assert "held at half its length and asked there, trains on" in output
 
 
 @pytest.mark.slow
