@@ -31,8 +31,9 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remedy.records.asked_early import ASKED_AT, asked_early, asking_point  # noqa: E402
+from remedy.records.asked_early import asked_early  # noqa: E402
 from remedy.state_schema import RunSpec, State  # noqa: E402
+from remedy.state_schema.asking_points import ASKED_AT, asking_point  # noqa: E402
 from remedy.state_schema.loss_windows import LOSS_WINDOW, windowed_losses  # noqa: E402
 from remedy.state_schema.roles import LENGTH_ROLE  # noqa: E402
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt  # noqa: E402

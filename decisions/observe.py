@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, RuleWord, is_infrastructure_failure
-from remedy.records.asked_early import ASKED_AT, asked_early, asking_point
+from remedy.records.asked_early import asked_early
 from remedy.records.verdict import run_flaw, run_verdict_finding
 from remedy.state_schema import (
     Attempt,
@@ -23,6 +23,7 @@ from remedy.state_schema import (
     RuleStatus,
     State,
 )
+from remedy.state_schema.asking_points import ASKED_AT, asking_point
 from remedy.state_schema.loss_windows import windowed_losses
 from remedy.state_schema.transitions import CLEAN_END, end, update_current_attempt
 from remedy.strategies.outcomes import descent_figures
@@ -218,6 +219,18 @@ def early_finding(
     progress = record_progress(state, snapshot)
     held = held_at_half(state, snapshot)
     return asked_early(progress, snapshot.progress.total_steps, with_descent, seen_before, held)
+
+
+def with_job_hold(state: State, snapshot: JobSnapshot) -> State:
+    """The hold point a job said once it measured its epoch (Progress.hold_at), recorded
+    on an attempt launched to hold at half its epochs (Attempt.holds_by_its_epochs): from
+    then on it is held as one whose hold point was known at its launch."""
+    attempt, progress = state.current_attempt, snapshot.progress
+    if attempt is None or not attempt.holds_by_its_epochs or progress is None:
+        return state
+    if progress.hold_at is None:
+        return state
+    return update_current_attempt(state, hold_at=progress.hold_at, holds_by_its_epochs=False)
 
 
 def held_at_half(state: State, snapshot: JobSnapshot) -> bool:

@@ -108,6 +108,11 @@ class Progress(Snapshot):
     optimizers: int | None = Field(
         None, description="Optimizers stepping parameters of their own, 2 or more (a GAN)."
     )
+    hold_at: int | None = Field(
+        None,
+        description="Where the job holds to be asked at half its length, as it said once it "
+        "measured its epoch (run_spec.hold_at_half_of_epochs); gone once continued.",
+    )
     loss: float | None = Field(None, description="Latest training loss; None: non-finite.")
     first_loss: float | None = Field(None, description="Training loss at the first step.")
     first_losses: list[float] = Field(

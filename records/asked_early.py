@@ -30,7 +30,9 @@ is stopped there, rather than spending the rest of its length:
 
 Half is asked one more question where the flow can wait for its answer: a launch whose
 backend can continue a job holds at half its known length (hold_point; the job waits
-between two updates, as a probe waits at its bound) while the flow asks. Its loss moved,
+between two updates, as a probe waits at its bound) while the flow asks; one whose length
+is its epochs over a DataLoader holds at half of them once its job measured one
+(epochs_held_at_half: the job says where, training/launch.py). Its loss moved,
 so it has begun to learn, but a rate far too small learns too: its gradients still
 agreeing then (agreement, both lags 0.2 or more over the last third of that half; at half:
 the char transformer, the VAE and the word LM at 1/30 of their rate 0.94/0.94, 0.72/0.68,
@@ -62,23 +64,19 @@ from remedy.records.verdict import (
     too_small_a_rate,
 )
 from remedy.state_schema import STILL_DESCENDING, Attempt, Finding, RunSpec, State
+from remedy.state_schema.asking_points import (
+    ASKED_AT,
+    ASKED_MIN_STEPS,
+    HALF,
+    QUARTER,
+    asking_point,
+    half_way_hold,
+)
 
-QUARTER = 0.25
-HALF = 0.5
-# The shares of a known length at which a cold start is asked, soonest first.
-ASKED_AT = (QUARTER, HALF)
-# The fewest updates a share must be to be asked (two loss windows: a shorter run's first
-# and last windows overlap).
-ASKED_MIN_STEPS = 40
 SHARE_WORDS = {QUARTER: "a quarter", HALF: "half"}
 # A rate this far above the one the job was given is past it: a warmup that has just
 # reached its rate averages at it (a mean of floats can land a hair above).
 PAST_TYPED = 1.1
-
-
-def asking_point(length: int, share: float) -> int:
-    """The update at which a launch of `length` updates is asked at `share` of it."""
-    return int(length * share)
 
 
 def hold_point(spec: RunSpec) -> int | None:
@@ -89,9 +87,27 @@ def hold_point(spec: RunSpec) -> int | None:
     if spec.success_criteria or spec.init_checkpoint or spec.max_updates is not None:
         return None
     length = spec.known_length()
-    if length is None or asking_point(length, HALF) < ASKED_MIN_STEPS:
+    return None if length is None else half_way_hold(length)
+
+
+# Fewest epochs whose half lies past the first one, where the job measures its epoch.
+HELD_BY_EPOCHS_MIN = 3
+
+
+def epochs_held_at_half(spec: RunSpec) -> int | None:
+    """A cold start whose length is counted in epochs that only its job measures (its
+    num_epochs role, no updates_per_epoch stated: a DataLoader's first pass,
+    training/epoch_length.py) holds at half of them once its job has measured one
+    (run_spec.hold_at_half_of_epochs): those epochs, where half lies past the first
+    (HELD_BY_EPOCHS_MIN); None otherwise, or where hold_point's exceptions apply."""
+    if spec.success_criteria or spec.init_checkpoint or spec.max_updates is not None:
         return None
-    return asking_point(length, HALF)
+    if spec.known_length() is not None or not spec.has_role("num_epochs"):
+        return None
+    epochs = spec.role("num_epochs")
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < HELD_BY_EPOCHS_MIN:
+        return None
+    return epochs
 
 
 def held_question(described: Attempt, length: int) -> Finding | None:

@@ -255,6 +255,13 @@ class Attempt(Strict):
         "known length, while the flow asks whether its rate holds it back (records/"
         "asked_early.py); cleared once it was let go on.",
     )
+    holds_by_its_epochs: bool = Field(
+        False,
+        exclude_if=lambda value: not value,
+        description="A cold-start run launched to hold at half its length counted in "
+        "epochs (run_spec.hold_at_half_of_epochs): its job says where (hold_at) once it "
+        "measured an epoch, and the monitor records it.",
+    )
     continues: JobName | None = Field(
         None,
         exclude_if=lambda value: value is None,

@@ -23,6 +23,7 @@ from remedy.decisions.observe import (
     observe,
     progress_line,
     until_asked_s,
+    with_job_hold,
     with_stated_length,
     young_look_s,
 )
@@ -80,6 +81,7 @@ def monitor(
                 backend.stop(job_name)
                 return end(state, f"cancelled: the flow run was cancelled, job {job_name} stopped")
         snapshot = with_stated_length(state, backend.describe(job_name))
+        state = with_job_hold(state, snapshot)
         seen = observe(snapshot)
         if now - last_progress >= PROGRESS_EVERY_S or seen.settled:
             last_progress = now

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy.jobs import backend_for
-from remedy.records.asked_early import hold_point
+from remedy.records.asked_early import epochs_held_at_half, hold_point
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.records.verdict import run_flaw
@@ -72,26 +74,33 @@ def start_job(run_dir: str, state: State) -> None:
 def launched_spec(state: State) -> RunSpec:
     """The spec the current attempt's job is launched with: the run's, bounded at its hold
     point where it has one (the job holds there, as a probe at its bound, till the flow
-    lets it go on or stops it)."""
+    lets it go on or stops it), or told to hold at half its epochs once it measured one."""
     attempt = state.current_attempt
-    if attempt is None or attempt.hold_at is None:
-        return state.run_spec
-    return state.run_spec.model_copy(update={"max_updates": attempt.hold_at})
+    if attempt is not None and attempt.hold_at is not None:
+        return state.run_spec.model_copy(update={"max_updates": attempt.hold_at})
+    if attempt is not None and attempt.holds_by_its_epochs:
+        epochs = epochs_held_at_half(state.run_spec)
+        return state.run_spec.model_copy(update={"hold_at_half_of_epochs": epochs})
+    return state.run_spec
 
 
-def hold_for_question(state: State, run_dir: str) -> int | None:
+def hold_for_question(state: State, run_dir: str) -> dict[str, Any]:
     """Where a new launch holds to be asked at half its length whether its rate holds it
-    back (records/asked_early.py: hold_point): where its policy probes, the run may spend
-    probes, and its backend can continue a held job and has room for a probe beside it
-    (JobBackend.room_beside: probes that cannot all hold stop at their bound, so one at a
-    time gets through); None otherwise."""
+    back (records/asked_early.py): at hold_point where its length is known before it runs,
+    else at half of its epochs once its job measured one (epochs_held_at_half); where its
+    policy probes, the run may spend probes, and its backend can continue a held job and
+    has room for a probe beside it (JobBackend.room_beside: probes that cannot all hold
+    stop at their bound, so one at a time gets through). The attempt's fields: none where
+    it does not hold."""
     spec = state.run_spec
     if not get_policy(state.policy).probes or state.budgets.probe_steps <= 0:
-        return None
+        return {}
     backend = backend_for(spec.backend, run_dir)
     if not backend.can_continue or not backend.room_beside(spec, 1):
-        return None
-    return hold_point(spec)
+        return {}
+    if (point := hold_point(spec)) is not None:
+        return {"hold_at": point}
+    return {"holds_by_its_epochs": True} if epochs_held_at_half(spec) is not None else {}
 
 
 @task(cache_policy=NO_CACHE)
@@ -107,7 +116,7 @@ def train(state: State, run_dir: str) -> State:
     job_name = held or new_job_name(state)
     state = begin_attempt(state, job_name)
     if not held:
-        state = update_current_attempt(state, hold_at=hold_for_question(state, run_dir))
+        state = update_current_attempt(state, **hold_for_question(state, run_dir))
     # Persist the reservation before launching: a resumed flow then adopts this job
     # (launch is idempotent per name) instead of launching a second one.
     persist(run_dir, state, "launching")

@@ -15,6 +15,7 @@ from typing import Literal
 from remedy.state_schema.job_env import (
     CONTINUE_FILE_ENV,
     DEBUGGER_CONFIG_ENV,
+    HOLD_EPOCHS_ENV,
     MAX_UPDATES_ENV,
     NAN_GUARD_ENV,
     OUTPUT_DIR_ENV,
@@ -45,6 +46,7 @@ class JobEnvironment:
     under_torchrun: bool = False  # started by torchrun (LOCAL_RANK set)
     max_updates: int | None = None  # run_spec.max_updates: stop after this many updates
     continue_file: Path | None = None  # set: hold at max_updates until continued or stopped
+    hold_epochs: int | None = None  # run_spec.hold_at_half_of_epochs: hold at half of them
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnvironment:
@@ -83,6 +85,7 @@ class JobEnvironment:
             under_torchrun="LOCAL_RANK" in env,
             max_updates=positive_int(env, MAX_UPDATES_ENV),
             continue_file=path(CONTINUE_FILE_ENV),
+            hold_epochs=positive_int(env, HOLD_EPOCHS_ENV),
         )
 
 

@@ -24,7 +24,10 @@ printed and status 1. Before it starts, the launcher
     reports them as steps_per_epoch in progress.json (training/epoch_length.py);
   - turns REMEDY_STOP_FILE appearing, or SIGTERM, into a clean stop between two updates
     (training/stopping.py): store closed, result.json "Stopped", exit status 0; so does
-    REMEDY_MAX_UPDATES (a probe's bound), after that many updates.
+    REMEDY_MAX_UPDATES (a probe's bound), after that many updates; where
+    REMEDY_CONTINUE_FILE is set it holds there instead, until continued or stopped. With
+    REMEDY_HOLD_AT_HALF_OF_EPOCHS it holds so at half of that many epochs once it measured
+    one, saying where in progress.json (hold_at).
 Under torchrun it runs once per rank: each rank writes its own part of the store, rank 0
 alone the progress files, the NaN guard's status is shared, every rank watches the stop
 file, and a rank ends with torchrun if torchrun is killed.
@@ -48,6 +51,7 @@ import torch
 
 from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
 from remedy.debugger.zero_code import ReadLag
+from remedy.state_schema.asking_points import half_way_hold
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
 from remedy.training.environment import JobEnvironment, JobEnvironmentError
 from remedy.training.epoch_length import EpochLength
@@ -138,11 +142,13 @@ class ScriptMonitor:
         guard: ScriptNanGuard,
         stop: StopRequest,
         bound: UpdateBound | None = None,
+        hold_epochs: int | None = None,
     ) -> None:
         self.progress = progress
         self.guard = guard
         self.stop = stop
-        self.bound = bound  # a probe's (run_spec.max_updates)
+        self.bound = bound  # a probe's (run_spec.max_updates), or a hold at half
+        self.hold_epochs = hold_epochs  # run_spec.hold_at_half_of_epochs
         self.updates = 0
         self.capture: ZeroCodeCapture | None = None  # once installed: its optimizer count
         self.optimizers = 1  # separate optimizers reported so far
@@ -184,6 +190,33 @@ class ScriptMonitor:
         if self.progress is not None:
             self.progress.known["steps_per_epoch"] = updates
         log(f"{updates} updates an epoch (the first pass over a DataLoader that made any)")
+        if self.hold_epochs is not None:
+            self.hold_at_half(self.hold_epochs, updates)
+
+    def hold_at_half(self, epochs: int, per_epoch: int) -> None:
+        """The hold the flow asked for at half a length counted in epochs
+        (REMEDY_HOLD_AT_HALF_OF_EPOCHS), set once the first epoch measured it, and said in
+        progress.json (hold_at): the flow knows the hold by the job's word, not by redoing
+        the sum. None where half has passed already (two epochs or fewer), is too short to
+        be asked, or nothing can continue the job (it would stop there)."""
+        length = epochs * per_epoch
+        point = half_way_hold(length)
+        bound = self.bound
+        if bound is None or not bound.can_hold:
+            log("not held at half its epochs: nothing can continue this job (no continue file)")
+            return
+        if point is None or point <= self.updates:
+            log(f"not held at half of {length} updates ({epochs} epochs): past it or too short")
+            return
+        bound.max_updates = point
+        if self.progress is not None:
+            self.progress.known["hold_at"] = point
+        log(f"holds at {point} updates, half of {epochs} epochs x {per_epoch}, to be asked")
+
+    def went_on(self) -> None:
+        """Continued from its hold: no longer held (progress.json's hold_at dropped)."""
+        if self.progress is not None:
+            self.progress.known.pop("hold_at", None)
 
 
 def parameters_of(update: Update) -> list[torch.Tensor]:
@@ -240,7 +273,8 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
     lag: ReadLag = "off" if env.nan_guard == "skip" else "accelerator"
     flush = progress.flush if progress is not None else lambda: None
     bound = UpdateBound(env.max_updates, env.continue_file, stop, log, flush)
-    monitor = ScriptMonitor(progress, guard, stop, bound)
+    monitor = ScriptMonitor(progress, guard, stop, bound, env.hold_epochs)
+    bound.went_on = monitor.went_on
     capture = ZeroCodeCapture(config, monitor, lag=lag).install()
     monitor.capture = capture
     epochs = EpochLength(lambda: monitor.updates, monitor.epoch_measured).install()

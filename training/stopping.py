@@ -204,6 +204,12 @@ class UpdateBound:
         self.say = say
         self.flush = flush  # the progress files: the flow sees the bound reached
         self.limit_s = limit_s
+        self.went_on: Callable[[], None] = lambda: None  # called once continued
+
+    @property
+    def can_hold(self) -> bool:
+        """Its backend can continue the job: at its bound it holds, not stops."""
+        return self.continue_file is not None
 
     def reached(self, updates: int) -> None:
         """Called after each update with the updates run in this launch."""
@@ -226,6 +232,7 @@ class UpdateBound:
         while not self.stop.requested:
             if self.continue_file.exists():
                 self.say(f"continued after {updates} updates: training on to the job's end")
+                self.went_on()
                 return True
             now = time.monotonic()
             if now - started > self.limit_s:

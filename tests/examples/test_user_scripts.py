@@ -251,8 +251,13 @@ def test_a_regression_at_a_rate_far_too_small_is_not_called_diverging_and_is_rep
     code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
     state = load_state(run_dir / "state.json")
     assert code == 0, output[-3000:] + (state.end_reason or "")
-    first, last = state.history.runs
-    assert [f.rule for f in first.findings] == ["TinyUpdates"], first.findings
+    runs = state.history.runs
+    table = [(a.strategy, a.steps_run, [f.rule for f in a.findings], a.outcome) for a in runs]
+    # A second relaunch may follow where a slow machine lets the first one's repair land
+    # differently: the table says how, should this fail.
+    first, last = runs[0], runs[-1]
+    assert len(runs) in (2, 3), table
+    assert [f.rule for f in first.findings] == ["TinyUpdates"], table
     # no full run is called diverging (a probe past the best rate may well diverge: that
     # closes the bracket from above)
     assert all(f.rule != "DivergingLoss" for a in state.history.runs for f in a.findings)

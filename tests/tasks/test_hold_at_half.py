@@ -37,7 +37,7 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_cold_start_of_known_length_holds_at_half(tmp_path: Path, no_gpu: None) -> None:
     state = State(run_spec=STATED)
-    assert hold_for_question(state, str(tmp_path)) == 200
+    assert hold_for_question(state, str(tmp_path)) == {"hold_at": 200}
     launched = update_current_attempt(begin_attempt(state, "job-1"), hold_at=200)
     assert launched_spec(launched).max_updates == 200  # the launch is bounded there
     assert launched.run_spec.max_updates is None  # the run's spec is not
@@ -46,7 +46,7 @@ def test_a_cold_start_of_known_length_holds_at_half(tmp_path: Path, no_gpu: None
         state.model_copy(update={"budgets": Budgets(probe_steps=0)}),
         State(run_spec=RunSpec(entry_point="train.py")),  # its length not known
     ):
-        assert hold_for_question(no, str(tmp_path)) is None
+        assert hold_for_question(no, str(tmp_path)) == {}
 
 
 def test_a_job_on_gpus_holds_only_where_a_round_of_probes_has_devices_beside_it(
@@ -59,9 +59,11 @@ def test_a_job_on_gpus_holds_only_where_a_round_of_probes_has_devices_beside_it(
     monkeypatch.delenv("REMEDY_JOBS_PER_GPU", raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     assert not backend.room_beside(STATED, ROUND)
-    assert hold_for_question(State(run_spec=STATED), str(tmp_path)) is None  # no probe beside
+    assert hold_for_question(State(run_spec=STATED), str(tmp_path)) == {}  # no probe beside
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    assert hold_for_question(State(run_spec=STATED), str(tmp_path)) == 200  # one at a time
+    assert hold_for_question(State(run_spec=STATED), str(tmp_path)) == {
+        "hold_at": 200
+    }  # one at a time
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setenv("REMEDY_JOBS_PER_GPU", str(1 + ROUND))
     assert backend.room_beside(STATED, ROUND)
@@ -81,3 +83,36 @@ def test_a_slurm_job_with_gpus_is_not_held(tmp_path: Path) -> None:
     assert backend.room_beside(on_cpus, ROUND)
     on_gpus = stated(backend="slurm", slurm={"gpus_per_node": 1})
     assert not backend.room_beside(on_gpus, ROUND)
+
+
+def counting_epochs(epochs: int, **fields: object) -> RunSpec:
+    """A script whose length is its epochs flag over a DataLoader (no epoch stated)."""
+    return RunSpec(
+        entry_point="train.py",
+        hyperparameters={"epochs": epochs, "lr": 1e-4},
+        hyperparameter_roles={"num_epochs": "epochs", "learning_rate": "lr"},
+        **fields,
+    )
+
+
+def test_a_length_counted_in_epochs_is_held_at_half_by_its_job(
+    tmp_path: Path, no_gpu: None
+) -> None:
+    """Its length is known once the job measured an epoch: the launch tells the job to hold
+    at half of its epochs (hold_at_half_of_epochs), and the job says where (the monitor
+    records it: decisions/observe.py with_job_hold). Two epochs' half is the first
+    epoch's end, past once measured; an epoch stated is a known length (hold_point)."""
+    state = State(run_spec=counting_epochs(8))
+    assert hold_for_question(state, str(tmp_path)) == {"holds_by_its_epochs": True}
+    launched = update_current_attempt(begin_attempt(state, "job-1"), holds_by_its_epochs=True)
+    spec = launched_spec(launched)
+    assert spec.hold_at_half_of_epochs == 8 and spec.max_updates is None
+    assert launched.run_spec.hold_at_half_of_epochs is None  # the run's spec is not told
+    for no in (
+        State(run_spec=counting_epochs(2)),
+        State(run_spec=counting_epochs(8, init_checkpoint="ckpt/")),  # a warm start
+        state.model_copy(update={"policy": "seed"}),
+    ):
+        assert hold_for_question(no, str(tmp_path)) == {}
+    stated_epoch = State(run_spec=counting_epochs(8, updates_per_epoch=45))
+    assert hold_for_question(stated_epoch, str(tmp_path)) == {"hold_at": 180}

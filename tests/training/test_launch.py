@@ -308,6 +308,73 @@ def test_a_bound_holds_where_the_job_can_be_continued(job: Job, project: Path, t
     assert [m["step"] for m in job.metrics()] == list(range(1, steps + 1))
 
 
+EPOCHS_SCRIPT = """\
+import argparse
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+p = argparse.ArgumentParser()
+p.add_argument("--epochs", type=int, default=4)
+a = p.parse_args()
+torch.manual_seed(0)
+x = torch.randn(240, 4)
+data = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8, shuffle=True)
+net = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for epoch in range(a.epochs):
+    for xb, yb in data:  # 30 batches, 30 updates an epoch
+        loss = torch.nn.functional.mse_loss(net(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_length_counted_in_epochs_holds_at_half_once_the_job_measured_one(
+    job: Job, project: Path
+) -> None:
+    """REMEDY_HOLD_AT_HALF_OF_EPOCHS=4 and a DataLoader of 30 batches: the first epoch's
+    end measures 30 updates, so the job holds at 60, half of 4 x 30, and says so in
+    progress.json (hold_at) for the flow; continued, it trains on to its end, hold_at gone.
+    Two epochs' half is the first epoch's end, already past: not held."""
+    write(project, "epochs.py", EPOCHS_SCRIPT)
+    go_on = job.out / "continue_request"
+    env = job.env(REMEDY_HOLD_AT_HALF_OF_EPOCHS="4", REMEDY_CONTINUE_FILE=str(go_on))
+    process = subprocess.Popen(
+        launch_command("epochs.py", "--epochs", "4"),
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_step(job, process, 60)
+        time.sleep(1.0)  # held: no update past half, the process waiting
+        assert process.poll() is None and len(job.metrics()) == 60
+        progress = job.progress()
+        assert (progress["hold_at"], progress["steps_per_epoch"]) == (60, 30)
+        go_on.touch()
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert "holds at 60 updates, half of 4 epochs x 30" in stderr
+    assert (job.result()["status"], job.result()["steps"]) == ("Completed", 120)
+    assert "hold_at" not in job.progress()
+
+    two = run(
+        project,
+        job.env(REMEDY_HOLD_AT_HALF_OF_EPOCHS="2", REMEDY_CONTINUE_FILE=str(go_on)),
+        "epochs.py",
+        "--epochs",
+        "2",
+    )
+    assert two.returncode == 0, two.stderr
+    assert "not held at half of 60 updates (2 epochs)" in two.stderr
+    assert job.result()["steps"] == 60 and "hold_at" not in job.progress()
+
+
 def test_gradient_accumulation_saves_the_update_once(job: Job, project: Path) -> None:
     write(project, "accumulate.py", ACCUMULATION_SCRIPT)
     done = run(project, job.env(gradients_every=1), "accumulate.py")

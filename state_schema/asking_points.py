@@ -1,0 +1,26 @@
+"""Where a launch of known length is asked whether its model has begun to learn, and where
+it holds to be asked at half (records/asked_early.py says why). One place for the flow,
+which knows a length before the job runs, and the launcher, which knows a length counted
+in epochs only once it measured one (training/launch.py)."""
+
+from __future__ import annotations
+
+QUARTER = 0.25
+HALF = 0.5
+# The shares of a known length at which a cold start is asked, soonest first.
+ASKED_AT = (QUARTER, HALF)
+# The fewest updates a share must be to be asked (two loss windows: a shorter run's first
+# and last windows overlap).
+ASKED_MIN_STEPS = 40
+
+
+def asking_point(length: int, share: float) -> int:
+    """The update at which a launch of `length` updates is asked at `share` of it."""
+    return int(length * share)
+
+
+def half_way_hold(length: int) -> int | None:
+    """Where a launch of `length` updates holds to be asked at half of it: half, when half
+    is long enough to be asked (ASKED_MIN_STEPS); None otherwise."""
+    point = asking_point(length, HALF)
+    return point if point >= ASKED_MIN_STEPS else None
