@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from remedy.outlets.metric_columns import metric_names
 from remedy.records.best_model import best_model
 from remedy.records.verdict import run_is_clean
-from remedy.state_schema import Attempt, AttemptKind, Finding, Payload, State
+from remedy.state_schema import Attempt, AttemptKind, Finding, JobStatus, Payload, State
 from remedy.state_schema.private import hide_private
 
 if TYPE_CHECKING:
@@ -145,7 +145,12 @@ def outcome_column(state: State) -> Column:
     def outcome(_: int, attempt: Attempt) -> str:
         if attempt.kind is AttemptKind.probe and attempt.job_name in went_on:
             return f"went on as #{went_on[attempt.job_name]}"
-        return attempt.outcome.value if attempt.outcome else "running"
+        word = attempt.outcome.value if attempt.outcome else "running"
+        if attempt.outcome not in (None, JobStatus.InProgress):
+            return word
+        if attempt.hold_at is not None:  # asked at half its length: it waits there
+            return f"{word}, holds at {attempt.hold_at}"
+        return f"{word}, holds at half its epochs" if attempt.holds_by_its_epochs else word
 
     return "outcome", outcome
 

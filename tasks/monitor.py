@@ -7,6 +7,7 @@ polling happens inside the task (a few seconds apart) so the flow keeps few task
 from __future__ import annotations
 
 import time
+from functools import cache
 from datetime import UTC, datetime
 from typing import Any
 
@@ -88,13 +89,16 @@ def monitor(
             line = progress_line(state, snapshot)
             logger.info(line)
             publish_progress(state, snapshot, line)
-        early = early_finding(state, snapshot, lambda: backend.metrics(job_name), looked)
+        # the job's step records at this look, read once (by the question and for the
+        # figures kept on the attempt), and only where needed
+        records_now = cache(lambda: backend.metrics(job_name))
+        early = early_finding(state, snapshot, records_now, looked)
         if early is None and not seen.settled and held_at_half(state, snapshot):
             state = let_go_on(state, backend, job_name)  # asked at half: nothing to ask
         if early or seen.key != before or seen.settled or now - started >= max_wait_s:
-            records = None  # the job's step records, read once where needed
+            records = None
             if early or (seen.settled and snapshot.status is JobStatus.Completed):
-                records = backend.metrics(job_name)  # the figures its finding read, kept
+                records = records_now()  # the figures its finding read, kept
                 state = with_descent(state, records)
             location = backend.metrics_location(job_name)
             decided = decide(state, seen, snapshot, location, early)

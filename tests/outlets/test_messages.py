@@ -103,6 +103,29 @@ def test_a_probe_the_run_went_on_from_says_so_not_in_progress() -> None:
     assert outcomes == ["Stopped", "went on as #3", "Completed"]
 
 
+def test_a_run_held_at_half_its_length_says_where_it_holds_while_it_runs() -> None:
+    """A run asked at half its length waits there for the flow's word: its row says where
+    it holds (or that its job will say, once it measured an epoch); ended, its outcome."""
+    from remedy.outlets.messages import attempt_rows
+    from remedy.state_schema import Attempt, RunSpec
+
+    spec = RunSpec()
+    attempts = [
+        Attempt(job_name="a", spec=spec, hold_at=200, outcome=JobStatus.Stopped),
+        Attempt(job_name="b", spec=spec, holds_by_its_epochs=True),
+        Attempt(job_name="c", spec=spec, hold_at=172, outcome=JobStatus.InProgress),
+    ]
+    state = State()
+    state = state.model_copy(
+        update={"history": state.history.model_copy(update={"attempts": attempts})}
+    )
+    header, *rows = attempt_rows(state)
+    outcomes = [row[header.index("outcome")] for row in rows]
+    assert outcomes == [
+        "Stopped", "running, holds at half its epochs", "InProgress, holds at 172"
+    ]  # fmt: skip
+
+
 def test_the_report_s_table_is_the_same_attempts_in_more_detail() -> None:
     """One attempt table, two views: the terminal's compact one and the report's detailed
     one (why, what changed, every finding, time, loss), whose cells are redacted."""
