@@ -7,8 +7,8 @@ polling happens inside the task (a few seconds apart) so the flow keeps few task
 from __future__ import annotations
 
 import time
-from functools import cache
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 from prefect import task
