@@ -197,13 +197,17 @@ class ScriptMonitor:
         """The hold the flow asked for at half a length counted in epochs
         (REMEDY_HOLD_AT_HALF_OF_EPOCHS), set once the first epoch measured it, and said in
         progress.json (hold_at): the flow knows the hold by the job's word, not by redoing
-        the sum. None where half has passed already (two epochs or fewer), is too short to
-        be asked, or nothing can continue the job (it would stop there)."""
+        the sum. Not set where half has passed already (two epochs or fewer), is too short
+        to be asked, nothing can continue the job (it would stop there), or a bound of its
+        own (REMEDY_MAX_UPDATES: a probe's) comes first."""
         length = epochs * per_epoch
         point = half_way_hold(length)
         bound = self.bound
         if bound is None or not bound.can_hold:
             log("not held at half its epochs: nothing can continue this job (no continue file)")
+            return
+        if bound.max_updates is not None:
+            log(f"not held at half its epochs: bounded at {bound.max_updates} updates already")
             return
         if point is None or point <= self.updates:
             log(f"not held at half of {length} updates ({epochs} epochs): past it or too short")

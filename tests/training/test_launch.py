@@ -373,6 +373,15 @@ def test_a_length_counted_in_epochs_holds_at_half_once_the_job_measured_one(
     assert two.returncode == 0, two.stderr
     assert "not held at half of 60 updates (2 epochs)" in two.stderr
     assert job.result()["steps"] == 60 and "hold_at" not in job.progress()
+    # a bound of its own comes first (a probe's): it holds there, the continue file
+    # already there lets it on at once
+    env = job.env(
+        REMEDY_HOLD_AT_HALF_OF_EPOCHS="4", REMEDY_MAX_UPDATES="50", REMEDY_CONTINUE_FILE=str(go_on)
+    )
+    bounded = run(project, env, "epochs.py", "--epochs", "4")
+    assert bounded.returncode == 0, bounded.stderr
+    assert "not held at half its epochs: bounded at 50 updates already" in bounded.stderr
+    assert job.result()["steps"] == 120 and "hold_at" not in job.progress()
 
 
 def test_gradient_accumulation_saves_the_update_once(job: Job, project: Path) -> None:
