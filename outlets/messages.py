@@ -148,9 +148,9 @@ def outcome_column(state: State) -> Column:
         word = attempt.outcome.value if attempt.outcome else "running"
         if attempt.outcome not in (None, JobStatus.InProgress):
             return word
-        if attempt.hold_at is not None:  # asked at half its length: it waits there
-            return f"{word}, holds at {attempt.hold_at}"
-        return f"{word}, holds at half its epochs" if attempt.holds_by_its_epochs else word
+        # asked at half its length, it waits there (a hold its job has yet to say, once it
+        # measured an epoch, is not shown: a job without a DataLoader never says one)
+        return f"{word}, holds at {attempt.hold_at}" if attempt.hold_at is not None else word
 
     return "outcome", outcome
 
