@@ -226,11 +226,10 @@ def with_job_hold(state: State, snapshot: JobSnapshot) -> State:
     on an attempt launched to hold at half its epochs (Attempt.holds_by_its_epochs): from
     then on it is held as one whose hold point was known at its launch."""
     attempt, progress = state.current_attempt, snapshot.progress
-    if attempt is None or not attempt.holds_by_its_epochs or progress is None:
+    said = progress.hold_at if progress is not None else None
+    if attempt is None or not attempt.holds_by_its_epochs or said is None:
         return state
-    if progress.hold_at is None:
-        return state
-    return update_current_attempt(state, hold_at=progress.hold_at, holds_by_its_epochs=False)
+    return update_current_attempt(state, hold_at=said, holds_by_its_epochs=False)
 
 
 def held_at_half(state: State, snapshot: JobSnapshot) -> bool:

@@ -82,12 +82,19 @@ PAST_TYPED = 1.1
 def hold_point(spec: RunSpec) -> int | None:
     """Where a cold start of `spec` holds to be asked whether its rate holds it back: half
     its length, known before it runs (RunSpec.known_length), when half is long enough to
-    be asked (ASKED_MIN_STEPS); None otherwise, or where its own figures judge it
-    (success_criteria) or it began from a checkpoint (a warm start is not asked)."""
-    if spec.success_criteria or spec.init_checkpoint or spec.max_updates is not None:
+    be asked (ASKED_MIN_STEPS); None otherwise, or where it is not held at all
+    (held_at_all: a warm start, a run judged by its success_criteria)."""
+    if not held_at_all(spec):
         return None
     length = spec.known_length()
     return None if length is None else half_way_hold(length)
+
+
+def held_at_all(spec: RunSpec) -> bool:
+    """A launch of `spec` may hold at half its length: a cold start (no checkpoint), not
+    judged by its own figures (success_criteria), not bounded already (a probe's
+    max_updates)."""
+    return not (spec.success_criteria or spec.init_checkpoint or spec.max_updates is not None)
 
 
 # Fewest epochs whose half lies past the first one, where the job measures its epoch.
@@ -99,10 +106,10 @@ def epochs_held_at_half(spec: RunSpec) -> int | None:
     num_epochs role, no updates_per_epoch stated: a DataLoader's first pass,
     training/epoch_length.py) holds at half of them once its job has measured one
     (run_spec.hold_at_half_of_epochs): those epochs, where half lies past the first
-    (HELD_BY_EPOCHS_MIN); None otherwise, or where hold_point's exceptions apply."""
-    if spec.success_criteria or spec.init_checkpoint or spec.max_updates is not None:
+    (HELD_BY_EPOCHS_MIN); None otherwise, or where it is not held at all (held_at_all)."""
+    if not held_at_all(spec) or spec.known_length() is not None:
         return None
-    if spec.known_length() is not None or not spec.has_role("num_epochs"):
+    if not spec.has_role("num_epochs"):
         return None
     epochs = spec.role("num_epochs")
     if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < HELD_BY_EPOCHS_MIN:

@@ -91,6 +91,18 @@ def run(folder: Path, env: dict[str, str], *target: str) -> subprocess.Completed
     )
 
 
+def start(folder: Path, env: dict[str, str], *target: str) -> subprocess.Popen[str]:
+    """The launcher started on the target, not waited for (its output piped)."""
+    return subprocess.Popen(
+        launch_command(*target),
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def wait_for_step(job: Job, process: subprocess.Popen[str], step: int) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

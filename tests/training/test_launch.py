@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import torch
 from remedy.debugger import RuleStatus, create_trial
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
-from tests.helpers.launched_script import Job, launch_command, run, wait_for_step, write
+from tests.helpers.launched_script import Job, run, start, wait_for_step, write
 
 
 @pytest.fixture
@@ -285,14 +284,7 @@ def test_a_bound_holds_where_the_job_can_be_continued(job: Job, project: Path, t
     write(project, "lm.py", MANUAL_SGD_SCRIPT)
     go_on = job.out / "continue_request"
     env = job.env(REMEDY_MAX_UPDATES="4", REMEDY_CONTINUE_FILE=str(go_on))
-    process = subprocess.Popen(
-        launch_command("lm.py", "--lr", "2.0", "--steps", "9"),
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start(project, env, "lm.py", "--lr", "2.0", "--steps", "9")
     try:
         wait_for_step(job, process, 4)
         time.sleep(1.0)  # held: no update past the bound, the process waiting
@@ -340,14 +332,7 @@ def test_a_length_counted_in_epochs_holds_at_half_once_the_job_measured_one(
     write(project, "epochs.py", EPOCHS_SCRIPT)
     go_on = job.out / "continue_request"
     env = job.env(REMEDY_HOLD_AT_HALF_OF_EPOCHS="4", REMEDY_CONTINUE_FILE=str(go_on))
-    process = subprocess.Popen(
-        launch_command("epochs.py", "--epochs", "4"),
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start(project, env, "epochs.py", "--epochs", "4")
     try:
         wait_for_step(job, process, 60)
         time.sleep(1.0)  # held: no update past half, the process waiting
@@ -496,14 +481,7 @@ def test_a_stop_request_ends_the_script_cleanly_within_seconds(
     job: Job, project: Path, how: str
 ) -> None:
     write(project, "endless.py", ENDLESS_SCRIPT)
-    process = subprocess.Popen(
-        launch_command("endless.py"),
-        cwd=project,
-        env=job.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start(project, job.env(), "endless.py")
     try:
         wait_for_step(job, process, 5)
         asked = time.monotonic()
@@ -527,14 +505,7 @@ def test_a_stop_request_ends_the_script_cleanly_within_seconds(
 
 def test_sigterm_outside_the_training_loop_stops_after_the_grace(job: Job, project: Path) -> None:
     write(project, "endless.py", ENDLESS_SCRIPT)
-    process = subprocess.Popen(
-        launch_command("endless.py", "--load-slowly"),
-        cwd=project,
-        env=job.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start(project, job.env(), "endless.py", "--load-slowly")
     try:
         deadline = time.monotonic() + 60
         while not (project / "started").exists():
