@@ -213,9 +213,10 @@ class JobBackend(ABC):
         waits on them. The default: as far as the backend can hold a job at all."""
         return self.can_continue
 
-    def continue_job(self, job_name: str) -> None:
-        """Let a job held at its bound train on to its own end (can_continue backends);
-        asking twice does nothing more."""
+    def continue_job(self, job_name: str, until: int | None = None) -> None:
+        """Let a job held at its bound train on to its own end (can_continue backends), or
+        to `until` updates of its launch, where it holds again; asking twice does nothing
+        more."""
         raise NotImplementedError(f"the {self.name} backend cannot continue a job")
 
     @abstractmethod

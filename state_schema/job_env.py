@@ -36,6 +36,9 @@ HOLD_EPOCHS_ENV = "REMEDY_HOLD_AT_HALF_OF_EPOCHS"
 # Where the backend can continue a job (local, Slurm): at its bound the job holds instead,
 # until this file appears (it trains on: a probe kept as the full run) or a stop is asked.
 CONTINUE_FILE_ENV = "REMEDY_CONTINUE_FILE"
+# A continue file may name a further bound (a probe that passed its rung): the job takes the
+# file away, trains on to that many updates of its launch and holds there again.
+CONTINUE_UNTIL_KEY = "max_updates"
 TORCH_THREADS_ENV = "REMEDY_TORCH_THREADS"  # torch.set_num_threads
 THREAD_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the same count, read at torch's import
 

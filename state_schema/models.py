@@ -129,6 +129,7 @@ class ResultKind(StrEnum):
     plateaued = "plateaued"  # the loss stopped falling: the rate too low, or too high
     trained = "trained"  # it ran to its end, the loss clearly below the untrained model's
     no_effect = "no_effect"  # the same curve and finding as an earlier attempt
+    outpaced = "outpaced"  # a probe stopped at its rung: another had learned far faster
     flawed = "flawed"  # another finding (dead units, overfitting, ...)
     failed = "failed"  # the job itself failed or was stopped from outside
     unknown = "unknown"  # ran to its end without a loss to judge, or still running

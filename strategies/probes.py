@@ -4,13 +4,21 @@ The plan puts candidates in state.probes (the rate's bracket: a few rates at onc
 launched as an attempt of kind "probe" and stopped after Budgets.probe_steps updates (a
 quarter of the job where its length is known: probe_length), or earlier by the same rules
 that watch a full run. Here, pure: how a probe is judged, which
-one is best, and what the run keeps of them. Successive halving with one rung, on the
-run's own job: the early loss ranks candidates well enough (Li et al. 2017), and a rate
-that diverged or stalled in a probe closes the bracket as a full launch would.
+one is best, and what the run keeps of them. Successive halving on the run's own job: the
+early loss ranks candidates well enough (Li et al. 2017), and a rate that diverged or
+stalled in a probe closes the bracket as a full launch would.
+
+A round of two probes or more, where the backend can hold them all, has a rung at half
+their updates (tasks/probe.py, rung_of): each holds there, and one that took the loss down
+less than LOST_SHARE as far as another did, whose drop stands clear of its noise, is
+stopped there (`outpaced`: a rate so far behind at half rarely catches up in the other
+half); the others go on to their bound.
+An outpaced probe closes no end of the bracket (it neither stalled nor diverged), and is
+kept only where no probe trained.
 
 When the best probe of a round is its farthest rate (the highest of a search upwards, the
-lowest of one downwards), another probe learned slower (stalled, or trained to a higher
-loss: a trend, where a probe that diverged is none) and the bracket is open past it, the
+lowest of one downwards), another probe learned slower (stalled, outpaced, or trained to a
+higher loss: a trend, where a probe that diverged is none) and the bracket is open past it, the
 rate that learns best may lie beyond the round's range: up to FARTHER_ROUNDS more rounds of one
 probe each go one STEP past the best so far (the bracketing phase of a line search, one step
 at a time: a step that learns slower ends it at the cost of one probe) before the best of
@@ -20,8 +28,8 @@ all is kept.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from statistics import fmean
+from collections.abc import Mapping, Sequence
+from statistics import fmean, pstdev
 
 from remedy.state_schema import (
     Attempt,
@@ -43,6 +51,11 @@ LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
 JOB_FRACTION = 4  # a probe runs at most a quarter of the job's own length, where known
 MIN_PROBE_STEPS = 10  # fewer would rank rates by noise; a divergence takes about ten to show
 FARTHER_ROUNDS = 3  # one-probe rounds past the first while the best is the farthest rate
+# At the rung, a probe whose loss fell less than this share of another's drop is outpaced:
+# on the benchmark's rounds every probe that ended best was at 0.46 of the rung's leader or
+# above (a VAE's rate 10x under a leader that diverged later), the slowest at 0.39 or below.
+LOST_SHARE = 0.25
+CLEAR_OF_NOISE = 2.0  # a leader's drop: at least this many times its last losses' spread
 # The most probes one plan may hold at their bound at once: a first round's, then one a
 # round further.
 MOST_HELD = ROUND + FARTHER_ROUNDS
@@ -94,9 +107,48 @@ def judge(probe: Attempt) -> AttemptResult:
 
 
 def best(probes: Sequence[Attempt]) -> Attempt | None:
-    """The probe that trained to the lowest loss (the first of equals), if any trained."""
-    trained = [p for p in probes if p.result and p.result.kind is ResultKind.trained]
-    return min(trained, key=lambda p: loss_of(p.result), default=None)
+    """The probe that trained to the lowest loss (the first of equals), if any trained;
+    else the least outpaced one (its leader went on and failed after the rung)."""
+    for kind in (ResultKind.trained, ResultKind.outpaced):
+        ranked = [p for p in probes if p.result and p.result.kind is kind]
+        if ranked:
+            return min(ranked, key=lambda p: loss_of(p.result))
+    return None
+
+
+def outpaced(
+    probes: Sequence[Attempt], traces: Mapping[str, Sequence[float | None]]
+) -> dict[str, AttemptResult]:
+    """At the rung: the probes (by job name; `traces`: their step losses up to the rung,
+    all from the same start) another outpaced, each with its result. A leader's drop (its
+    first loss less the mean of its last LAST_LOSSES) stands CLEAR_OF_NOISE times their
+    spread; a probe whose drop is under LOST_SHARE of the largest such drop is outpaced."""
+    drops: dict[str, float] = {}
+    leaders: dict[str, float] = {}
+    for name, trace in traces.items():
+        loss = window_loss(trace)
+        if not trace or trace[0] is None or loss is None:
+            continue
+        drops[name] = trace[0] - loss
+        tail = [x for x in trace[-LAST_LOSSES:] if x is not None]
+        if drops[name] > 0 and drops[name] > CLEAR_OF_NOISE * pstdev(tail):
+            leaders[name] = drops[name]
+    if not leaders:
+        return {}
+    leader = max(leaders, key=lambda name: leaders[name])
+    lead = leaders[leader]
+    called = next((called_by_change(p) for p in probes if p.job_name == leader), leader)
+    lost: dict[str, AttemptResult] = {}
+    for name, drop in drops.items():
+        if name != leader and drop < LOST_SHARE * lead:
+            trace = traces[name]
+            lost[name] = AttemptResult(
+                kind=ResultKind.outpaced,
+                loss=window_loss(trace),
+                summary=f"outpaced after {len(trace)} updates: loss down {drop:.3g}, under "
+                f"{LOST_SHARE:g} of {called}'s {lead:.3g}; stopped there",
+            )
+    return lost
 
 
 def loss_of(result: AttemptResult | None) -> float:
@@ -133,8 +185,13 @@ def summary(
         said = probe.result.summary if probe.result else "not judged"
         before = f" (probed before: {probe.job_name})" if probe in reused else ""
         mark = " (best)" if probe is chosen else ""
-        parts.append(f"{'; '.join(_changed(probe)) or probe.job_name}: {said}{before}{mark}")
+        parts.append(f"{called_by_change(probe)}: {said}{before}{mark}")
     return "probed " + ", ".join(parts)
+
+
+def called_by_change(probe: Attempt) -> str:
+    """A probe named by what it changed (`lr 0.006`), else by its job."""
+    return "; ".join(_changed(probe)) or probe.job_name
 
 
 def _changed(probe: Attempt) -> list[str]:
@@ -188,12 +245,12 @@ def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
 
 
 def learned_slower(probe: Attempt, chosen: Attempt) -> bool:
-    """Whether `probe` learned slower than the chosen one: it stalled, or trained to a
-    higher loss. A trend towards the chosen probe's rate that may go on past it; a probe
-    that diverged is no such trend."""
+    """Whether `probe` learned slower than the chosen one: it stalled, was outpaced, or
+    trained to a higher loss. A trend towards the chosen probe's rate that may go on past
+    it; a probe that diverged is no such trend."""
     if probe is chosen or probe.result is None:
         return False
-    if probe.result.kind is ResultKind.stalled:
+    if probe.result.kind in (ResultKind.stalled, ResultKind.outpaced):
         return True
     trained = probe.result.kind is ResultKind.trained
     return trained and loss_of(probe.result) > loss_of(chosen.result)
@@ -201,7 +258,7 @@ def learned_slower(probe: Attempt, chosen: Attempt) -> bool:
 
 def with_probes(state: State, probes: Sequence[Attempt]) -> tuple[State, list[Attempt]]:
     """The run with its new probes in the history, judged (and those judged records)."""
-    judged = [p.model_copy(update={"result": judge(p)}) for p in probes]
+    judged = [p if p.result else p.model_copy(update={"result": judge(p)}) for p in probes]
     history = state.history.model_copy(update={"attempts": [*state.history.attempts, *judged]})
     return state.model_copy(update={"history": history, "probes": []}), judged
 

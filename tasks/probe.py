@@ -25,6 +25,7 @@ from remedy.records.run_folder import persist
 from remedy.state_schema import (
     Attempt,
     AttemptKind,
+    AttemptResult,
     JobStatus,
     ProbeCandidate,
     RunSpec,
@@ -34,9 +35,11 @@ from remedy.state_schema.transitions import new_job_name, now
 from remedy.strategies.outcomes import digest, step_losses
 from remedy.strategies.probes import (
     FARTHER_ROUNDS,
+    MIN_PROBE_STEPS,
     MOST_HELD,
     choose_best,
     farther,
+    outpaced,
     probe_attempt,
     probe_length,
     probed_before,
@@ -66,18 +69,37 @@ def steps_run(snapshot: JobSnapshot) -> int:
 
 @task(cache_policy=NO_CACHE, task_run_name="probe-{job_name}")
 def probe(
-    candidate: ProbeCandidate, job_name: str, run_dir: str, steps: int, poll_interval_s: float
+    candidate: ProbeCandidate,
+    job_name: str,
+    run_dir: str,
+    steps: int,
+    poll_interval_s: float,
+    rung: int | None = None,
 ) -> Attempt:
     """Launch one candidate, bounded to `steps` updates (run_spec.max_updates: the job stops
-    itself there, even if this flow is gone); watch it until a rule fires or it ends (or,
-    from a job that keeps no bound, has run `steps` updates: then stop it); its attempt
+    itself there, even if this flow is gone), or held at its `rung` first where the round
+    has one (probe_on takes it on from there); watch it until a rule fires or it ends (or,
+    from a job that keeps no bound, has run its updates: then stop it); its attempt
     record, judged by strategies/probes.py."""
-    spec = bounded(candidate, steps)
-    backend = backend_for(spec.backend, run_dir)
+    backend = backend_for(candidate.run_spec.backend, run_dir)
     attempt = probe_attempt(candidate, job_name).model_copy(
-        update={"started_at": now(), "spec": spec}
+        update={"started_at": now(), "spec": bounded(candidate, steps)}
     )
-    backend.launch(job_name, spec)
+    backend.launch(job_name, bounded(candidate, rung or steps))
+    return watched(attempt, run_dir, rung or steps, poll_interval_s)
+
+
+@task(cache_policy=NO_CACHE, task_run_name="probe-{attempt.job_name}-on")
+def probe_on(attempt: Attempt, run_dir: str, steps: int, poll_interval_s: float) -> Attempt:
+    """A probe held at its rung, not outpaced there: on to its `steps`, watched as before."""
+    backend_for(attempt.spec.backend, run_dir).continue_job(attempt.job_name, until=steps)
+    return watched(attempt, run_dir, steps, poll_interval_s)
+
+
+def watched(attempt: Attempt, run_dir: str, steps: int, poll_interval_s: float) -> Attempt:
+    """Watch a launched probe to `steps` updates, a finding or its end; its record then."""
+    job_name = attempt.job_name
+    backend = backend_for(attempt.spec.backend, run_dir)
     while True:
         snapshot = backend.describe(job_name)
         seen = observe(snapshot)
@@ -91,7 +113,7 @@ def probe(
         backend.can_continue
         and not (seen.findings or snapshot.is_final)
         and steps_run(snapshot) >= steps
-        and backend.room_beside(spec, MOST_HELD)
+        and backend.room_beside(attempt.spec, MOST_HELD)
     )
     if not snapshot.is_final and not held:
         backend.stop(job_name)
@@ -177,7 +199,9 @@ def run_round(
     state: State, run_dir: str, poll_interval_s: float
 ) -> tuple[list[Attempt], list[Attempt]]:
     """The state's probes run side by side: (the new probes' records, earlier probes of
-    the same spec, start and bound, whose results stand)."""
+    the same spec, start and bound, whose results stand). Where the round has a rung
+    (rung_of), every probe holds there first; one clearly outpaced there is stopped
+    (strategies/probes.py: outpaced), the others go on to their bound."""
     steps = probe_length(state)
     new, reused = [], []
     for candidate, name in zip(state.probes, probe_job_names(state), strict=True):
@@ -192,5 +216,58 @@ def run_round(
         ", ".join(c.reason for c, _ in new),
         f" (and {len(reused)} probed before)" if reused else "",
     )
-    futures = [probe.submit(c, name, run_dir, steps, poll_interval_s) for c, name in new]
-    return [future.result() for future in futures], reused
+    rung = rung_of(state, run_dir, steps, len(new))
+    futures = [probe.submit(c, name, run_dir, steps, poll_interval_s, rung) for c, name in new]
+    probes = [future.result() for future in futures]
+    if rung is not None:
+        probes = past_the_rung(probes, run_dir, rung, steps, poll_interval_s)
+    return probes, reused
+
+
+def rung_of(state: State, run_dir: str, steps: int, count: int) -> int | None:
+    """Where this round's probes hold to be compared (half their updates), or None: a
+    round of one probe, a rung under MIN_PROBE_STEPS, or a backend that cannot hold them
+    all (every probe of the round holds there at once)."""
+    rung = steps // 2
+    backend = backend_for(state.run_spec.backend, run_dir)
+    if count < 2 or rung < MIN_PROBE_STEPS or not backend.can_continue:
+        return None
+    return rung if backend.room_beside(state.run_spec, MOST_HELD) else None
+
+
+def past_the_rung(
+    probes: list[Attempt], run_dir: str, rung: int, steps: int, poll_interval_s: float
+) -> list[Attempt]:
+    """The probes held at their rung: the outpaced ones stopped there (their result says
+    by whom), the others on to `steps`. A probe a rule stopped before the rung is done."""
+    at_rung = {p.job_name: p for p in probes if p.held and p.steps_run >= rung}
+    traces = {
+        name: step_losses(backend_for(p.spec.backend, run_dir).metrics(name))[:rung]
+        for name, p in at_rung.items()
+    }
+    lost = outpaced(list(at_rung.values()), traces)
+    going_on = {
+        name: probe_on.submit(p, run_dir, steps, poll_interval_s)
+        for name, p in at_rung.items()
+        if name not in lost
+    }
+    done: list[Attempt] = []
+    for p in probes:
+        if p.job_name in going_on:
+            done.append(going_on[p.job_name].result())
+        elif p.job_name in lost:
+            done.append(stopped_at_rung(p, run_dir, lost[p.job_name]))
+        else:
+            done.append(p)
+    return done
+
+
+def stopped_at_rung(attempt: Attempt, run_dir: str, result: AttemptResult) -> Attempt:
+    """An outpaced probe stopped where it held: not held any more, its result the rung's."""
+    backend = backend_for(attempt.spec.backend, run_dir)
+    backend.stop(attempt.job_name)
+    ended = backend.describe(attempt.job_name)
+    task_logger().info("%s: %s", attempt.job_name, result.summary)
+    return attempt.model_copy(
+        update={"held": False, "outcome": ended.status, "result": result, "ended_at": now()}
+    )

@@ -23,6 +23,7 @@ child (a DataLoader worker) that gets SIGTERM dies of it, as it would without th
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -33,7 +34,7 @@ from pathlib import Path
 from types import FrameType
 
 from remedy.debugger.folder_watch import FolderWatch
-from remedy.state_schema.job_env import MAX_UPDATES_ENV
+from remedy.state_schema.job_env import CONTINUE_UNTIL_KEY, MAX_UPDATES_ENV
 
 POLL_S = 0.2  # how often the stop file is looked for
 # check_file() at an update looks at most this often: a stat per update is a fixed cost
@@ -186,7 +187,9 @@ class UpdateBound:
     half its length, Attempt.hold_at). Reached, the job stops; or, where its backend
     can continue it (REMEDY_CONTINUE_FILE set), it holds between updates until the continue
     file appears (the flow chose it: it trains on to its own end as the full run, its
-    updates kept) or a stop is asked (it ends as at the bound), HOLD_LIMIT_S at most."""
+    updates kept) or a stop is asked (it ends as at the bound), HOLD_LIMIT_S at most. A
+    continue file naming a further bound (CONTINUE_UNTIL_KEY: a probe that passed its rung)
+    is taken away, and the job trains on to that bound and holds there again."""
 
     def __init__(
         self,
@@ -231,6 +234,12 @@ class UpdateBound:
         started = noted = time.monotonic()
         while not self.stop.requested:
             if self.continue_file.exists():
+                until = continued_until(self.continue_file)
+                if until is not None and until > updates:
+                    self.continue_file.unlink(missing_ok=True)  # the next hold waits anew
+                    self.max_updates = until
+                    self.say(f"continued after {updates} updates: on to {until}, held again")
+                    return True
                 self.say(f"continued after {updates} updates: training on to the job's end")
                 self.went_on()
                 return True
@@ -243,3 +252,14 @@ class UpdateBound:
             self.stop.check_file(now_anyway=True)
             time.sleep(HOLD_POLL_S)
         return True
+
+
+def continued_until(continue_file: Path) -> int | None:
+    """The further bound a continue file names (None: none, the job trains on to its end;
+    a file that cannot be read as one names none)."""
+    try:
+        request = json.loads(continue_file.read_text())
+    except (OSError, ValueError):
+        return None
+    until = request.get(CONTINUE_UNTIL_KEY) if isinstance(request, dict) else None
+    return until if isinstance(until, int) and not isinstance(until, bool) else None

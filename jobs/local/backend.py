@@ -54,7 +54,7 @@ from remedy.jobs.local.options import local_of
 from remedy.jobs.local.process_tree import descendants, signal_process
 from remedy.jobs.registry import register_backend
 from remedy.state_schema import Checkpoint, JobStatus, RunSpec, write_atomic
-from remedy.state_schema.job_env import without_secrets
+from remedy.state_schema.job_env import CONTINUE_UNTIL_KEY, without_secrets
 from remedy.state_schema.local_spec import LocalSpec
 from remedy.state_schema.metric_definitions import is_finite
 
@@ -336,9 +336,10 @@ class LocalBackend(JobBackend):
                 )
         return list(found.values())
 
-    def continue_job(self, job_name: str) -> None:
-        """The continue file (REMEDY_CONTINUE_FILE): the held job trains on."""
-        write_request(self.paths(job_name).continue_request)
+    def continue_job(self, job_name: str, until: int | None = None) -> None:
+        """The continue file (REMEDY_CONTINUE_FILE): the held job trains on (to `until`)."""
+        further = {CONTINUE_UNTIL_KEY: until} if until is not None else {}
+        write_request(self.paths(job_name).continue_request, **further)
 
     def stop(self, job_name: str) -> None:
         """The stop file; the supervisor escalates (SIGTERM after run_spec.stop_grace_s,

@@ -146,9 +146,10 @@ def error_line(path: Path, passed_over: tuple[str, ...] = ()) -> str:
     return f"no output in {path.name}"
 
 
-def write_request(path: Path) -> None:
+def write_request(path: Path, **fields: Any) -> None:
     """A request file the job watches (stop_request, continue_request), once: who asked and
-    when. OSError where it cannot be written (a full disk)."""
+    when, and any `fields` of the request (a continue's further bound). OSError where it
+    cannot be written (a full disk)."""
     if not path.exists():
-        request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat()}
+        request = {"requested_by": "backend", "time": datetime.now(UTC).isoformat(), **fields}
         write_atomic(path, json.dumps(request))

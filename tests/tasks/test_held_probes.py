@@ -20,6 +20,7 @@ from remedy.state_schema import (
     NextAction,
     PlannedChange,
     ProbeCandidate,
+    ResultKind,
     State,
 )
 from remedy.tasks.probe import probe as probe_task
@@ -109,3 +110,72 @@ def test_probes_that_cannot_all_hold_stop_at_their_bound_so_none_waits_forever(
         probes = [future.result(timeout=120) for future in futures]
     assert [p.held for p in probes] == [False, False]
     assert all(p.steps_run == BOUND and p.outcome is JobStatus.Stopped for p in probes)
+
+
+def test_a_held_probe_continued_to_a_further_bound_holds_there_again(run_dir: Path) -> None:
+    """continue_job(until=N): the job takes the continue file away, trains on to N updates
+    of its launch and holds there again; continued once more, it trains on to its end."""
+    backend = LocalBackend(run_dir)
+    backend.launch("probe-on", spec("sgd", max_updates=BOUND, hyperparameters={"steps": 9}))
+    held_at(backend, "probe-on", BOUND)
+    backend.continue_job("probe-on", until=6)
+    held_at(backend, "probe-on", 6)
+    assert "continued after 3 updates: on to 6, held again" in backend.logs("probe-on")
+    backend.continue_job("probe-on")
+    ended = wait_final(backend, "probe-on", timeout=60)
+    assert ended.status is JobStatus.Completed and ended.progress is not None
+    assert ended.progress.steps_run == 9
+
+
+def held_at(backend: LocalBackend, name: str, updates: int) -> None:
+    """Wait for the job to reach `updates` and see it stay there, still running."""
+    deadline = time.monotonic() + 60
+    while (snapshot := backend.describe(name)).progress is None or (
+        snapshot.progress.steps_run < updates
+    ):
+        assert time.monotonic() < deadline and not snapshot.is_final, backend.logs(name)
+        time.sleep(0.1)
+    time.sleep(0.5)
+    snapshot = backend.describe(name)
+    assert snapshot.status is JobStatus.InProgress and snapshot.progress is not None
+    assert snapshot.progress.steps_run == updates, backend.logs(name)
+
+
+def test_a_round_of_probes_stops_the_one_outpaced_at_its_rung(
+    run_dir: Path, prefect_api_url: str
+) -> None:
+    """Two probes of 20 updates, one at a rate that learns and one 50,000x smaller, run
+    side by side on the local backend and hold at their rung (10 updates): the slow one
+    has taken the loss down nothing like as far and is stopped there, outpaced; the other
+    goes on to its bound and holds there, to be judged (tasks/probe.py: run_round)."""
+    from prefect import flow
+
+    from remedy.tasks.probe import run_round
+
+    candidates = [
+        ProbeCandidate(
+            strategy="search_lr_up",
+            reason=f"lr {lr:g}",
+            run_spec=spec("sgd", hyperparameters={"lr": lr}),
+        )
+        for lr in (0.05, 1e-6)
+    ]
+    state = State(run_spec=spec("sgd"), probes=candidates)
+    state = state.model_copy(
+        update={"budgets": state.budgets.model_copy(update={"probe_steps": 20})}
+    )
+
+    @flow
+    def one_round() -> tuple[list[Attempt], list[Attempt]]:
+        return run_round(state, str(run_dir), 0.1)
+
+    (learns, slow), reused = one_round()
+    assert reused == []
+    assert slow.result is not None and slow.result.kind is ResultKind.outpaced, slow
+    assert "outpaced after 10 updates" in slow.result.summary
+    assert (slow.steps_run, slow.outcome, slow.held) == (10, JobStatus.Stopped, False)
+    assert slow.spec.max_updates == 20  # recorded at its bound: probed_before matches it
+    assert learns.result is None and learns.held and learns.steps_run == 20
+    backend = LocalBackend(run_dir)
+    assert backend.describe(learns.job_name).status is JobStatus.InProgress
+    assert "on to 20, held again" in backend.logs(learns.job_name)
