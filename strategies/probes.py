@@ -122,33 +122,53 @@ def outpaced(
     """At the rung: the probes (by job name; `traces`: their step losses up to the rung,
     all from the same start) another outpaced, each with its result. A leader's drop (its
     first loss less the mean of its last LAST_LOSSES) stands CLEAR_OF_NOISE times their
-    spread; a probe whose drop is under LOST_SHARE of the largest such drop is outpaced."""
+    spread; a probe whose drop is under LOST_SHARE of the largest such drop is outpaced.
+    One at a higher rate than the leader's whose loss climbed as clearly above its first
+    diverged (a rule would say so a few updates later: it closes the bracket as one)."""
+    by_name = {p.job_name: p for p in probes}
     drops: dict[str, float] = {}
-    leaders: dict[str, float] = {}
+    spreads: dict[str, float] = {}
     for name, trace in traces.items():
         loss = window_loss(trace)
         if not trace or trace[0] is None or loss is None:
             continue
         drops[name] = trace[0] - loss
-        tail = [x for x in trace[-LAST_LOSSES:] if x is not None]
-        if drops[name] > 0 and drops[name] > CLEAR_OF_NOISE * pstdev(tail):
-            leaders[name] = drops[name]
+        spreads[name] = pstdev([x for x in trace[-LAST_LOSSES:] if x is not None])
+    leaders = {n: d for n, d in drops.items() if d > 0 and d > CLEAR_OF_NOISE * spreads[n]}
     if not leaders:
         return {}
     leader = max(leaders, key=lambda name: leaders[name])
     lead = leaders[leader]
-    called = next((called_by_change(p) for p in probes if p.job_name == leader), leader)
+    called = called_by_change(by_name[leader]) if leader in by_name else leader
     lost: dict[str, AttemptResult] = {}
     for name, drop in drops.items():
-        if name != leader and drop < LOST_SHARE * lead:
-            trace = traces[name]
+        if name == leader or drop >= LOST_SHARE * lead:
+            continue
+        updates, loss = len(traces[name]), window_loss(traces[name])
+        if -drop > CLEAR_OF_NOISE * spreads[name] and above(by_name.get(name), by_name[leader]):
+            start = by_name[name].start_step
             lost[name] = AttemptResult(
-                kind=ResultKind.outpaced,
-                loss=window_loss(trace),
-                summary=f"outpaced after {len(trace)} updates: loss down {drop:.3g}, under "
-                f"{LOST_SHARE:g} of {called}'s {lead:.3g}; stopped there",
+                kind=ResultKind.diverged,
+                update=start + updates,
+                loss=loss,
+                summary=f"diverged at update {start + updates} (its loss up {-drop:.3g} at "
+                f"its rung, while {called}'s fell {lead:.3g}); stopped there",
             )
+            continue
+        lost[name] = AttemptResult(
+            kind=ResultKind.outpaced,
+            loss=loss,
+            summary=f"outpaced after {updates} updates: loss down {drop:.3g}, under "
+            f"{LOST_SHARE:g} of {called}'s {lead:.3g}; stopped there",
+        )
     return lost
+
+
+def above(probe: Attempt | None, leader: Attempt) -> bool:
+    """The probe's learning rate is higher than the leader's (False where either is unknown)."""
+    mine = learning_rate(probe) if probe is not None else None
+    theirs = learning_rate(leader)
+    return mine is not None and theirs is not None and mine > theirs
 
 
 def loss_of(result: AttemptResult | None) -> float:

@@ -112,3 +112,27 @@ def test_an_outpaced_probe_is_kept_only_where_no_probe_trained() -> None:
     learned = AttemptResult(kind=ResultKind.trained, loss=44.0)
     trained = probe("p-2", 1e-4, outcome="Stopped", steps_run=24, result=learned)
     assert best([leader, behind, trained]) is trained
+
+
+def test_a_higher_rate_whose_loss_climbed_at_the_rung_diverged_a_lower_one_is_outpaced() -> None:
+    """A word LM's round at 2000, 200 and 20 (its run at 20,000 diverged): at the rung 2000
+    had climbed 12.4 above its first loss while 20 fell 0.3 (the lines here: 10.7 and 0.217
+    by the mean of their last 5). It diverged, and closes the bracket as the rule that
+    would fire a few updates later would; no round goes past the best (20) on its account.
+    A rate below the leader whose loss climbed is only outpaced: it closes no end above the
+    best."""
+    start = 5.70
+    hot = probe("p-0", 2000.0)
+    best_so_far = probe("p-1", 20.0, start_step=0)
+    low = probe("p-2", 0.2)
+    traces = {
+        "p-0": falling(start, -12.4, wobble=0.5),
+        "p-1": falling(start, 0.295, wobble=0.02),
+        "p-2": falling(start, -1.0, wobble=0.02),
+    }
+    lost = outpaced([hot, best_so_far, low], traces)
+    assert lost["p-0"].kind is ResultKind.diverged and lost["p-0"].update == 12
+    assert "its loss up 10.7 at its rung, while lr 20's fell 0.217" in lost["p-0"].summary
+    assert lost["p-2"].kind is ResultKind.outpaced
+    judged = [p.model_copy(update={"result": lost[p.job_name]}) for p in (hot, low)]
+    assert bracket(judged).high == pytest.approx(2000) and bracket(judged).low is None
