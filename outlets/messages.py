@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 from remedy.outlets.metric_columns import metric_names
 from remedy.records.best_model import best_model
 from remedy.records.verdict import run_is_clean
-from remedy.state_schema import Attempt, AttemptKind, Finding, JobStatus, Payload, State
+from remedy.state_schema import (
+    Attempt,
+    AttemptKind,
+    Finding,
+    JobStatus,
+    Payload,
+    ResultKind,
+    State,
+)
 from remedy.state_schema.private import hide_private
 
 if TYPE_CHECKING:
@@ -146,6 +154,8 @@ def outcome_column(state: State) -> Column:
         if attempt.kind is AttemptKind.probe and attempt.job_name in went_on:
             return f"went on as #{went_on[attempt.job_name]}"
         word = attempt.outcome.value if attempt.outcome else "running"
+        if (judged := at_rung(attempt)) is not None:  # the flow's judgement, not a rule's
+            return f"{word} at its rung, {judged}"
         if attempt.outcome not in (None, JobStatus.InProgress):
             return word
         # asked at half its length, it waits there (a hold its job has yet to say, once it
@@ -153,6 +163,15 @@ def outcome_column(state: State) -> Column:
         return f"{word}, holds at {attempt.hold_at}" if attempt.hold_at is not None else word
 
     return "outcome", outcome
+
+
+def at_rung(attempt: Attempt) -> str | None:
+    """How a probe the flow stopped at its rung was judged there (strategies/probes.py:
+    outpaced, or diverged: its result says so, no finding does); None for any other."""
+    result = attempt.result
+    if attempt.kind is not AttemptKind.probe or attempt.findings or result is None:
+        return None
+    return result.kind.value if result.kind in (ResultKind.outpaced, ResultKind.diverged) else None
 
 
 def attempt_rows(state: State, *, detailed: bool = False) -> list[list[str]]:

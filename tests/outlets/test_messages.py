@@ -125,6 +125,39 @@ def test_a_run_held_at_half_its_length_says_where_it_holds_while_it_runs() -> No
     assert outcomes == ["Stopped", "running", "InProgress, holds at 172"]
 
 
+def test_a_probe_stopped_at_its_rung_says_how_it_was_judged_there() -> None:
+    """No rule's finding stopped it, the flow's judgement at its rung did: outpaced, or
+    diverged (its loss climbed); a probe a rule stopped shows its finding as any attempt."""
+    from remedy.outlets.messages import attempt_rows
+    from remedy.state_schema import Attempt, AttemptKind, AttemptResult, ResultKind, RunSpec
+
+    spec, stopped = RunSpec(), JobStatus.Stopped
+    found = Finding(rule="DivergingLoss", rule_class="DivergingLoss", step=9)
+    attempts = [
+        Attempt(job_name=f"p{n}", spec=spec, kind=AttemptKind.probe, outcome=stopped, **fields)
+        for n, fields in enumerate(
+            [
+                {"result": AttemptResult(kind=ResultKind.outpaced, loss=5.7)},
+                {"result": AttemptResult(kind=ResultKind.diverged, update=12)},
+                {"result": AttemptResult(kind=ResultKind.diverged, update=9), "findings": [found]},
+                {"result": AttemptResult(kind=ResultKind.trained, loss=4.2)},
+            ]
+        )
+    ]
+    state = State()
+    state = state.model_copy(
+        update={"history": state.history.model_copy(update={"attempts": attempts})}
+    )
+    header, *rows = attempt_rows(state)
+    outcomes = [row[header.index("outcome")] for row in rows]
+    assert outcomes == [
+        "Stopped at its rung, outpaced",
+        "Stopped at its rung, diverged",
+        "Stopped",
+        "Stopped",
+    ]
+
+
 def test_the_report_s_table_is_the_same_attempts_in_more_detail() -> None:
     """One attempt table, two views: the terminal's compact one and the report's detailed
     one (why, what changed, every finding, time, loss), whose cells are redacted."""
