@@ -251,15 +251,12 @@ def past_the_rung(
         for name, p in at_rung.items()
         if name not in lost
     }
-    done: list[Attempt] = []
-    for p in probes:
-        if p.job_name in going_on:
-            done.append(going_on[p.job_name].result())
-        elif p.job_name in lost:
-            done.append(stopped_at_rung(p, run_dir, lost[p.job_name]))
-        else:
-            done.append(p)
-    return done
+    # the outpaced stopped now, not once the others are done: a held job keeps its devices
+    stopped = {name: stopped_at_rung(at_rung[name], run_dir, lost[name]) for name in lost}
+    return [
+        going_on[p.job_name].result() if p.job_name in going_on else stopped.get(p.job_name, p)
+        for p in probes
+    ]
 
 
 def stopped_at_rung(attempt: Attempt, run_dir: str, result: AttemptResult) -> Attempt:
