@@ -145,8 +145,9 @@ def outpaced(
         if name == leader or drop >= LOST_SHARE * lead:
             continue
         updates, loss = len(traces[name]), window_loss(traces[name])
-        if -drop > CLEAR_OF_NOISE * spreads[name] and above(by_name.get(name), by_name[leader]):
-            start = by_name[name].start_step
+        probe = by_name.get(name)
+        if probe and -drop > CLEAR_OF_NOISE * spreads[name] and above(probe, by_name.get(leader)):
+            start = probe.start_step
             lost[name] = AttemptResult(
                 kind=ResultKind.diverged,
                 update=start + updates,
@@ -164,10 +165,10 @@ def outpaced(
     return lost
 
 
-def above(probe: Attempt | None, leader: Attempt) -> bool:
+def above(probe: Attempt, leader: Attempt | None) -> bool:
     """The probe's learning rate is higher than the leader's (False where either is unknown)."""
-    mine = learning_rate(probe) if probe is not None else None
-    theirs = learning_rate(leader)
+    mine = learning_rate(probe)
+    theirs = learning_rate(leader) if leader is not None else None
     return mine is not None and theirs is not None and mine > theirs
 
 

@@ -238,8 +238,10 @@ class UpdateBound:
                 if until is not None and until > updates:
                     self.continue_file.unlink(missing_ok=True)  # the next hold waits anew
                     self.max_updates = until
-                    self.say(f"continued after {updates} updates: on to {until}, held again")
+                    self.say(f"continued after {updates} updates: on to {until}, to hold again")
                     return True
+                if until is not None:  # a bound already passed: said, not silently dropped
+                    self.say(f"the continue file's {CONTINUE_UNTIL_KEY} {until} is passed")
                 self.say(f"continued after {updates} updates: training on to the job's end")
                 self.went_on()
                 return True

@@ -120,7 +120,7 @@ def test_a_held_probe_continued_to_a_further_bound_holds_there_again(run_dir: Pa
     held_at(backend, "probe-on", BOUND)
     backend.continue_job("probe-on", until=6)
     held_at(backend, "probe-on", 6)
-    assert "continued after 3 updates: on to 6, held again" in backend.logs("probe-on")
+    assert "continued after 3 updates: on to 6, to hold again" in backend.logs("probe-on")
     backend.continue_job("probe-on")
     ended = wait_final(backend, "probe-on", timeout=60)
     assert ended.status is JobStatus.Completed and ended.progress is not None
@@ -178,4 +178,4 @@ def test_a_round_of_probes_stops_the_one_outpaced_at_its_rung(
     assert learns.result is None and learns.held and learns.steps_run == 20
     backend = LocalBackend(run_dir)
     assert backend.describe(learns.job_name).status is JobStatus.InProgress
-    assert "on to 20, held again" in backend.logs(learns.job_name)
+    assert "on to 20, to hold again" in backend.logs(learns.job_name)

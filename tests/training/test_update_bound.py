@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -40,4 +41,25 @@ def test_a_held_job_continued_trains_on_past_its_bound(tmp_path: Path) -> None:
     bound.reached(2)
     assert not stop.requested and said[-1].startswith("continued after 2 updates")
     bound.reached(50)  # the bound is spent: the job trains to its own end
+    assert not stop.requested
+
+
+def test_a_continue_file_naming_a_further_bound_holds_there_again(tmp_path: Path) -> None:
+    """{"max_updates": N}: the file taken away, the job trains on to N and holds there
+    again; a bound already passed is said, and the job trains on to its end."""
+    stop, said = StopRequest(tmp_path / "stop"), []
+    go_on = tmp_path / "continue"
+    bound = UpdateBound(2, go_on, stop, said.append, limit_s=0.3)
+    go_on.write_text(json.dumps({"max_updates": 5}))
+    bound.reached(2)
+    assert not go_on.exists() and said[-1] == "continued after 2 updates: on to 5, to hold again"
+    bound.reached(4)
+    assert not stop.requested and len(said) == 2  # not at 5 yet: no hold
+    go_on.write_text(json.dumps({"max_updates": 3}))  # passed already
+    bound.reached(5)
+    assert said[-2:] == [
+        "the continue file's max_updates 3 is passed",
+        "continued after 5 updates: training on to the job's end",
+    ]
+    bound.reached(50)
     assert not stop.requested
