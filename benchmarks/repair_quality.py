@@ -153,6 +153,10 @@ class Case:
     intended: dict[str, Any] | None  # None: a healthy run (judged for false alarms)
     metric: str
     lower_is_better: bool = True
+    # False: a fault the job may train through as typed (no clipping); judged for not
+    # being broken. True: a fault called clean as typed (no finding, one launch) was missed,
+    # unless its quality is within QUALITY_TOLERANCE of the intended run's.
+    needs_repair: bool = True
 
 
 def longer(script: Script, scale: int) -> Script:
@@ -187,7 +191,10 @@ def script_cases(data: Path, scale: int = 1) -> list[Case]:
         for fault, changes in faults.items():
             # a typo in one flag: a schedule's other flags (min_lr) stay as they were
             spec = script.spec(data, f"{key}-{fault}", **changes)
-            cases.append(Case(f"{key}:{fault}", spec, intended, script.metric))
+            needs_repair = fault != "noclip"
+            cases.append(
+                Case(f"{key}:{fault}", spec, intended, script.metric, needs_repair=needs_repair)
+            )
         steps = {script.steps_flag: script.long_steps}
         if "lr_decay_iters" in script.flags:
             steps["lr_decay_iters"] = script.long_steps
@@ -298,6 +305,25 @@ def quality(figures: Figures, metric: str) -> float | None:
     return figures.extra["metrics"].get(metric)
 
 
+# The issue's goal for a repaired run's final quality against the intended run's.
+QUALITY_TOLERANCE = 0.02
+
+
+def versus_intended(case: Case, mine: float | None, theirs: float | None) -> float | None:
+    """The final quality as a share of the intended run's (1.0: as good; lower: worse)."""
+    if mine is None or not theirs:
+        return None
+    return theirs / mine if case.lower_is_better else mine / theirs
+
+
+def missed(case: Case, got: Figures, versus: float | None) -> bool:
+    """A fault the flow called clean as typed (one launch, no finding) while its quality
+    is more than QUALITY_TOLERANCE short of the intended run's: not a repair, a miss."""
+    typed_clean = got.clean and got.runs == 1 and got.findings == 0
+    short = versus is None or versus < 1 - QUALITY_TOLERANCE
+    return case.needs_repair and typed_clean and short
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", help="case names or prefixes (default: all)")
@@ -354,25 +380,29 @@ def main() -> None:
     )
     print(f"| {columns} |")
     print("|---" * (columns.count("|") + 1) + "|")
-    repaired = alarms = faults = healthy = 0
+    repaired = alarms = faults = healthy = close = 0
     ratios = []
     for case, got, reference in rows:
         mine = quality(got, case.metric) if got.clean else None
         theirs = quality(reference, case.metric) if reference else None
+        share = versus_intended(case, mine, theirs)
+        ratio = got.total / got.final if got.final else None
         if case.intended is None:
             healthy += 1
             alarms += got.findings > 0 or not got.clean
             result = "false alarm" if got.findings else ("not clean" if not got.clean else "quiet")
+        elif missed(case, got, share):
+            faults += 1
+            result = "missed: called clean as typed"
+            ratio = None  # nothing was repaired: no repair's cost to count
         else:
             faults += 1
             repaired += got.clean
+            close += got.clean and share is not None and share >= 1 - QUALITY_TOLERANCE
             result = "repaired" if got.clean else "not repaired"
-        ratio = got.total / got.final if got.final else None
         if ratio and case.intended is not None:
             ratios.append(ratio)
-        versus = "-"
-        if mine is not None and theirs:
-            versus = f"{(theirs / mine if case.lower_is_better else mine / theirs):.3f}"
+        versus = "-" if share is None else f"{share:.3f}"
         cells = [
             f"{case.name} ({case.metric})",
             result,
@@ -389,8 +419,9 @@ def main() -> None:
     overhead = f"{statistics.median(ratios):.2f}x" if ratios else "-"
     print(
         f"\nrepair rate {repaired}/{faults}; false alarms {alarms}/{healthy} healthy runs; "
-        f"median total/final of the repaired {overhead} (quality 'vs intended': 1.000 = as "
-        "good as the intended run, lower = worse)"
+        f"median total/final of the repaired {overhead}; final quality within "
+        f"{QUALITY_TOLERANCE:.0%} of the intended run's: {close} of the {repaired} repaired "
+        "(quality 'vs intended': 1.000 = as good as the intended run, lower = worse)"
     )
 
 
