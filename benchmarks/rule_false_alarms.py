@@ -37,9 +37,12 @@ from remedy.debugger.rule_config import RuleConfig  # noqa: E402
 from remedy.debugger.rules.registry import rules_with_defaults  # noqa: E402
 
 SAVE_INTERVAL = 5
-# A healthy run of these tiny configurations: ReLU+BN reaches 0.966 on this machine today
-# (0.980 when the table below was measured), the others 0.976-0.990.
-MIN_ACCURACY = 0.96
+# A healthy run of these tiny configurations: ReLU+BN reached 0.980 when the table below
+# was measured, 0.966 on 2026-11-27, 0.950 on another machine's CPU on 2026-11-28 (its
+# floats differ: the same seed, another run), the others 0.976-0.990. These tiny runs are
+# chaotic from seed to seed (that day ReLU+BN 0.118 with seed 2, ELU+BN 0.90-0.99 over 0-2):
+# a healthy run is one that learned its ten classes well, not one of a given figure.
+MIN_ACCURACY = 0.94
 
 # Tiny but healthy: ResNet-8 of width 8, 5,000 synthetic images, batch 64 (79 steps an
 # epoch), 5 epochs, the seed's schedule (a warmup epoch, then the learning rate; the loss
