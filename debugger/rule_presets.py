@@ -52,8 +52,13 @@ MANAGED_RULES = (
 _RECOMMENDED: tuple[tuple[str, str, dict[str, Any]], ...] = (
     # NaN or inf in a gradient: the original workflow's only rule, as it configured it.
     ("ExplodingTensor", "ExplodingTensor", {"tensor_regex": ".*gradient", "only_nan": False}),
-    # A loss above the untrained model's (finite divergence) or 10x its best.
-    ("DivergingLoss", "DivergingLoss", {}),
+    # A loss above the untrained model's (finite divergence) or 10x its best. TRAIN only:
+    # an evaluation's first loss is no untrained model's (the built-in job evaluates after
+    # each epoch's training), and an evaluation's loss that climbs while training's falls
+    # is overfitting or batch norm's running statistics, not divergence (a ReLU ResNet with
+    # batch norm: its second evaluation at 5.3 against its first 2.5, stopped as diverging,
+    # while its training loss fell to 0.28).
+    ("DivergingLoss", "DivergingLoss", {"mode": "TRAIN"}),
     # The late explosion's first sign, and the step rollback_and_skip restarts before.
     ("LossSpike", "LossSpike", {}),
     # Updates tiny relative to the weights while the loss stays where it started: a
