@@ -13,7 +13,7 @@ spent. A user's policy_config replaces the order for the findings it names.
 
 from __future__ import annotations
 
-from remedy.state_schema import Finding, PolicyStep, State
+from remedy.state_schema import NOT_TRAINED, Finding, PolicyStep, State
 from remedy.strategies.base import Strategy
 from remedy.strategies.made_worse import made_worse
 from remedy.strategies.outcomes import Trouble, rule_class, trouble
@@ -51,8 +51,11 @@ DIVERGENCE = rungs(
 )
 # Updates far too small: the rate goes up, inside the bracket.
 STALL = rungs(("search_lr_up", 6), "use_adam", "change_init")
-# The loss stopped falling: the rate moves (both ways when probed), then the optimizer.
-PLATEAU = rungs(("search_lr_plateau", 3), "use_adam", "change_init")
+# The loss stopped falling: the rate moves (both ways when probed), then the optimizer,
+# the init, and last the architecture: a model that learns nothing at any rate (the
+# built-in ReLU ResNet without batch norm: NotTrained at 0.1, 0.01 and 0.001, under Adam,
+# after a new init) ended "no strategy left" with batch norm, its documented fix, untried.
+PLATEAU = rungs(("search_lr_plateau", 3), "use_adam", "change_init", "add_batch_norm")
 
 # Orders by the trouble a finding's rule detects (strategies/outcomes.py: TROUBLE, keyed
 # by rule class), so a rule the user named "Spike" gets the spike order. They start from
@@ -143,6 +146,22 @@ def first_cut_from_sound_weights(
     return not any(a.strategy == chosen.name for a in state.history.attempts)
 
 
+# Troubles a rule finds in the model itself, which a change of rate alone does not mend.
+MODEL_TROUBLES = (Trouble.dead_units, Trouble.vanishing)
+
+
+def model_trouble(state: State) -> Trouble | None:
+    """The latest trouble of the model itself (MODEL_TROUBLES) a rule found on an attempt
+    of this run: the built-in ReLU ResNet without batch norm was DyingRelu at update 5,
+    then, after a new init, NotTrained, whose plateau order searched rates and the
+    optimizer for four launches and ended with the dead units never mended."""
+    for attempt in reversed(state.history.attempts):
+        for found in attempt.findings:
+            if (kind := trouble(found, attempt.spec)) in MODEL_TROUBLES:
+                return kind
+    return None
+
+
 def blames_data(finding: Finding) -> bool:
     """The NaN guard traced the failure to particular samples (issue 6's data_problem)."""
     return getattr(finding, "data_problem", None) is not None
@@ -169,6 +188,12 @@ class AdaptivePolicy(Policy):
             order = list(FROM_SCRATCH[kind])
         else:
             order = cheap_first(ORDERS[kind])
+        if rule_class(finding, state.run_spec) == NOT_TRAINED and (
+            diagnosed := model_trouble(state)
+        ):
+            # The verdict's NotTrained says only that nothing was learned; a rule of an
+            # earlier attempt said why (its units died): that order first, then the plateau's.
+            order = cheap_first(ORDERS[diagnosed]) + order
         if kind is Trouble.divergence and blames_data(finding):
             order.insert(0, PolicyStep(strategy="drop_bad_samples", max_times=1))
         if (

@@ -113,3 +113,29 @@ def test_adaptive_is_the_default_and_the_demo_keeps_the_seed_ladder() -> None:
     assert State().policy == "adaptive"
     assert demo_state().policy == "seed"
     assert get_policy("adaptive").warm_start and not get_policy("seed").warm_start
+
+
+def test_a_model_that_learns_nothing_at_any_rate_gets_batch_norm_last() -> None:
+    """A plateau's order ends in the architecture: the built-in ReLU ResNet without batch
+    norm learned nothing at 0.1, 0.01 and 0.001, under Adam, after a new init, and ended
+    "no strategy left" with batch norm untried (benchmarks/repair_quality.py, the chance
+    case)."""
+    not_trained = [Finding(rule="NotTrained", rule_class="NotTrained", step=79)]
+    chosen, final = run_ladder(launched(), not_trained)
+    assert chosen[-1] == "add_batch_norm", chosen
+    assert chosen.index("add_batch_norm") > chosen.index("change_init") > chosen.index("use_adam")
+    assert final.run_spec.add_batch_norm
+
+
+def test_not_trained_after_dead_units_keeps_mending_the_units() -> None:
+    """NotTrained after an attempt whose units died (DyingRelu) gets the dead units' order
+    first (the built-in chance case: a new init, then SELU or batch norm), not a search of
+    rates that cannot revive them."""
+    state = plan_next(launched(), [Finding(rule="DyingRelu", rule_class="DyingRelu", step=5)])
+    assert state.planned_change.strategy == "change_init"
+    state = begin_attempt(state, "job-2")
+    not_trained = [Finding(rule="NotTrained", rule_class="NotTrained", step=79)]
+    state = plan_next(state, not_trained)
+    assert state.planned_change.strategy in {"use_selu", "add_batch_norm"}
+    without = plan_next(launched(), not_trained)  # no diagnosis: the plateau's order
+    assert without.planned_change.strategy == "search_lr_plateau"
