@@ -204,8 +204,9 @@ def early_finding(
     records: Callable[[], Sequence[Mapping[str, Any]]],
     before: tuple[int, float] | None = None,
 ) -> Finding | None:
-    """The verdict's questions asked of a running job at a quarter and at half its length,
-    where known (records/asked_early.py): a finding when its model has not begun to learn.
+    """The verdict's questions asked of a running job at an eighth, a quarter and half its
+    length, where known (records/asked_early.py): a finding when its model has not begun to
+    learn.
     `records`: the job's step records so far, read only when its loss has not moved.
     `before`: the monitor's previous look (its step and time; None: none). A job held at
     half its length (held_at_half) is asked there whether its rate holds it back, too."""
@@ -247,10 +248,11 @@ SOONEST_LOOK_S = 0.1
 
 def until_asked_s(snapshot: JobSnapshot, before: tuple[int, float] | None, now: float) -> float:
     """Seconds until the running job reaches the next share of its known length at which
-    it is asked (ASKED_AT: a quarter, half), at the pace its steps took since the monitor's
-    last look (`before`: that look's step and time), so the verdict's question is asked
-    there, not up to a poll later (2 s: 100 updates of a tiny job); inf where its length,
-    its pace, or a point still to come is not known, and for a warm start (not asked)."""
+    it is asked (ASKED_AT: an eighth, a quarter, half), at the pace its steps took since
+    the monitor's last look (`before`: that look's step and time), so the verdict's
+    question is asked there, not up to a poll later (2 s: 100 updates of a tiny job); inf
+    where its length, its pace, or a point still to come is not known, and for a warm
+    start (not asked)."""
     progress = snapshot.progress
     if snapshot.is_final or progress is None or not progress.total_steps or before is None:
         return math.inf
@@ -277,7 +279,7 @@ YOUNG_LOOK_S = 0.5
 def young_look_s(
     state: State, snapshot: JobSnapshot, before: tuple[int, float] | None, now: datetime
 ) -> float:
-    """While the current attempt is a cold start (it may be asked at a quarter of its
+    """While the current attempt is a cold start (it may be asked at an eighth of its
     length) whose job has run under YOUNG_S and whose pace is not known yet (no earlier
     look saw its progress: `before`): SOONEST_LOOK_S once this look saw its progress,
     YOUNG_LOOK_S before; inf otherwise (a job still queued, too)."""

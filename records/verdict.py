@@ -33,7 +33,7 @@ nothing while its gradients still agreed (too_small_a_rate: a rate far too small
 too high sits on a noise floor, its gradients disagreeing). success_criteria replace all
 of this.
 
-A run whose length is known is asked sooner, at a quarter and at half of it, and stopped
+A run whose length is known is asked sooner, at an eighth, a quarter and half of it, and stopped
 there rather than spending the rest (records/asked_early.py).
 
 One descent the loss curve cannot judge at all: a run at a rate far too small whose loss

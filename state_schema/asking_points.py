@@ -5,10 +5,11 @@ in epochs only once it measured one (training/launch.py)."""
 
 from __future__ import annotations
 
+EIGHTH = 0.125
 QUARTER = 0.25
 HALF = 0.5
 # The shares of a known length at which a cold start is asked, soonest first.
-ASKED_AT = (QUARTER, HALF)
+ASKED_AT = (EIGHTH, QUARTER, HALF)
 # The fewest updates a share must be to be asked (two loss windows: a shorter run's first
 # and last windows overlap).
 ASKED_MIN_STEPS = 40

@@ -65,8 +65,10 @@ def windowed_losses(
     return statistics.median(first[:size]), statistics.median(last[-size:]), size
 
 
-# The fewest steps whose thirds say anything: windows of 5 steps, well apart.
-THIRDS_MIN_STEPS = 60
+# The fewest steps whose thirds say anything: windows of 4 steps, well apart, and 3
+# gradient agreement samples of each lag in the last third (state_schema/gradient_agreement.py)
+# at an eighth of a 400-update job.
+THIRDS_MIN_STEPS = 48
 
 
 def loss_thirds(losses: list[float | None]) -> list[float]:
