@@ -1,16 +1,17 @@
 """Background writer: turns queued steps into step files so training never waits on disk I/O.
 
-Small steps are handed over in batches. Waking the writer thread costs the training
-thread about as much as the writer's work on a loss-only step (a thread switch and the
-GIL's hand-over, 0.2-0.3 ms on the 2-core test machine), so a step under SMALL_STEP_BYTES
-whose tensors hold no pooled host buffer waits in a batch, which is handed over once it
-holds SMALL_BATCH steps or its first step is HAND_OVER_S old, or by the writer itself when
-it finds its queue empty for HAND_OVER_S (a training loop that pauses leaves no step
-unwritten). The steps of a batch are written as one pack per mode (debugger/store.py):
-creating a file costs the writer more than writing a loss into it, and that kernel work
-slows the training thread too. Larger steps, and any step holding pinned buffers (an
-accelerator's copies, which the pool must get back soon), go at once, after the batch
-before them: steps are written in order.
+Small steps are handed over in batches (after a job's first EAGER_STEPS, which are
+handed over one by one, so a divergence at the start is seen at once). Waking the writer
+thread costs the training thread about as much as the writer's work on a loss-only step
+(a thread switch and the GIL's hand-over, 0.2-0.3 ms on the 2-core test machine), so a
+step under SMALL_STEP_BYTES whose tensors hold no pooled host buffer waits in a batch,
+which is handed over once it holds SMALL_BATCH steps or its first step is HAND_OVER_S old,
+or by the writer itself when it finds its queue empty for HAND_OVER_S (a training loop
+that pauses leaves no step unwritten). The steps of a batch are written as one pack per
+mode (debugger/store.py): creating a file costs the writer more than writing a loss into
+it, and that kernel work slows the training thread too. Larger steps, and any step
+holding pinned buffers (an accelerator's copies, which the pool must get back soon), go
+at once, after the batch before them: steps are written in order.
 
 Back-pressure: the queue holds at most `max_pending_steps` hand-overs (a step, or a batch
 of small ones). When it is full, `put` blocks the training thread until the writer catches
@@ -47,6 +48,11 @@ DEFAULT_MAX_PENDING_STEPS = 4
 SMALL_STEP_BYTES = 65_536  # smaller steps are handed to the writer in batches
 SMALL_BATCH = 64  # steps in a batch at most (so at most 4 MiB)
 HAND_OVER_S = 0.05  # a small step waits at most about this long to be handed over
+# A job's first steps go to the writer one by one, small or not: a rate far too high
+# diverges in its first updates, and a batch's HAND_OVER_S is 16 updates of a 3 ms step
+# (a word LM at 1000x its rate ran 33 updates, its finding at update 9, before its stop).
+# Once per job, about 10 ms of hand-overs and files.
+EAGER_STEPS = 32
 
 
 @dataclass
@@ -142,6 +148,7 @@ class StoreWriter:
         self._queue: queue.Queue[list[StepRecord] | _End] = queue.Queue(maxsize=max_pending_steps)
         self._batch: list[StepRecord] = []  # small steps not handed over yet
         self._batch_since = 0.0  # when its first step came
+        self._steps_put = 0  # steps put so far (the first EAGER_STEPS are not batched)
         self._hand_over_lock = threading.Lock()  # steps reach the queue in order
         self._named: set[tuple[str, str]] = set()  # (collection, name) listed so far
         self._named_keys: set[tuple[str, str]] = set()  # (key, collection) seen so far
@@ -156,7 +163,8 @@ class StoreWriter:
         write has failed (a full disk), raises StoreWriteError: the job ends now, naming
         the cause, instead of training on unwatched."""
         self._raise_if_failed()
-        if record.is_small():
+        self._steps_put += 1
+        if self._steps_put > EAGER_STEPS and record.is_small():
             with self._hand_over_lock:
                 if not self._batch:
                     self._batch_since = time.monotonic()

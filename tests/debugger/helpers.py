@@ -123,6 +123,14 @@ def one_file_per_step(monkeypatch: Any) -> None:
     monkeypatch.setattr(writer, "SMALL_BATCH", 1)
 
 
+def batched_from_the_first_step(monkeypatch: Any) -> None:
+    """The hook's writer batches small steps from a job's first step (not after its first
+    EAGER_STEPS, which it hands over one by one): for tests of the batching itself."""
+    from remedy.debugger import writer
+
+    monkeypatch.setattr(writer, "EAGER_STEPS", 0)
+
+
 def write_step(
     root: Path,
     mode_step: int,

@@ -16,7 +16,7 @@ import torch
 from remedy.debugger import DebuggerWarning, Hook, ModeKeys, SaveConfig, create_trial, store
 from remedy.debugger.exceptions import StoreWriteError
 from remedy.debugger.writer import StepRecord, StoreWriter
-from tests.debugger.helpers import REPO, train
+from tests.debugger.helpers import REPO, batched_from_the_first_step, train
 
 
 def test_losses_every_step_gradients_every_n_match_the_real_training(tmp_path: Path) -> None:
@@ -179,11 +179,12 @@ def test_full_queue_blocks_the_producer_until_the_writer_catches_up(tmp_path: Pa
 
 
 def test_small_steps_go_in_batches_in_order_and_none_waits_for_the_next_put(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Loss-sized steps wait in a batch (no thread switch per step), large ones go at once
     after it; every step is written in the order put, and a training loop that pauses
     finds its last small steps on disk without a flush: the writer takes them itself."""
+    batched_from_the_first_step(monkeypatch)
     written: list[int] = []
 
     class Recording(StoreWriter):
@@ -245,10 +246,13 @@ def writer_racing_its_first_look(
     return writer
 
 
-def test_the_writers_own_look_never_waits_on_the_queue_it_alone_empties(tmp_path: Path) -> None:
+def test_the_writers_own_look_never_waits_on_the_queue_it_alone_empties(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The writer finds its queue empty, then (before it takes the small steps itself) the
     training thread fills the queue and leaves a small step in a batch: the writer must
     not block handing that batch to its own full queue."""
+    batched_from_the_first_step(monkeypatch)
 
     def fill(writer: StoreWriter) -> None:
         writer.put(step_of(0, 10_000))  # at once: fills the queue of 1
@@ -291,7 +295,11 @@ def test_the_writers_own_look_never_waits_for_a_training_thread_held_by_a_full_q
     assert create_trial(tmp_path).steps() == [0, 1]
 
 
-def test_a_step_that_fails_to_write_stops_no_other_step_of_its_batch(tmp_path: Path) -> None:
+def test_a_step_that_fails_to_write_stops_no_other_step_of_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batched_from_the_first_step(monkeypatch)
+
     def to_numpy(value: np.ndarray) -> np.ndarray:
         if value.dtype == np.int8:
             raise ValueError("cannot convert")

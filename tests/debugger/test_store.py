@@ -1,4 +1,5 @@
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ from remedy.debugger.config import SaveConfig
 from remedy.debugger.exceptions import CorruptStepFile
 from remedy.debugger.readers import LocalStoreReader
 from remedy.debugger.writer import StepRecord, StoreWriter
-from tests.debugger.helpers import new_store, write_step
+from tests.debugger.helpers import batched_from_the_first_step, new_store, write_step
 
 
 def test_step_file_round_trip_keeps_shapes_dtypes_and_header(tmp_path: Path) -> None:
@@ -118,6 +119,7 @@ def test_small_steps_are_written_in_packs_and_read_as_step_files_are(
     from remedy.debugger import writer as writer_module
 
     monkeypatch.setattr(writer_module, "HAND_OVER_S", 10.0)  # one batch, however slow
+    batched_from_the_first_step(monkeypatch)
     writer = StoreWriter(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0")
     expected: dict[tuple[ModeKeys, int], dict[str, np.ndarray]] = {}
     for step in range(6):
@@ -145,6 +147,38 @@ def test_small_steps_are_written_in_packs_and_read_as_step_files_are(
             value = reader.read_tensor(mode, mode_step, name)
             assert value.dtype == array.dtype and value.shape == array.shape
             np.testing.assert_array_equal(value, array)
+
+
+def test_a_jobs_first_steps_reach_the_store_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first EAGER_STEPS steps are handed to the writer as they come, not after a
+    batch's HAND_OVER_S (a divergence at the start is seen at once); the steps after them
+    wait in a batch."""
+    from remedy.debugger import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "HAND_OVER_S", 10.0)  # a batch would wait 10 s
+    monkeypatch.setattr(writer_module, "EAGER_STEPS", 2)
+    writer = StoreWriter(tmp_path, {}, SaveConfig(), lambda v: v, "numpy", "0")
+    steps = tmp_path / "steps" / "TRAIN"
+
+    def written_within(seconds: float, count: int) -> list[str]:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            names = sorted(os.listdir(steps)) if steps.exists() else []
+            if len(names) >= count:
+                return names
+            time.sleep(0.01)
+        return sorted(os.listdir(steps)) if steps.exists() else []
+
+    for step in range(4):
+        loss = {"loss": np.array(step, dtype=np.float32)}
+        writer.put(StepRecord(ModeKeys.TRAIN, step, step, 100.0 + step, loss, {}))
+    eager = [store.step_file_name(0), store.step_file_name(1)]
+    assert written_within(5.0, 2) == eager
+    assert written_within(0.3, 3) == eager  # steps 2 and 3 wait in their batch
+    writer.close({ModeKeys.TRAIN: 3}, 3)
+    assert sorted(os.listdir(steps)) == [*eager, store.pack_file_name(2, 3)]
 
 
 def test_step_file_names() -> None:
