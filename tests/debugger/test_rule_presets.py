@@ -4,6 +4,10 @@ cannot be expanded before anything launches."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 import pytest
 
 from remedy.debugger import RULES
@@ -89,3 +93,32 @@ def test_a_warm_started_job_s_diverging_loss_does_not_take_its_first_loss_for_un
     assert {r: p for r, p in warm.items() if r != "DivergingLoss"} == {
         r: p for r, p in scratch.items() if r != "DivergingLoss"
     }
+
+
+def test_the_recommended_diverging_loss_judges_training_losses_only(tmp_path: Path) -> None:
+    """An evaluation's loss that climbs while training's falls (batch norm's running
+    statistics, overfitting) is no divergence: the chance case with batch norm was stopped
+    on its evaluations' loss, 5.3 against its first 2.5, its training loss at 0.28. The
+    same losses stop the rule with its own default (each mode)."""
+    from remedy.debugger import ModeKeys, create_trial
+    from tests.debugger.helpers import new_store, write_step
+
+    new_store(tmp_path, {"losses": ["loss"]})
+    for step in range(40):
+        loss = np.array(2.3 * 0.95**step, dtype=np.float32)
+        write_step(tmp_path, step, {"loss": loss}, ModeKeys.TRAIN, global_step=2 * step)
+        evaluation = np.array(2.5 if step < 2 else 5.3, dtype=np.float32)
+        write_step(tmp_path, step, {"loss": evaluation}, ModeKeys.EVAL, global_step=2 * step + 1)
+    (config,) = [c for c in preset("recommended") if c["rule"] == "DivergingLoss"]
+
+    def fires(parameters: dict[str, Any]) -> bool:
+        rule = RULES["DivergingLoss"](create_trial(tmp_path), **parameters)
+        trial = rule.trial
+        return any(
+            rule.invoke_at_step(step, mode)
+            for mode in (ModeKeys.TRAIN, ModeKeys.EVAL)
+            for step in trial.steps(mode)
+        )
+
+    assert not fires(config["parameters"])
+    assert fires({})  # each mode: the evaluations' climb fires
