@@ -209,7 +209,7 @@ def early_finding(
     learn.
     `records`: the job's step records so far, read only when its loss has not moved.
     `before`: the monitor's previous look (its step and time; None: none). A job held at
-    half its length (held_at_half) is asked there whether its rate holds it back, too."""
+    half its length (held_to_be_asked) is asked there whether its rate holds it back, too."""
     if snapshot.is_final or snapshot.progress is None:
         return None
 
@@ -218,7 +218,7 @@ def early_finding(
 
     seen_before = before[0] if before else None
     progress = record_progress(state, snapshot)
-    held = held_at_half(state, snapshot)
+    held = held_to_be_asked(state, snapshot)
     return asked_early(progress, snapshot.progress.total_steps, with_descent, seen_before, held)
 
 
@@ -233,9 +233,10 @@ def with_job_hold(state: State, snapshot: JobSnapshot) -> State:
     return update_current_attempt(state, hold_at=said, holds_by_its_epochs=False)
 
 
-def held_at_half(state: State, snapshot: JobSnapshot) -> bool:
-    """The current attempt's job holds at its hold point (Attempt.hold_at, half its
-    length): it has run that many updates and waits for the flow's word."""
+def held_to_be_asked(state: State, snapshot: JobSnapshot) -> bool:
+    """The current attempt's job holds at its hold point (Attempt.hold_at: an eighth, a
+    quarter or half its length): it has run that many updates and waits for the flow's
+    word."""
     attempt, progress = state.current_attempt, snapshot.progress
     if attempt is None or attempt.hold_at is None or progress is None or snapshot.is_final:
         return False

@@ -32,11 +32,14 @@ end). One that is not is stopped there, rather than spending the rest of its len
   plateau, and its short probes chose a rate that ended 13 % above its intended run's
   loss; run to its end, its descent in a line is asked by probes at higher rates).
 
-Half is asked one more question where the flow can wait for its answer: a launch whose
-backend can continue a job holds at half its known length (hold_point; the job waits
-between two updates, as a probe waits at its bound) while the flow asks; one whose length
-is its epochs over a DataLoader holds at half of them once its job measured one
-(epochs_held_at_half: the job says where, training/launch.py). Its loss moved,
+Where the flow can wait for its answers, a launch is asked at the update itself: one whose
+backend can continue a job holds at each of these points of its known length (hold_point,
+then next_hold_point; the job waits between two updates, as a probe waits at its bound)
+while the flow asks, and is let go on to the next (without holding, a fast job is asked at
+the monitor's next look: the char transformer at 1/1000 was seen, asked and stopped at
+update 80 and 95 of a 400-update job, not at 50); one whose length is its epochs over a
+DataLoader holds at half of them once its job measured one (epochs_held_at_half: the job
+says where, training/launch.py). Half is asked one more question there. Its loss moved,
 so it has begun to learn, but a rate far too small learns too: its gradients still
 agreeing then (agreement, both lags 0.2 or more over the last third of that half; at half:
 the char transformer, the VAE and the word LM at 1/30 of their rate 0.94/0.94, 0.72/0.68,
@@ -75,7 +78,7 @@ from remedy.state_schema.asking_points import (
     HALF,
     QUARTER,
     asking_point,
-    half_way_hold,
+    hold_points,
 )
 
 SHARE_WORDS = {EIGHTH: "an eighth", QUARTER: "a quarter", HALF: "half"}
@@ -85,18 +88,27 @@ PAST_TYPED = 1.1
 
 
 def hold_point(spec: RunSpec) -> int | None:
-    """Where a cold start of `spec` holds to be asked whether its rate holds it back: half
-    its length, known before it runs (RunSpec.known_length), when half is long enough to
-    be asked (ASKED_MIN_STEPS); None otherwise, or where it is not held at all
+    """Where a cold start of `spec` first holds to be asked whether its model has begun to
+    learn: the soonest share of its length, known before it runs (RunSpec.known_length),
+    long enough to be asked (hold_points); None otherwise, or where it is not held at all
     (held_at_all: a warm start, a run judged by its success_criteria)."""
+    return next_hold_point(spec, 0)
+
+
+def next_hold_point(spec: RunSpec, held_at: int) -> int | None:
+    """Where a cold start of `spec`, let go on from its hold after `held_at` updates, holds
+    next to be asked (an eighth, then a quarter, then half: hold_points); None past half,
+    or where its length is not known before it runs (held at half its epochs, by its job's
+    word), or where it is not held at all."""
     if not held_at_all(spec):
         return None
     length = spec.known_length()
-    return None if length is None else half_way_hold(length)
+    further = [p for p in hold_points(length) if p > held_at] if length is not None else []
+    return further[0] if further else None
 
 
 def held_at_all(spec: RunSpec) -> bool:
-    """A launch of `spec` may hold at half its length: a cold start (no checkpoint), not
+    """A launch of `spec` may hold to be asked: a cold start (no checkpoint), not
     judged by its own figures (success_criteria), not bounded already (a probe's
     max_updates)."""
     return not (spec.success_criteria or spec.init_checkpoint or spec.max_updates is not None)
@@ -177,8 +189,8 @@ def asked_early(
     has not begun to learn. `seen_before`: the step an earlier look saw (None: none); a
     quarter is asked at the first look past it only, so a launch it left running (a rate
     too high, a warmup) does not have its records read again at every look until half.
-    `held`: the job holds at half its length (hold_point), so a model that has begun to
-    learn is asked too whether its rate holds it back (held_question)."""
+    `held`: the job holds where it is asked (hold_point); held at half its length, a model
+    that has begun to learn is asked too whether its rate holds it back (held_question)."""
     attempt = state.current_attempt
     if attempt is None or length is None or attempt.start_step != 0 or attempt.findings:
         return None

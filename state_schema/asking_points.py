@@ -1,5 +1,5 @@
 """Where a launch of known length is asked whether its model has begun to learn, and where
-it holds to be asked at half (records/asked_early.py says why). One place for the flow,
+it holds to be asked (records/asked_early.py says why). One place for the flow,
 which knows a length before the job runs, and the launcher, which knows a length counted
 in epochs only once it measured one (training/launch.py)."""
 
@@ -18,6 +18,14 @@ ASKED_MIN_STEPS = 40
 def asking_point(length: int, share: float) -> int:
     """The update at which a launch of `length` updates is asked at `share` of it."""
     return int(length * share)
+
+
+def hold_points(length: int) -> list[int]:
+    """Where a launch of `length` updates holds to be asked, soonest first: at each share
+    of ASKED_AT long enough to be asked (ASKED_MIN_STEPS). Held, it is asked at the update
+    itself, not at the monitor's next look (tens of updates later for a fast job)."""
+    points = sorted({asking_point(length, share) for share in ASKED_AT})
+    return [point for point in points if point >= ASKED_MIN_STEPS]
 
 
 def half_way_hold(length: int) -> int | None:

@@ -252,9 +252,10 @@ class Attempt(Strict):
     hold_at: int | None = Field(
         None,
         exclude_if=lambda value: value is None,
-        description="A cold-start run whose job holds after this many updates, half its "
-        "known length, while the flow asks whether its rate holds it back (records/"
-        "asked_early.py); cleared once it was let go on.",
+        description="A cold-start run whose job holds after this many updates (an eighth, "
+        "a quarter or half its known length) while the flow asks whether its model has "
+        "begun to learn (records/asked_early.py); moved to the next such point once it was "
+        "let go on, cleared past half.",
     )
     holds_by_its_epochs: bool = Field(
         False,

@@ -20,7 +20,7 @@ from prefect.states import StateType
 from remedy.decisions.observe import (
     decide,
     early_finding,
-    held_at_half,
+    held_to_be_asked,
     observe,
     progress_line,
     until_asked_s,
@@ -93,8 +93,8 @@ def monitor(
         # figures kept on the attempt), and only where needed
         records_now = cache(lambda: backend.metrics(job_name))
         early = early_finding(state, snapshot, records_now, looked)
-        if early is None and not seen.settled and held_at_half(state, snapshot):
-            state = let_go_on(state, backend, job_name)  # asked at half: nothing to ask
+        if early is None and not seen.settled and held_to_be_asked(state, snapshot):
+            state = let_go_on(state, backend, job_name)  # asked where it held: nothing found
         if early or seen.key != before or seen.settled or now - started >= max_wait_s:
             records = None
             if early or (seen.settled and snapshot.status is JobStatus.Completed):

@@ -9,6 +9,7 @@ from prefect.cache_policies import NO_CACHE
 
 from remedy.decisions.observe import record_end, record_progress
 from remedy.jobs import JobBackend, backend_for
+from remedy.records.asked_early import next_hold_point
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import load_run, run_dir_of, state_path
 from remedy.state_schema import NextAction, State
@@ -46,11 +47,20 @@ def release_held(state: State, run_dir: str) -> State:
 
 
 def let_go_on(state: State, backend: JobBackend, job_name: str) -> State:
-    """The current attempt's job, held at half its length and asked there, trains on to
-    its end: continued, and no longer held (Attempt.hold_at cleared)."""
-    backend.continue_job(job_name)
-    task_logger().info("job %s, held at half its length and asked there, trains on", job_name)
-    return update_current_attempt(state, hold_at=None)
+    """The current attempt's job, held where it was asked, trains on: to its next hold
+    point (next_hold_point: held there again, Attempt.hold_at moved), or past half to its
+    end (no longer held, Attempt.hold_at cleared)."""
+    attempt = state.current_attempt
+    held_at = attempt.hold_at if attempt is not None else None
+    further = next_hold_point(state.run_spec, held_at) if held_at is not None else None
+    backend.continue_job(job_name, until=further)
+    task_logger().info(
+        "job %s, held after %s updates and asked there, trains on %s",
+        job_name,
+        held_at,
+        "to its end" if further is None else f"to update {further}, to be asked there",
+    )
+    return update_current_attempt(state, hold_at=further)
 
 
 def stop_latest_job(flow: Any, flow_run: Any, state: Any) -> None:

@@ -85,8 +85,9 @@ def launched_spec(state: State) -> RunSpec:
 
 
 def hold_for_question(state: State, run_dir: str) -> dict[str, Any]:
-    """Where a new launch holds to be asked at half its length whether its rate holds it
-    back (records/asked_early.py): at hold_point where its length is known before it runs,
+    """Where a new launch first holds to be asked whether its model has begun to learn
+    (records/asked_early.py): at hold_point where its length is known before it runs (an
+    eighth, a quarter or half of it; let go on, it holds at the next: tasks/stop.py),
     else at half of its epochs once its job measured one (epochs_held_at_half); where its
     policy probes, the run may spend probes, and its backend can continue a held job and
     has room for a probe beside it (JobBackend.room_beside: probes that cannot all hold

@@ -373,7 +373,8 @@ def test_a_run_held_at_half_its_stated_length_is_asked_there_and_repaired(
 ) -> None:
     """The same char transformer at 1/33 of its rate, its length mapped (max_steps): the
     local backend holds its job at half (update 200 of 400) while the verdict asks, since
-    its loss moved but its gradients still agree at both lags. Probes at higher rates
+    its loss moved but its gradients still agree at both lags (held and asked at an eighth
+    and a quarter first, and let go on). Probes at higher rates
     learn faster: the held job is stopped there, not run to its end, and the run goes on
     from the best probe's job (its updates kept), trained far lower."""
     spec = slow_char_transformer(tmp_path, "char-held", length_mapped=True)
@@ -390,8 +391,10 @@ def test_a_run_held_at_half_its_stated_length_is_asked_there_and_repaired(
     assert last.spec.role("learning_rate") > 3e-5 and last.findings == []
     assert last.final_window_loss < 0.8 * first.final_window_loss
     assert state.history.updates_spent < 2 * 400  # asked at its end: 400 + probes + 400
-    log = (run_dir / "jobs" / first.job_name / "logs").glob("*")
-    assert any("held at its bound (200 updates)" in f.read_text() for f in log)
+    log = "".join(f.read_text() for f in (run_dir / "jobs" / first.job_name / "logs").glob("*"))
+    for held, further in ((50, 100), (100, 200)):  # asked at an eighth and a quarter, held
+        assert f"continued after {held} updates: on to {further}, to hold again" in log
+    assert "held at its bound (200 updates)" in log
 
 
 @pytest.mark.slow
@@ -414,7 +417,8 @@ def test_a_run_held_at_half_whose_question_goes_unasked_trains_on_to_its_end(
     logs = "".join(f.read_text() for f in (run_dir / "jobs" / only.job_name / "logs").glob("*"))
     assert "held at its bound (200 updates)" in logs
     assert "continued after 200 updates: training on to the job's end" in logs
-    assert "held at half its length and asked there, trains on" in output
+    assert "continued after 50 updates: on to 100, to hold again" in logs
+    assert "held after 200 updates and asked there, trains on to its end" in output
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remedy.records.asked_early import asked_early, hold_point
+from remedy.records.asked_early import asked_early, hold_point, next_hold_point
 from remedy.records.verdict import (
     attempt_flaw,
     run_flaw,
@@ -512,35 +512,47 @@ def test_a_run_held_at_half_that_learned_is_asked_whether_its_rate_holds_it_back
     assert asked_early(quarter, 400, agreeing, held=True) is None  # half not reached
 
 
-def test_a_run_holds_at_half_its_length_where_that_is_known_before_it_runs() -> None:
-    """hold_point: half a script's stated length (its max_steps role, or its num_epochs
-    role times its stated updates_per_epoch; the built-in job's own), when half is 40
-    updates or more; none for a length only the job can measure, a warm start, a probe,
-    or a run judged by its criteria."""
+def test_a_run_holds_where_it_is_asked_where_its_length_is_known_before_it_runs() -> None:
+    """hold_point, then next_hold_point: an eighth, a quarter and half of a script's stated
+    length (its max_steps role, or its num_epochs role times its stated updates_per_epoch;
+    the built-in job's own), each share of 40 updates or more, none past half; none for a
+    length only the job can measure, a warm start, a probe, or a run judged by its
+    criteria."""
     stated = RunSpec(
         entry_point="train.py",
         hyperparameters={"max-steps": 400},
         hyperparameter_roles={"max_steps": "max-steps"},
     )
-    assert stated.known_length() == 400 and hold_point(stated) == 200
+    assert stated.known_length() == 400 and hold_point(stated) == 50
+    assert [next_hold_point(stated, at) for at in (50, 100, 200)] == [100, 200, None]
+    assert next_hold_point(stated, 60) == 100  # the next point past any update
     epochs = RunSpec(
         entry_point="train.py",
         hyperparameters={"epochs": 4},
         hyperparameter_roles={"num_epochs": "epochs"},
         updates_per_epoch=86,
     )
-    assert hold_point(epochs) == 172
+    assert hold_point(epochs) == 43  # an eighth of 344
     measured = epochs.model_copy(update={"updates_per_epoch": None})
     assert measured.known_length() is None and hold_point(measured) is None
+    assert next_hold_point(measured, 172) is None  # held at half its epochs: its last hold
     assert measured.known_length(measured_epoch=86) == 344
     builtin = RunSpec()
-    assert hold_point(builtin) == (builtin.num_epochs * builtin.steps_per_epoch) // 2
+    length = builtin.num_epochs * builtin.steps_per_epoch
+    assert hold_point(builtin) == min(p for p in (length // 8, length // 4, length // 2) if p >= 40)
     short = RunSpec(
         entry_point="train.py",
         hyperparameters={"max-steps": 79},
         hyperparameter_roles={"max_steps": "max-steps"},
     )
     assert hold_point(short) is None  # half is 39 updates
+    quarter_first = RunSpec(
+        entry_point="train.py",
+        hyperparameters={"max-steps": 200},
+        hyperparameter_roles={"max_steps": "max-steps"},
+    )
+    assert hold_point(quarter_first) == 50  # its eighth, 25 updates, is not asked
+    assert next_hold_point(quarter_first, 50) == 100
     for other in (
         stated.model_copy(update={"init_checkpoint": "/ckpt"}),
         stated.model_copy(update={"max_updates": 25}),
@@ -548,7 +560,7 @@ def test_a_run_holds_at_half_its_length_where_that_is_known_before_it_runs() -> 
             update={"success_criteria": [{"metric": "test:accuracy", "op": ">=", "value": 0.9}]}
         ),
     ):
-        assert hold_point(other) is None
+        assert hold_point(other) is None and next_hold_point(other, 50) is None
 
 
 def test_a_model_that_learned_nothing_while_its_gradients_agreed_learned_too_slowly() -> None:

@@ -1,5 +1,6 @@
-"""Where a new launch holds at half its length to be asked there (tasks/train.py:
-hold_for_question): a cold start of known length, under a policy that probes, on a backend
+"""Where a new launch holds to be asked whether its model has begun to learn (tasks/train.py:
+hold_for_question; an eighth, a quarter and half of its length, tasks/stop.py: let_go_on): a
+cold start of known length, under a policy that probes, on a backend
 that can continue a held job and has room for a round of probes beside it. No GPU is
 needed: the devices the local backend hands out are CUDA_VISIBLE_DEVICES's entries."""
 
@@ -14,7 +15,9 @@ from remedy.jobs.slurm.backend import SlurmBackend
 from remedy.state_schema import Budgets, RunSpec, State
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 from remedy.strategies.search_lr import ROUND
+from remedy.tasks.stop import let_go_on
 from remedy.tasks.train import hold_for_question, launched_spec
+from remedy.training.stopping import continued_until
 
 
 def stated(**fields: object) -> RunSpec:
@@ -35,12 +38,25 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
-def test_a_cold_start_of_known_length_holds_at_half(tmp_path: Path, no_gpu: None) -> None:
+def test_a_cold_start_of_known_length_holds_at_an_eighth_a_quarter_and_half(
+    tmp_path: Path, no_gpu: None
+) -> None:
+    """Held at an eighth first (the launch bounded there); let go on, it is told to hold at
+    the quarter, then at half (the continue file names the next bound: the job trains on
+    to it and holds again, training/stopping.py), then to train on to its end."""
     state = State(run_spec=STATED)
-    assert hold_for_question(state, str(tmp_path)) == {"hold_at": 200}
-    launched = update_current_attempt(begin_attempt(state, "job-1"), hold_at=200)
-    assert launched_spec(launched).max_updates == 200  # the launch is bounded there
+    assert hold_for_question(state, str(tmp_path)) == {"hold_at": 50}
+    launched = update_current_attempt(begin_attempt(state, "job-1"), hold_at=50)
+    assert launched_spec(launched).max_updates == 50  # the launch is bounded there
     assert launched.run_spec.max_updates is None  # the run's spec is not
+    backend = LocalBackend(tmp_path)
+    continue_file = backend.paths("job-1").continue_request
+    held = launched
+    for further in (100, 200, None):
+        continue_file.unlink(missing_ok=True)  # the job takes a bound's file away
+        held = let_go_on(held, backend, "job-1")
+        assert held.current_attempt is not None and held.current_attempt.hold_at == further
+        assert continued_until(continue_file) == further
     for no in (
         state.model_copy(update={"policy": "seed"}),  # a policy that never probes
         state.model_copy(update={"budgets": Budgets(probe_steps=0)}),
@@ -62,7 +78,7 @@ def test_a_job_on_gpus_holds_only_where_a_round_of_probes_has_devices_beside_it(
     assert hold_for_question(State(run_spec=STATED), str(tmp_path)) == {}  # no probe beside
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert hold_for_question(State(run_spec=STATED), str(tmp_path)) == {
-        "hold_at": 200
+        "hold_at": 50
     }  # one at a time
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setenv("REMEDY_JOBS_PER_GPU", str(1 + ROUND))
@@ -115,4 +131,4 @@ def test_a_length_counted_in_epochs_is_held_at_half_by_its_job(
     ):
         assert hold_for_question(no, str(tmp_path)) == {}
     stated_epoch = State(run_spec=counting_epochs(8, updates_per_epoch=45))
-    assert hold_for_question(stated_epoch, str(tmp_path)) == {"hold_at": 180}
+    assert hold_for_question(stated_epoch, str(tmp_path)) == {"hold_at": 45}  # an eighth
