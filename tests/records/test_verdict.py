@@ -509,7 +509,31 @@ def test_a_run_held_at_half_that_learned_is_asked_whether_its_rate_holds_it_back
     assert asked_early(learning, 400, healthy, held=True) is None
     assert asked_early(learning, 400, agreeing) is None  # not held: nothing waits for probes
     quarter = ended(script, steps_run=100, final_window_loss=4.2, **flat)
-    assert asked_early(quarter, 400, agreeing, held=True) is None  # half not reached
+    assert asked_early(quarter, 400, agreeing, held=True) is None  # 26 % down: not slow
+
+
+def test_a_run_held_at_a_quarter_that_learned_slowly_is_asked_whether_its_rate_holds_it_back() -> (
+    None
+):
+    """Held at a quarter, a cold start whose loss moved past the quarter's 2.5 % but not
+    the half's 5 % (the GPT-style job at 1/30 of its rate: 3.1 %, agreeing 0.69/0.67) is
+    asked half's question there; one as slow whose gradients disagree, one 5 % down or
+    more, one not held, and one at an eighth are not."""
+    script = State(run_spec=RunSpec(entry_point="train.py"))
+    flat = {"outcome": None, "initial_loss": 5.70, "initial_window_loss": 5.71, "loss_window": 20}
+    slow = ended(script, steps_run=100, final_window_loss=5.70 * (1 - 0.031), **flat)
+    found = asked_early(slow, 400, agreeing, held=True)
+    assert found is not None and found.rule == STILL_DESCENDING and found.step == 99
+    assert "learned in the first 100 of the job's 400 updates" in found.message
+    disagreeing_now = lambda a: a.model_copy(  # noqa: E731
+        update={"gradient_agreement": [0.13, -0.07], "loss_rises": 0.45}
+    )
+    assert asked_early(slow, 400, disagreeing_now, held=True) is None
+    assert asked_early(slow, 400, agreeing) is None  # not held
+    learned = ended(script, steps_run=100, final_window_loss=5.70 * (1 - 0.079), **flat)
+    assert asked_early(learned, 400, agreeing, held=True) is None  # every healthy run: 7.9 %+
+    eighth = ended(script, steps_run=50, final_window_loss=5.70 * (1 - 0.02), **flat)
+    assert asked_early(eighth, 400, agreeing, held=True) is None
 
 
 def test_a_run_holds_where_it_is_asked_where_its_length_is_known_before_it_runs() -> None:
