@@ -50,13 +50,6 @@ class DivergingLoss(LossWindowRule):
     (LEGACY_DEFAULTS, and a warm-started job's, whose first loss is a trained model's)
     turns this off.
 
-    A window far above it, over `blowup_factor` (4) x it, fires at once, without
-    `patience`: the learning-rate range test stops there too (fastai's lr_find, Lightning's
-    `early_stop_threshold=4.0`, against the best loss). On benchmarks/repair_quality.py's
-    jobs every run that trained stayed under 1.5x its first loss in every window; the word
-    LM at 1000x its rate averaged 224x over its first five updates, and waited five more
-    for its second window. None (LEGACY_DEFAULTS, and a warm-started job's) turns this off.
-
     The same `patience` holds for `factor` x the best: a classifier on SGD + momentum at the
     edge of stability drops to a loss of 0, has one window at 2.8 (above its untrained
     loss) and is back at 0 in the next; a divergence stays up. A non-finite mean fires at
@@ -71,16 +64,14 @@ class DivergingLoss(LossWindowRule):
         "initial_factor": None,
         "patience": 1,
         "rebound_share": None,
-        "blowup_factor": None,
     }
     # A warm-started job's first saved loss is a trained model's: above 1.1x it is a
     # schedule's transient, not worse than untrained (benchmarks/policy_comparison.py, late:
     # warm-started at the warmup's end, the rate rose 30x and the loss went 2.0 -> 2.3).
-    WARM_START = {"initial_factor": None, "rebound_share": None, "blowup_factor": None}
+    WARM_START = {"initial_factor": None, "rebound_share": None}
     factor: float = 10.0
     min_loss_fraction: float = 0.1
     initial_factor: float | None = 1.1
-    blowup_factor: float | None = 4.0
     patience: int = 2
     rebound_factor: float = 1.2
     rebound_share: float | None = 0.25
@@ -95,12 +86,6 @@ class DivergingLoss(LossWindowRule):
         ):
             raise ValueError(
                 f"{self.name}: parameter 'initial_factor' must be > 0, got {self.initial_factor}"
-            )
-        if self.blowup_factor is not None and not (
-            math.isfinite(self.blowup_factor) and self.blowup_factor > 1
-        ):
-            raise ValueError(
-                f"{self.name}: parameter 'blowup_factor' must be > 1, got {self.blowup_factor}"
             )
         if self.patience < 1:
             raise ValueError(f"{self.name}: parameter 'patience' must be >= 1")
@@ -160,17 +145,7 @@ class DivergingLoss(LossWindowRule):
         initial, window = self._initial.get(mode), self.first_mean(mode)
         if initial is not None and window is not None and initial < window:
             initial = window if window <= self.NOISE_BAND * initial else initial
-        if initial is None or initial <= 0:
-            return False
-        if self.blowup_factor is not None and mean > self.blowup_factor * initial:
-            message = (
-                f"mean {loss} over the last {self.num_steps} {mode.value} steps is "
-                f"{mean:.4g}, {mean / initial:.3g}x the untrained model's {initial:.4g} (its "
-                f"first saved loss, or its first window's mean where that is its noise; > "
-                f"{self.blowup_factor:g}x: fired at once), at step {step}"
-            )
-            return self.fire(step, mode, loss, message)
-        if self.initial_factor is None:
+        if self.initial_factor is None or initial is None or initial <= 0:
             return False
         above = mean > self.initial_factor * initial
         self._above[mode] = self._above.get(mode, 0) + 1 if above else 0

@@ -89,7 +89,6 @@ def test_a_warm_started_job_s_diverging_loss_does_not_take_its_first_loss_for_un
     assert warm["DivergingLoss"] == scratch["DivergingLoss"] | {
         "initial_factor": None,
         "rebound_share": None,  # the fall from its first loss is a trained model's: none
-        "blowup_factor": None,
     }
     assert {r: p for r, p in warm.items() if r != "DivergingLoss"} == {
         r: p for r, p in scratch.items() if r != "DivergingLoss"

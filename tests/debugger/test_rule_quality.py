@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from remedy.debugger import RULES, ModeKeys, RuleStatus, create_trial
+from remedy.debugger import RuleStatus
 from tests.debugger.helpers import load_benchmark
 
 BENCHMARK = load_benchmark("rule_quality")
@@ -48,11 +48,5 @@ def test_the_recommended_rules_catch_a_loss_climbing_back_from_a_high_start(
     assert first > 3.0 and lowest < 1.8 and 2.0 < last < first  # finite, back up, below start
     found = BENCHMARK.evaluate(trained)
     assert found["DivergingLoss"].status is RuleStatus.ISSUES_FOUND
-    said = found["DivergingLoss"].details  # its climb passes 4x its first loss here (4.08x)
-    assert "of the way back up to the first window's" in said or "fired at once" in said
-    rebound = RULES["DivergingLoss"](create_trial(trained.store), blowup_factor=None)
-    steps = rebound.trial.steps(ModeKeys.TRAIN)
-    assert any(rebound.invoke_at_step(step, ModeKeys.TRAIN) for step in steps)
-    assert rebound.finding is not None
-    assert "of the way back up to the first window's" in rebound.finding.message
+    assert "of the way back up to the first window's" in found["DivergingLoss"].details
     assert found[BENCHMARK.RECOMMENDED].status is RuleStatus.ISSUES_FOUND
