@@ -158,8 +158,16 @@ def slow_at_a_quarter(attempt: Attempt, measured: Baseline | None, share: float)
     job at 1/30 of its rate was 3.1 % below at a quarter, agreeing 0.69/0.67, and ran to
     its end (its agreement at half fell to 0.36/-0.02, asked there by its loss alone);
     every healthy or intended run of benchmarks/repair_quality.py was 7.9 % or more below
-    at a quarter (benchmarks/early_questions.py)."""
+    at a quarter (benchmarks/early_questions.py). Not while a warmup still raises its rate
+    (warming_up: asked at half)."""
     return share == QUARTER and loss_not_below(attempt, measured, LOSS_DROP * HALF) is not None
+
+
+def warming_up(described: Attempt) -> bool:
+    """Its schedule is still raising the rate towards the one it was given (a warmup:
+    small rates learn slowly and their gradients agree, as a rate far too small does);
+    not one rising past it (past_its_typed_rate)."""
+    return bool(rate_rising(described)) and not past_its_typed_rate(described)
 
 
 def told_before_half(described: Attempt) -> bool:
@@ -169,7 +177,7 @@ def told_before_half(described: Attempt) -> bool:
     are known (a rate steady or falling: the rate is wrong, either way). A script that
     records no rate (no torch optimizer) and whose gradients disagree may be warming up
     unseen: it is left to half."""
-    if rate_rising(described) and not past_its_typed_rate(described):
+    if warming_up(described):
         return False
     return agreement(described) is not None or len(described.rate_thirds) == 2
 
@@ -220,8 +228,11 @@ def asked_early(
     if attempt.final_window_loss is None or not baselines(attempt, measured):
         return None
     if (why := loss_not_below(attempt, measured, LOSS_DROP * share)) is None:
-        if held and (share == HALF or slow_at_a_quarter(attempt, measured, share)):
+        if held and share == HALF:
             return held_question(with_descent(attempt), length)
+        if held and slow_at_a_quarter(attempt, measured, share):
+            described = with_descent(attempt)
+            return None if warming_up(described) else held_question(described, length)
         return None
     described = with_descent(attempt)
     if share < HALF and not told_before_half(described):

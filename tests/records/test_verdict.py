@@ -534,6 +534,24 @@ def test_a_run_held_at_a_quarter_that_learned_slowly_is_asked_whether_its_rate_h
     assert asked_early(learned, 400, agreeing, held=True) is None  # every healthy run: 7.9 %+
     eighth = ended(script, steps_run=50, final_window_loss=5.70 * (1 - 0.02), **flat)
     assert asked_early(eighth, 400, agreeing, held=True) is None
+    assert asked_early(slow, 400, warming_up, held=True) is None  # a warmup: asked at half
+    # a rate rising past the one the job was given is no warmup towards it: asked
+    for typed, asked in ((2e-4, True), (1e-3, False)):
+        mapped = RunSpec(
+            entry_point="train.py",
+            hyperparameters={"learning_rate": typed},
+            hyperparameter_roles={"learning_rate": "learning_rate"},
+        )
+        rising = ended(
+            State(run_spec=mapped), steps_run=100, final_window_loss=5.70 * (1 - 0.031), **flat
+        )
+        past = asked_early(
+            rising,
+            400,
+            lambda a: agreeing(a).model_copy(update={"rate_thirds": [1.5e-4, 2.3e-4]}),
+            held=True,
+        )
+        assert (past is not None) is asked, typed
 
 
 def test_a_run_holds_where_it_is_asked_where_its_length_is_known_before_it_runs() -> None:
