@@ -151,7 +151,7 @@ def held_question(described: Attempt, length: int) -> Finding | None:
     return Finding(rule=STILL_DESCENDING, rule_class=STILL_DESCENDING, step=step, message=why)
 
 
-def slow_at_a_quarter(attempt: Attempt, measured: Baseline | None, share: float) -> bool:
+def slow_at_a_quarter(attempt: Attempt, measured: Baseline | None) -> bool:
     """Held at a quarter of its length, the launch learned but its loss is not yet the
     half's share (5 %) below the untrained model's: it is asked half's question there
     (held_question), its gradients saying whether its rate is far too small. The GPT-style
@@ -160,7 +160,7 @@ def slow_at_a_quarter(attempt: Attempt, measured: Baseline | None, share: float)
     every healthy or intended run of benchmarks/repair_quality.py was 7.9 % or more below
     at a quarter (benchmarks/early_questions.py). Not while a warmup still raises its rate
     (warming_up: asked at half)."""
-    return share == QUARTER and loss_not_below(attempt, measured, LOSS_DROP * HALF) is not None
+    return loss_not_below(attempt, measured, LOSS_DROP * HALF) is not None
 
 
 def warming_up(described: Attempt) -> bool:
@@ -228,12 +228,11 @@ def asked_early(
     if attempt.final_window_loss is None or not baselines(attempt, measured):
         return None
     if (why := loss_not_below(attempt, measured, LOSS_DROP * share)) is None:
-        if held and share == HALF:
-            return held_question(with_descent(attempt), length)
-        if held and slow_at_a_quarter(attempt, measured, share):
-            described = with_descent(attempt)
-            return None if warming_up(described) else held_question(described, length)
-        return None
+        slow = share == QUARTER and slow_at_a_quarter(attempt, measured)
+        if not held or not (share == HALF or slow):
+            return None
+        described = with_descent(attempt)
+        return None if slow and warming_up(described) else held_question(described, length)
     described = with_descent(attempt)
     if share < HALF and not told_before_half(described):
         return None  # a warmup may hold the loss up: asked at half
