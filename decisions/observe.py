@@ -224,13 +224,17 @@ def early_finding(
 
 def with_job_hold(state: State, snapshot: JobSnapshot) -> State:
     """The hold point a job said once it measured its epoch (Progress.hold_at), recorded
-    on an attempt launched to hold at half its epochs (Attempt.holds_by_its_epochs): from
-    then on it is held as one whose hold point was known at its launch."""
+    on an attempt launched to hold by its epochs (Attempt.holds_by_its_epochs), with that
+    epoch (Attempt.epoch_updates: its length, for the next point): from then on it is held
+    as one whose hold points were known at its launch."""
     attempt, progress = state.current_attempt, snapshot.progress
     said = progress.hold_at if progress is not None else None
     if attempt is None or not attempt.holds_by_its_epochs or said is None:
         return state
-    return update_current_attempt(state, hold_at=said, holds_by_its_epochs=False)
+    epoch = progress.steps_per_epoch if progress is not None else None
+    return update_current_attempt(
+        state, hold_at=said, holds_by_its_epochs=False, epoch_updates=epoch
+    )
 
 
 def held_to_be_asked(state: State, snapshot: JobSnapshot) -> bool:

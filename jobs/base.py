@@ -110,8 +110,9 @@ class Progress(Snapshot):
     )
     hold_at: int | None = Field(
         None,
-        description="Where the job holds to be asked at half its length, as it said once it "
-        "measured its epoch (run_spec.hold_at_half_of_epochs); gone once continued.",
+        description="Where the job holds to be asked (an eighth, a quarter or half its "
+        "length), as it said once it measured its epoch (run_spec.hold_by_epochs); gone "
+        "once continued.",
     )
     loss: float | None = Field(None, description="Latest training loss; None: non-finite.")
     first_loss: float | None = Field(None, description="Training loss at the first step.")

@@ -38,8 +38,9 @@ then next_hold_point; the job waits between two updates, as a probe waits at its
 while the flow asks, and is let go on to the next (without holding, a fast job is asked at
 the monitor's next look: the char transformer at 1/1000 was seen, asked and stopped at
 update 80 and 95 of a 400-update job, not at 50); one whose length is its epochs over a
-DataLoader holds at half of them once its job measured one (epochs_held_at_half: the job
-says where, training/launch.py). Half is asked one more question there, and a quarter
+DataLoader holds once its job measured one, at the first of these points past it
+(epochs_to_hold_by: the job says where, training/launch.py), then at the next. Half is
+asked one more question there, and a quarter
 too where the loss has not yet fallen half's 5 % (slow_at_a_quarter). Its loss moved,
 so it has begun to learn, but a rate far too small learns too: its gradients still
 agreeing then (agreement, both lags 0.2 or more over the last third of that half; at half:
@@ -76,14 +77,13 @@ from remedy.state_schema import STILL_DESCENDING, Attempt, Finding, RunSpec, Sta
 from remedy.state_schema.asking_points import (
     ASKED_AT,
     ASKED_MIN_STEPS,
-    EIGHTH,
     HALF,
     QUARTER,
+    SHARE_WORDS,
     asking_point,
     hold_points,
 )
 
-SHARE_WORDS = {EIGHTH: "an eighth", QUARTER: "a quarter", HALF: "half"}
 # A rate this far above the one the job was given is past it: a warmup that has just
 # reached its rate averages at it (a mean of floats can land a hair above).
 PAST_TYPED = 1.1
@@ -97,14 +97,14 @@ def hold_point(spec: RunSpec) -> int | None:
     return next_hold_point(spec, 0)
 
 
-def next_hold_point(spec: RunSpec, held_at: int) -> int | None:
+def next_hold_point(spec: RunSpec, held_at: int, epoch_updates: int | None = None) -> int | None:
     """Where a cold start of `spec`, let go on from its hold after `held_at` updates, holds
     next to be asked (an eighth, then a quarter, then half: hold_points); None past half,
-    or where its length is not known before it runs (held at half its epochs, by its job's
-    word), or where it is not held at all."""
+    or where its length is not known (`epoch_updates`: an epoch as its job measured it,
+    Attempt.epoch_updates), or where it is not held at all."""
     if not held_at_all(spec):
         return None
-    length = spec.known_length()
+    length = spec.known_length(epoch_updates)
     further = [p for p in hold_points(length) if p > held_at] if length is not None else []
     return further[0] if further else None
 
@@ -120,11 +120,12 @@ def held_at_all(spec: RunSpec) -> bool:
 HELD_BY_EPOCHS_MIN = 3
 
 
-def epochs_held_at_half(spec: RunSpec) -> int | None:
+def epochs_to_hold_by(spec: RunSpec) -> int | None:
     """A cold start whose length is counted in epochs that only its job measures (its
     num_epochs role, no updates_per_epoch stated: a DataLoader's first pass,
-    training/epoch_length.py) holds at half of them once its job has measured one
-    (run_spec.hold_at_half_of_epochs): those epochs, where half lies past the first
+    training/epoch_length.py) holds, once its job has measured one, at the first share of
+    them to be asked past it (run_spec.hold_by_epochs; then at the next, as a length known
+    before it runs: next_hold_point): those epochs, where half lies past the first
     (HELD_BY_EPOCHS_MIN); None otherwise, or where it is not held at all (held_at_all)."""
     if not held_at_all(spec) or spec.known_length() is not None:
         return None

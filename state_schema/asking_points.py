@@ -10,6 +10,7 @@ QUARTER = 0.25
 HALF = 0.5
 # The shares of a known length at which a cold start is asked, soonest first.
 ASKED_AT = (EIGHTH, QUARTER, HALF)
+SHARE_WORDS = {EIGHTH: "an eighth", QUARTER: "a quarter", HALF: "half"}
 # The fewest updates a share must be to be asked (two loss windows: a shorter run's first
 # and last windows overlap).
 ASKED_MIN_STEPS = 40
@@ -28,8 +29,13 @@ def hold_points(length: int) -> list[int]:
     return [point for point in points if point >= ASKED_MIN_STEPS]
 
 
-def half_way_hold(length: int) -> int | None:
-    """Where a launch of `length` updates holds to be asked at half of it: half, when half
-    is long enough to be asked (ASKED_MIN_STEPS); None otherwise."""
-    point = asking_point(length, HALF)
-    return point if point >= ASKED_MIN_STEPS else None
+def share_at(length: int, point: int) -> str:
+    """The words for the share of `length` whose asking point is `point` ("a quarter")."""
+    return next(SHARE_WORDS[s] for s in ASKED_AT if asking_point(length, s) == point)
+
+
+def first_hold_past(length: int, updates: int) -> int | None:
+    """Where a launch of `length` updates that has run `updates` of them holds next to be
+    asked: the soonest of hold_points past `updates` (a length counted in epochs is known
+    only once its job measured the first: an eighth inside it is past); None past half."""
+    return next((point for point in hold_points(length) if point > updates), None)

@@ -31,8 +31,8 @@ STOP_FILE_ENV = "REMEDY_STOP_FILE"  # its appearance asks the job to stop
 RULE_STATUS_DIR_ENV = "REMEDY_RULE_STATUS_DIR"  # where the NaN guard writes its rule status
 NAN_GUARD_ENV = "REMEDY_NAN_GUARD"  # run_spec.nan_guard: stop | skip | off
 MAX_UPDATES_ENV = "REMEDY_MAX_UPDATES"  # run_spec.max_updates: the job stops itself after them
-# run_spec.hold_at_half_of_epochs: the job holds at half of them once it measured one
-HOLD_EPOCHS_ENV = "REMEDY_HOLD_AT_HALF_OF_EPOCHS"
+# run_spec.hold_by_epochs: the job holds to be asked once it measured one of them
+HOLD_EPOCHS_ENV = "REMEDY_HOLD_BY_EPOCHS"
 # Where the backend can continue a job (local, Slurm): at its bound the job holds instead,
 # until this file appears (it trains on: a probe kept as the full run) or a stop is asked.
 CONTINUE_FILE_ENV = "REMEDY_CONTINUE_FILE"

@@ -260,9 +260,15 @@ class Attempt(Strict):
     holds_by_its_epochs: bool = Field(
         False,
         exclude_if=lambda value: not value,
-        description="A cold-start run launched to hold at half its length counted in "
-        "epochs (run_spec.hold_at_half_of_epochs): its job says where (hold_at) once it "
-        "measured an epoch, and the monitor records it.",
+        description="A cold-start run launched to hold to be asked on a length counted in "
+        "epochs (run_spec.hold_by_epochs): its job says where (hold_at) once it "
+        "measured an epoch, and the monitor records it (and epoch_updates).",
+    )
+    epoch_updates: int | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="The updates of an epoch, as the job measured them where it held by "
+        "its epochs: the run's length, for the next point it holds at once let go on.",
     )
     continues: JobName | None = Field(
         None,

@@ -291,15 +291,16 @@ class RunSpec(Hyperparameters):
         "bound: kept by the job even when the flow that watches it is gone), or holds "
         "there where its backend can continue it. null: the job's own length.",
     )
-    hold_at_half_of_epochs: int | None = Field(
+    hold_by_epochs: int | None = Field(
         None,
         ge=1,
-        exclude_if=lambda value: value is None,  # set on a launch held at half only
-        description="The job holds at half its length once it measured its epoch: half of "
-        "this many epochs (its num_epochs role's) of the updates its first DataLoader pass "
-        "made, saying where in its progress file (hold_at), until its backend continues "
-        "or stops it. Set by the flow on a cold start whose length only the job can "
-        "measure, to ask there whether its rate holds it back. null: no such hold.",
+        exclude_if=lambda value: value is None,  # set on a launch held by its epochs only
+        description="Once the job measured its epoch, it holds at the first share of its "
+        "length to be asked past that epoch (an eighth, a quarter or half of this many "
+        "epochs, its num_epochs role's, of the updates its first DataLoader pass made), "
+        "saying where in its progress file (hold_at), until its backend continues or "
+        "stops it. Set by the flow on a cold start whose length only the job can measure, "
+        "to ask there whether its model has begun to learn. null: no such hold.",
     )
     # Each backend's own fields, under its name (state_schema/backends.py).
     local: LocalSpec | None = Field(

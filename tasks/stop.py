@@ -52,7 +52,9 @@ def let_go_on(state: State, backend: JobBackend, job_name: str) -> State:
     end (no longer held, Attempt.hold_at cleared)."""
     attempt = state.current_attempt
     held_at = attempt.hold_at if attempt is not None else None
-    further = next_hold_point(state.run_spec, held_at) if held_at is not None else None
+    further = None
+    if attempt is not None and held_at is not None:
+        further = next_hold_point(state.run_spec, held_at, attempt.epoch_updates)
     backend.continue_job(job_name, until=further)
     task_logger().info(
         "job %s, held after %s updates and asked there, trains on %s",

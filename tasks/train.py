@@ -8,7 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy.jobs import backend_for
-from remedy.records.asked_early import epochs_held_at_half, hold_point
+from remedy.records.asked_early import epochs_to_hold_by, hold_point
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.records.verdict import run_flaw
@@ -74,13 +74,13 @@ def start_job(run_dir: str, state: State) -> None:
 def launched_spec(state: State) -> RunSpec:
     """The spec the current attempt's job is launched with: the run's, bounded at its hold
     point where it has one (the job holds there, as a probe at its bound, till the flow
-    lets it go on or stops it), or told to hold at half its epochs once it measured one."""
+    lets it go on or stops it), or told to hold by its epochs once it measured one."""
     attempt = state.current_attempt
     if attempt is not None and attempt.hold_at is not None:
         return state.run_spec.model_copy(update={"max_updates": attempt.hold_at})
     if attempt is not None and attempt.holds_by_its_epochs:
-        epochs = epochs_held_at_half(state.run_spec)
-        return state.run_spec.model_copy(update={"hold_at_half_of_epochs": epochs})
+        epochs = epochs_to_hold_by(state.run_spec)
+        return state.run_spec.model_copy(update={"hold_by_epochs": epochs})
     return state.run_spec
 
 
@@ -88,11 +88,11 @@ def hold_for_question(state: State, run_dir: str) -> dict[str, Any]:
     """Where a new launch first holds to be asked whether its model has begun to learn
     (records/asked_early.py): at hold_point where its length is known before it runs (an
     eighth, a quarter or half of it; let go on, it holds at the next: tasks/stop.py),
-    else at half of its epochs once its job measured one (epochs_held_at_half); where its
-    policy probes, the run may spend probes, and its backend can continue a held job and
-    has room for a probe beside it (JobBackend.room_beside: probes that cannot all hold
-    stop at their bound, so one at a time gets through). The attempt's fields: none where
-    it does not hold."""
+    else, once its job measured an epoch, at the first of these points past it
+    (epochs_to_hold_by); where its policy probes, the run may spend probes, and its
+    backend can continue a held job and has room for a probe beside it
+    (JobBackend.room_beside: probes that cannot all hold stop at their bound, so one at a
+    time gets through). The attempt's fields: none where it does not hold."""
     spec = state.run_spec
     if not get_policy(state.policy).probes or state.budgets.probe_steps <= 0:
         return {}
@@ -101,7 +101,7 @@ def hold_for_question(state: State, run_dir: str) -> dict[str, Any]:
         return {}
     if (point := hold_point(spec)) is not None:
         return {"hold_at": point}
-    return {"holds_by_its_epochs": True} if epochs_held_at_half(spec) is not None else {}
+    return {"holds_by_its_epochs": True} if epochs_to_hold_by(spec) is not None else {}
 
 
 @task(cache_policy=NO_CACHE)

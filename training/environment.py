@@ -46,7 +46,7 @@ class JobEnvironment:
     under_torchrun: bool = False  # started by torchrun (LOCAL_RANK set)
     max_updates: int | None = None  # run_spec.max_updates: stop after this many updates
     continue_file: Path | None = None  # set: hold at max_updates until continued or stopped
-    hold_epochs: int | None = None  # run_spec.hold_at_half_of_epochs: hold at half of them
+    hold_epochs: int | None = None  # run_spec.hold_by_epochs: hold to be asked
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnvironment:

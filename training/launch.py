@@ -26,8 +26,9 @@ printed and status 1. Before it starts, the launcher
     (training/stopping.py): store closed, result.json "Stopped", exit status 0; so does
     REMEDY_MAX_UPDATES (a probe's bound), after that many updates; where
     REMEDY_CONTINUE_FILE is set it holds there instead, until continued or stopped. With
-    REMEDY_HOLD_AT_HALF_OF_EPOCHS it holds so at half of that many epochs once it measured
-    one, saying where in progress.json (hold_at).
+    REMEDY_HOLD_BY_EPOCHS it holds so, once it measured an epoch, at the first share of
+    that many epochs to be asked past it (an eighth, a quarter or half), saying where in
+    progress.json (hold_at).
 Under torchrun it runs once per rank: each rank writes its own part of the store, rank 0
 alone the progress files, the NaN guard's status is shared, every rank watches the stop
 file, and a rank ends with torchrun if torchrun is killed.
@@ -51,7 +52,7 @@ import torch
 
 from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
 from remedy.debugger.zero_code import ReadLag
-from remedy.state_schema.asking_points import half_way_hold
+from remedy.state_schema.asking_points import first_hold_past, share_at
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
 from remedy.training.environment import JobEnvironment, JobEnvironmentError
 from remedy.training.epoch_length import EpochLength
@@ -147,8 +148,8 @@ class ScriptMonitor:
         self.progress = progress
         self.guard = guard
         self.stop = stop
-        self.bound = bound  # a probe's (run_spec.max_updates), or a hold at half
-        self.hold_epochs = hold_epochs  # run_spec.hold_at_half_of_epochs
+        self.bound = bound  # a probe's (run_spec.max_updates), or a hold to be asked
+        self.hold_epochs = hold_epochs  # run_spec.hold_by_epochs
         self.updates = 0
         self.capture: ZeroCodeCapture | None = None  # once installed: its optimizer count
         self.optimizers = 1  # separate optimizers reported so far
@@ -191,31 +192,34 @@ class ScriptMonitor:
             self.progress.known["steps_per_epoch"] = updates
         log(f"{updates} updates an epoch (the first pass over a DataLoader that made any)")
         if self.hold_epochs is not None:
-            self.hold_at_half(self.hold_epochs, updates)
+            self.hold_by_epochs(self.hold_epochs, updates)
 
-    def hold_at_half(self, epochs: int, per_epoch: int) -> None:
-        """The hold the flow asked for at half a length counted in epochs
-        (REMEDY_HOLD_AT_HALF_OF_EPOCHS), set once the first epoch measured it, and said in
+    def hold_by_epochs(self, epochs: int, per_epoch: int) -> None:
+        """The hold the flow asked for on a length counted in epochs (REMEDY_HOLD_BY_EPOCHS),
+        set once the first epoch measured it: at the first share of the length to be asked
+        (an eighth, a quarter, half: first_hold_past) past that epoch, and said in
         progress.json (hold_at): the flow knows the hold by the job's word, not by redoing
-        the sum. Not set where half has passed already (two epochs or fewer), is too short
-        to be asked, nothing can continue the job (it would stop there), or a bound of its
-        own (REMEDY_MAX_UPDATES: a probe's) comes first."""
+        the sum; let go on, the flow names the next. Not set where half has passed already
+        (two epochs or fewer), is too short to be asked, nothing can continue the job (it
+        would stop there), or a bound of its own (REMEDY_MAX_UPDATES: a probe's) comes
+        first."""
         length = epochs * per_epoch
-        point = half_way_hold(length)
+        point = first_hold_past(length, self.updates)
         bound = self.bound
         if bound is None or not bound.can_hold:
-            log("not held at half its epochs: nothing can continue this job (no continue file)")
+            log("not held by its epochs: nothing can continue this job (no continue file)")
             return
         if bound.max_updates is not None:
-            log(f"not held at half its epochs: bounded at {bound.max_updates} updates already")
+            log(f"not held by its epochs: bounded at {bound.max_updates} updates already")
             return
-        if point is None or point <= self.updates:
-            log(f"not held at half of {length} updates ({epochs} epochs): past it or too short")
+        if point is None:
+            log(f"not held in {length} updates ({epochs} epochs): half is past or too short")
             return
         bound.max_updates = point
         if self.progress is not None:
             self.progress.known["hold_at"] = point
-        log(f"holds at {point} updates, half of {epochs} epochs x {per_epoch}, to be asked")
+        share = share_at(length, point)
+        log(f"holds at {point} updates, {share} of {epochs} epochs x {per_epoch}, to be asked")
 
     def went_on(self) -> None:
         """Continued from its hold: no longer held (progress.json's hold_at dropped)."""

@@ -193,8 +193,8 @@ def job_launch(
     }
     if spec.max_updates is not None:
         env[names.MAX_UPDATES_ENV] = str(spec.max_updates)
-    if spec.hold_at_half_of_epochs is not None:
-        env[names.HOLD_EPOCHS_ENV] = str(spec.hold_at_half_of_epochs)
+    if spec.hold_by_epochs is not None:
+        env[names.HOLD_EPOCHS_ENV] = str(spec.hold_by_epochs)
     processes = job_processes(spec, environ)
     env |= thread_variables(environ, processes or 1)
     env |= toolkit_variables(spec, job_name, paths, environ)

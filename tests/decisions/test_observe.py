@@ -397,9 +397,10 @@ def test_a_cold_start_is_looked_at_often_until_its_pace_is_known() -> None:
 
 
 def test_the_hold_point_a_job_says_is_recorded_on_an_attempt_told_to_hold_by_epochs() -> None:
-    """A job told to hold at half its epochs says where once it measured one (hold_at in
-    its progress); the monitor records it on the attempt, which is then held as one whose
-    hold point was known at launch. Said by a job not told to, or said no more, nothing."""
+    """A job told to hold by its epochs says where once it measured one (hold_at in its
+    progress: a quarter of 8 x 43); the monitor records it on the attempt with the epoch
+    (its length, for the next point), which is then held as one whose hold points were
+    known at launch. Said by a job not told to, or said no more, nothing."""
     spec = RunSpec(
         entry_point="train.py", hyperparameters={"epochs": 8},
         hyperparameter_roles={"num_epochs": "epochs"},
@@ -407,9 +408,10 @@ def test_the_hold_point_a_job_says_is_recorded_on_an_attempt_told_to_hold_by_epo
     told = update_current_attempt(
         begin_attempt(State(run_spec=spec), "j"), holds_by_its_epochs=True
     )
-    measured = describe("InProgress", progress={"step": 50, "steps_per_epoch": 43, "hold_at": 172})
+    measured = describe("InProgress", progress={"step": 50, "steps_per_epoch": 43, "hold_at": 86})
     held = with_job_hold(told, measured).current_attempt
-    assert held is not None and (held.hold_at, held.holds_by_its_epochs) == (172, False)
+    assert held is not None and (held.hold_at, held.holds_by_its_epochs) == (86, False)
+    assert held.epoch_updates == 43
     before = describe("InProgress", progress={"step": 20})
     assert with_job_hold(told, before) == told  # not measured yet
     not_told = begin_attempt(State(run_spec=spec), "j")

@@ -422,17 +422,18 @@ def test_a_run_held_at_half_whose_question_goes_unasked_trains_on_to_its_end(
 
 
 @pytest.mark.slow
-def test_a_run_counting_epochs_is_held_at_half_once_its_job_measured_one_and_repaired(
+def test_a_run_counting_epochs_is_held_once_its_job_measured_one_and_repaired(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
     """The VAE script (SGD under ReduceLROnPlateau, 8 epochs over a DataLoader) at 1/30 of
     its rate: no rule fires, and its loss falls and slows as a converged run's does, so it
     once ended clean at a test ELBO loss of 32.4 against its intended run's 23.7, and then
     was asked at its end (2.2x the final run's updates in all). Its length is known only
-    once its job measured an epoch (43 updates): the job then holds at half of 8 x 43,
-    update 172, and says so; its gradients still agree there, the verdict asks, a probe at
-    a higher rate learns faster, the held job is stopped and the run goes on from the
-    probe's, within 2 % of the intended run."""
+    once its job measured an epoch (43 updates): the job then holds at a quarter of 8 x 43,
+    update 86, and says so; it has learned enough there and is let go on to half (172),
+    held again; its gradients still agree there, the verdict asks, a probe at a higher
+    rate learns faster, the held job is stopped and the run goes on from the probe's,
+    within 2 % of the intended run."""
     data = tmp_path / "digits.npz"
     make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
     subprocess.run(make, check=True, timeout=120)
@@ -451,9 +452,10 @@ def test_a_run_counting_epochs_is_held_at_half_once_its_job_measured_one_and_rep
     state, run_dir, (first, last) = asked_then_repaired(
         spec, tmp_path, prefect_api_url, "the model learned in the first 172 of the job's 344"
     )
-    assert first.hold_at == 172 and not first.holds_by_its_epochs  # the job's word, recorded
+    assert first.hold_at == 172 and not first.holds_by_its_epochs  # the job's word, then half
+    assert first.epoch_updates == 43  # as its job measured it
     assert first.steps_run == 172 and first.outcome is JobStatus.Stopped
-    assert first.spec.hold_at_half_of_epochs is None  # the run's spec; the launch alone held
+    assert first.spec.hold_by_epochs is None  # the run's spec; the launch alone held
     lag_1, lag_5 = first.gradient_agreement
     assert min(lag_1, lag_5) >= 0.2, first.gradient_agreement
     assert first.final_window_loss < 0.9 * first.initial_loss  # it learned: no NotTrained
@@ -462,7 +464,8 @@ def test_a_run_counting_epochs_is_held_at_half_once_its_job_measured_one_and_rep
     assert last.metrics["test:elbo_loss"] <= 23.72 * 1.02  # within 2 % of the intended run
     assert state.history.updates_spent < 2 * 344  # asked at its end: 344 + probes + 344
     log = (run_dir / "jobs" / first.job_name / "logs" / "training.log").read_text()
-    assert "holds at 172 updates, half of 8 epochs x 43" in log
+    assert "holds at 86 updates, a quarter of 8 epochs x 43" in log
+    assert "continued after 86 updates: on to 172, to hold again" in log
     assert "held at its bound (172 updates)" in log
 
 

@@ -577,7 +577,9 @@ def test_a_run_holds_where_it_is_asked_where_its_length_is_known_before_it_runs(
     assert hold_point(epochs) == 43  # an eighth of 344
     measured = epochs.model_copy(update={"updates_per_epoch": None})
     assert measured.known_length() is None and hold_point(measured) is None
-    assert next_hold_point(measured, 172) is None  # held at half its epochs: its last hold
+    assert next_hold_point(measured, 86) is None  # its length not known to the flow
+    assert next_hold_point(measured, 86, epoch_updates=86) == 172  # as its job measured it
+    assert next_hold_point(measured, 172, epoch_updates=86) is None  # half: its last hold
     assert measured.known_length(measured_epoch=86) == 344
     builtin = RunSpec()
     length = builtin.num_epochs * builtin.steps_per_epoch

@@ -111,19 +111,28 @@ def counting_epochs(epochs: int, **fields: object) -> RunSpec:
     )
 
 
-def test_a_length_counted_in_epochs_is_held_at_half_by_its_job(
+def test_a_length_counted_in_epochs_is_held_by_its_job_then_at_the_next_point(
     tmp_path: Path, no_gpu: None
 ) -> None:
     """Its length is known once the job measured an epoch: the launch tells the job to hold
-    at half of its epochs (hold_at_half_of_epochs), and the job says where (the monitor
-    records it: decisions/observe.py with_job_hold). Two epochs' half is the first
-    epoch's end, past once measured; an epoch stated is a known length (hold_point)."""
+    by its epochs (hold_by_epochs), and the job says where (the monitor records it with
+    the epoch: decisions/observe.py with_job_hold); let go on, it is told to hold at half,
+    then to train on to its end. Two epochs' half is the first epoch's end, past once
+    measured; an epoch stated is a known length (hold_point)."""
     state = State(run_spec=counting_epochs(8))
     assert hold_for_question(state, str(tmp_path)) == {"holds_by_its_epochs": True}
     launched = update_current_attempt(begin_attempt(state, "job-1"), holds_by_its_epochs=True)
     spec = launched_spec(launched)
-    assert spec.hold_at_half_of_epochs == 8 and spec.max_updates is None
-    assert launched.run_spec.hold_at_half_of_epochs is None  # the run's spec is not told
+    assert spec.hold_by_epochs == 8 and spec.max_updates is None
+    assert launched.run_spec.hold_by_epochs is None  # the run's spec is not told
+    said = update_current_attempt(launched, hold_at=86, holds_by_its_epochs=False, epoch_updates=43)
+    backend = LocalBackend(tmp_path)
+    continue_file = backend.paths("job-1").continue_request
+    for further in (172, None):  # a quarter of 8 x 43 said by the job, then half, then its end
+        continue_file.unlink(missing_ok=True)
+        said = let_go_on(said, backend, "job-1")
+        assert said.current_attempt is not None and said.current_attempt.hold_at == further
+        assert continued_until(continue_file) == further
     for no in (
         State(run_spec=counting_epochs(2)),
         State(run_spec=counting_epochs(8, init_checkpoint="ckpt/")),  # a warm start

@@ -322,50 +322,69 @@ for epoch in range(a.epochs):
 """
 
 
-def test_a_length_counted_in_epochs_holds_at_half_once_the_job_measured_one(
+def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
     job: Job, project: Path
 ) -> None:
-    """REMEDY_HOLD_AT_HALF_OF_EPOCHS=4 and a DataLoader of 30 batches: the first epoch's
-    end measures 30 updates, so the job holds at 60, half of 4 x 30, and says so in
-    progress.json (hold_at) for the flow; continued, it trains on to its end, hold_at gone.
-    Two epochs' half is the first epoch's end, already past: not held."""
+    """REMEDY_HOLD_BY_EPOCHS=8 and a DataLoader of 30 batches: the first epoch's end
+    measures 30 updates, so the job holds at 60, a quarter of 8 x 30 (an eighth, 30, is
+    that epoch's end and too short to be asked), and says so in progress.json (hold_at)
+    for the flow; continued to 120 (the flow's next point, half), it holds there, and
+    continued with no bound it trains on to its end, hold_at gone. Four epochs: a quarter
+    (30) is too short to be asked, it holds at half (60). Two epochs' half is the first
+    epoch's end, already past: not held."""
     write(project, "epochs.py", EPOCHS_SCRIPT)
     go_on = job.out / "continue_request"
-    env = job.env(REMEDY_HOLD_AT_HALF_OF_EPOCHS="4", REMEDY_CONTINUE_FILE=str(go_on))
-    process = start(project, env, "epochs.py", "--epochs", "4")
+    env = job.env(REMEDY_HOLD_BY_EPOCHS="8", REMEDY_CONTINUE_FILE=str(go_on))
+    process = start(project, env, "epochs.py", "--epochs", "8")
     try:
         wait_for_step(job, process, 60)
-        time.sleep(1.0)  # held: no update past half, the process waiting
+        time.sleep(1.0)  # held: no update past a quarter, the process waiting
         assert process.poll() is None and len(job.metrics()) == 60
         progress = job.progress()
         assert (progress["hold_at"], progress["steps_per_epoch"]) == (60, 30)
+        go_on.write_text(json.dumps({"max_updates": 120}))
+        wait_for_step(job, process, 120)
+        time.sleep(1.0)  # held again, at half
+        assert process.poll() is None and len(job.metrics()) == 120
         go_on.touch()
         _, stderr = process.communicate(timeout=60)
     finally:
         process.kill()
     assert process.returncode == 0, stderr
-    assert "holds at 60 updates, half of 4 epochs x 30" in stderr
-    assert (job.result()["status"], job.result()["steps"]) == ("Completed", 120)
+    assert "holds at 60 updates, a quarter of 8 epochs x 30" in stderr
+    assert (job.result()["status"], job.result()["steps"]) == ("Completed", 240)
     assert "hold_at" not in job.progress()
+
+    go_on.touch()  # already there: held at its bound, it goes on at once
+    four = run(
+        project,
+        job.env(REMEDY_HOLD_BY_EPOCHS="4", REMEDY_CONTINUE_FILE=str(go_on)),
+        "epochs.py",
+        "--epochs",
+        "4",
+    )
+    assert four.returncode == 0, four.stderr
+    assert "holds at 60 updates, half of 4 epochs x 30" in four.stderr
+    assert job.result()["steps"] == 120
 
     two = run(
         project,
-        job.env(REMEDY_HOLD_AT_HALF_OF_EPOCHS="2", REMEDY_CONTINUE_FILE=str(go_on)),
+        job.env(REMEDY_HOLD_BY_EPOCHS="2", REMEDY_CONTINUE_FILE=str(go_on)),
         "epochs.py",
         "--epochs",
         "2",
     )
     assert two.returncode == 0, two.stderr
-    assert "not held at half of 60 updates (2 epochs)" in two.stderr
+    assert "not held in 60 updates (2 epochs): half is past or too short" in two.stderr
     assert job.result()["steps"] == 60 and "hold_at" not in job.progress()
     # a bound of its own comes first (a probe's): it holds there, the continue file
     # already there lets it on at once
     env = job.env(
-        REMEDY_HOLD_AT_HALF_OF_EPOCHS="4", REMEDY_MAX_UPDATES="50", REMEDY_CONTINUE_FILE=str(go_on)
+        REMEDY_HOLD_BY_EPOCHS="4", REMEDY_MAX_UPDATES="50", REMEDY_CONTINUE_FILE=str(go_on)
     )
     bounded = run(project, env, "epochs.py", "--epochs", "4")
     assert bounded.returncode == 0, bounded.stderr
-    assert "not held at half its epochs: bounded at 50 updates already" in bounded.stderr
+    assert "not held by its epochs: bounded at 50 updates already" in bounded.stderr
     assert job.result()["steps"] == 120 and "hold_at" not in job.progress()
 
 
