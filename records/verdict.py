@@ -289,8 +289,8 @@ def agreement(attempt: Attempt) -> tuple[float, float] | None:
     """The attempt's gradient agreement one and five updates apart (gradient_agreement,
     over the last third of its steps) when both are AGREEING or more: the mean gradient
     still outweighed each batch's noise. None when they were not, were not measured, or its
-    batches had no noise to outweigh (loss_rises under NOISY, or not known: a launch under
-    THIRDS_MIN_STEPS)."""
+    batches had no noise to outweigh (loss_rises under NOISY, or not known: a last third
+    of fewer than RISES_MIN_PAIRS pairs of losses)."""
     if len(attempt.gradient_agreement) != 2:
         return None
     if attempt.loss_rises is None or attempt.loss_rises < NOISY:

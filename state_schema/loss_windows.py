@@ -105,15 +105,19 @@ def rate_thirds(rates: list[float | None]) -> list[float]:
     return means
 
 
+# The fewest pairs of consecutive finite losses in the last third that tell a mini-batch's
+# noise (about half of them rising) from a full batch's smooth descent (near none): a
+# launch held at half of 90 updates holds 14, where its gradient agreement is measured too.
+RISES_MIN_PAIRS = 10
+
+
 def rising_share(losses: list[float | None]) -> float | None:
     """The share of the last third's steps whose loss rose over the step before (pairs of
     finite losses only): about half under a mini-batch's noise, near 0 for a full batch
-    descending smoothly; None for a launch too short to tell (THIRDS_MIN_STEPS)."""
-    if len(losses) < THIRDS_MIN_STEPS:
-        return None
+    descending smoothly; None for a launch too short to tell (RISES_MIN_PAIRS)."""
     last = losses[2 * len(losses) // 3 :]
     finite = [x if x is not None and math.isfinite(x) else None for x in last]
     pairs = [(a, b) for a, b in itertools.pairwise(finite) if a is not None and b is not None]
-    if not pairs:
+    if len(pairs) < RISES_MIN_PAIRS:
         return None
     return sum(b > a for a, b in pairs) / len(pairs)

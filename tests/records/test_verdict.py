@@ -699,12 +699,16 @@ def test_a_run_whose_schedule_was_still_raising_the_rate_at_its_end_is_asked() -
 
 
 def test_how_often_the_loss_rose_over_the_last_third() -> None:
-    from remedy.state_schema.loss_windows import THIRDS_MIN_STEPS, rising_share
+    """Told from ten pairs of the last third's losses or more: a launch held at half of 90
+    updates (45: 14 pairs) is told, one of 30 (9 pairs) is not."""
+    from remedy.state_schema.loss_windows import rising_share
 
     smooth = [1 / (1 + step) for step in range(90)]
     assert rising_share(smooth) == 0.0
     noisy = [1 / (1 + step) + (0.1 if step % 2 else 0.0) for step in range(90)]
     assert rising_share(noisy) == 15 / 29  # the odd steps of the last third rise
     assert rising_share([None, *noisy[1:]]) == 15 / 29  # the first third does not count
-    assert rising_share(noisy[: THIRDS_MIN_STEPS - 1]) is None  # too short to tell
+    assert rising_share(noisy[:45]) == 7 / 14
+    assert rising_share(noisy[:30]) is None  # too short to tell
+    assert rising_share([x if i % 3 else None for i, x in enumerate(noisy[:45])]) is None
     assert rising_share([None] * 90) is None
