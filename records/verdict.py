@@ -11,7 +11,8 @@ not report, or whose last value was not finite, is not met), or, when none are g
   built-in job: ln 10, a uniform guess): a window inflated by an unstable start is no
   baseline; and
 - where the job's classes are known (run_spec.num_classes; the built-in job's 10), its test
-  accuracy is clearly above chance; and
+  accuracy (a fraction: a percentage is read as one where its metric definition says so)
+  is clearly above chance; and
 - its loss was not still speeding up at its end (a launch of 60 updates or more): the last
   third of its steps did not take the loss down by SPEEDING_UP times what the middle third
   did, nor by more than SPEEDING_UP_DROP of the untrained loss. A healthy descent slows as
@@ -390,6 +391,13 @@ def unjudged(attempt: Attempt, start: Baseline | None) -> str | None:
             return (
                 f"no test:accuracy was reported: cannot tell whether the model beats chance "
                 f"({bar[0]:.3g} for {attempt.spec.classes} classes)"
+            )
+        if not 0 <= accuracy <= 1:  # a percentage read as it was printed: 10 is not > 0.1
+            return (
+                f"test:accuracy {accuracy:.4g} is not a fraction between 0 and 1: cannot tell "
+                f"whether the model beats chance ({bar[0]:.3g} for {attempt.spec.classes} "
+                f'classes); a job printing a percentage: "percent": true on its metric '
+                f"definition"
             )
     return None
 

@@ -5,7 +5,9 @@ definition names one such figure and gives the regular expression that finds it,
 CreateTrainingJob's AlgorithmSpecification.MetricDefinitions does ({"Name", "Regex"}, with the
 service's limits: a name of 1-255 and a regex of 1-500 characters, at most 40 definitions).
 Every log line the regex matches is one value of the metric (its first match on the line); the
-last value is the job's final value of that metric.
+last value is the job's final value of that metric. A figure printed as a percentage is
+read as a fraction where its definition says `"percent": true` (ours; not sent to the
+service, whose figures are divided where they are read back).
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ class MetricDefinition(Strict):
         r'e.g. "test ppl\s+([0-9.eE+-]+)" (in JSON: "test ppl\\s+([0-9.eE+-]+)").',
     )
 
+    percent: bool = Field(
+        False,
+        exclude_if=lambda value: not value,
+        description="The value is printed as a percentage (`Accuracy: 9812/10000 (98%)`): "
+        "divided by 100 where it is read, so an accuracy is a fraction, as the verdict "
+        "compares it with chance and success_criteria state it (test:accuracy >= 0.9).",
+    )
+
     @field_validator("regex")
     @classmethod
     def _one_group(cls, regex: str) -> str:
@@ -65,9 +75,10 @@ class MetricDefinition(Strict):
         if found is None or found.group(1) is None:
             return None
         try:
-            return float(found.group(1))
+            value = float(found.group(1))
         except ValueError:
             return None  # matched text that is not a number, e.g. "..." or "-"
+        return value / 100 if self.percent else value
 
 
 def is_finite(value: object) -> bool:

@@ -131,6 +131,8 @@ class SageMakerBackend(JobBackend):
             "watch_poll_s": self.watch_poll_s,
             "evaluator_poll_s": self.evaluator_poll_s,
             "evaluator_drain_s": self.evaluator_drain_s,
+            # The service reads its MetricDefinitions as printed: these are percentages.
+            "percent_metrics": [d.name for d in spec.metric_definitions if d.percent],
         }
         write_atomic(paths.record, json.dumps(record, indent=2))  # from now on: launched
         self.start_watcher(job_name)
@@ -194,6 +196,7 @@ class SageMakerBackend(JobBackend):
             Progress.model_validate(progress) if progress else None,
             metrics,
             private=(record["bucket"],),
+            percent=record.get("percent_metrics", ()),
         )
 
     def rule_statuses(self, job_name: str, judged_for_good: bool) -> list[RuleEvaluation]:

@@ -10,6 +10,7 @@ Text from the service is scrubbed of the bucket and role ARN before it is kept.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from remedy.jobs.base import JobSnapshot, Progress, RuleEvaluation
@@ -33,13 +34,16 @@ def status_message(described: dict[str, Any]) -> str | None:
     return transitions[-1].get("StatusMessage") if transitions else None
 
 
-def final_metrics(described: dict[str, Any]) -> dict[str, float]:
-    """FinalMetricDataList: the last value of each MetricDefinition the service found."""
+def final_metrics(described: dict[str, Any], percent: Iterable[str] = ()) -> dict[str, float]:
+    """FinalMetricDataList: the last value of each MetricDefinition the service found;
+    those named in `percent` (defined with "percent": true) as fractions."""
     found = {}
+    percent = set(percent)
     for metric in described.get("FinalMetricDataList") or []:
         value = metric.get("Value")
         if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
-            found[metric["MetricName"]] = float(value)
+            name = metric["MetricName"]
+            found[name] = float(value) / 100 if name in percent else float(value)
     return found
 
 
@@ -50,6 +54,7 @@ def job_snapshot(
     progress: Progress | None,
     metrics: dict[str, float],
     private: tuple[str | None, ...] = (),
+    percent: Iterable[str] = (),
 ) -> JobSnapshot:
     return JobSnapshot(
         name=name,
@@ -63,5 +68,5 @@ def job_snapshot(
         billable_s=described.get("BillableTimeInSeconds"),
         rules=rules,
         progress=progress,
-        final_metrics=metrics | final_metrics(described),
+        final_metrics=metrics | final_metrics(described, percent),
     )

@@ -188,6 +188,15 @@ def test_a_classifier_at_chance_is_not_clean() -> None:
         "no test:accuracy was reported: cannot tell whether the model beats chance "
         "(0.1 for 10 classes)"
     )
+    # a percentage read as printed (PyTorch's MNIST example: "Accuracy: 1000/10000 (10%)"):
+    # 10 would pass for far above chance 0.1; it is not judged, and the flaw says the fix
+    printed = run_flaw(ended(final_accuracy=10.0))
+    assert printed == (
+        "test:accuracy 10 is not a fraction between 0 and 1: cannot tell whether the model "
+        'beats chance (0.1 for 10 classes); a job printing a percentage: "percent": true '
+        "on its metric definition"
+    ), printed
+    assert run_flaw(ended(final_accuracy=-0.5)) is not None
 
 
 def test_a_script_states_its_baseline() -> None:

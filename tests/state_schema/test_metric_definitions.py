@@ -31,6 +31,16 @@ def test_a_definition_reads_the_number_its_group_captures() -> None:
     assert math.isnan(MetricDefinition(name="x", regex=r"x=(\S+)").value_in("x=nan"))
 
 
+def test_a_percentage_is_read_as_a_fraction_where_its_definition_says_so() -> None:
+    """PyTorch's MNIST example prints `Accuracy: 9812/10000 (98%)`: read as 0.98, the
+    fraction the verdict compares with chance; left out of a payload where not said."""
+    regex = r"Accuracy: \d+/\d+ \(([0-9.]+)%\)"
+    line = "Test set: Average loss: 0.0301, Accuracy: 9812/10000 (98%)"
+    assert MetricDefinition(name="test:accuracy", regex=regex, percent=True).value_in(line) == 0.98
+    plain = MetricDefinition(name="test:accuracy", regex=regex)
+    assert plain.value_in(line) == 98.0 and "percent" not in plain.model_dump()
+
+
 def test_a_run_spec_keeps_its_definitions_in_order() -> None:
     spec = script(
         metric_definitions=[

@@ -142,7 +142,8 @@ def test_remedy_files_cannot_be_shadowed(tmp_path: Path) -> None:
 
 
 def test_describe_stop_and_failures_map_to_the_snapshot(stubbed: Stubber, tmp_path: Path) -> None:
-    spec = cloud_spec(tmp_path)
+    accuracy = {"name": "test:accuracy", "regex": r"\(([0-9.]+)%\)", "percent": True}
+    spec = cloud_spec(tmp_path, metric_definitions=[accuracy])  # the service is sent Name, Regex
     backend = backend_for("sagemaker", tmp_path / "run")
     stubbed.add_response("create_training_job", {"TrainingJobArn": "arn"}, ANY_REQUEST)
     backend.launch("job-1", spec)
@@ -187,9 +188,9 @@ def test_describe_stop_and_failures_map_to_the_snapshot(stubbed: Stubber, tmp_pa
     status(
         "Completed",
         "Completed",
-        FinalMetricDataList=[{"MetricName": "test:accuracy", "Value": 0.91}],
+        FinalMetricDataList=[{"MetricName": "test:accuracy", "Value": 91.0}],
     )
-    assert backend.describe("job-1").final_metrics == {"test:accuracy": 0.91}
+    assert backend.describe("job-1").final_metrics == {"test:accuracy": 0.91}  # a percentage
 
 
 ANY_REQUEST: Any = {
