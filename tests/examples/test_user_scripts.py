@@ -12,7 +12,9 @@ whole on its real divergence and is repaired. examples/tabular/train.py (a CSV, 
 DataLoader, Adam under OneCycleLR, early stopping) at a max_lr 10,000x its own is repaired
 by the rate search, and its run, whose loss speeds up as the schedule anneals the rate, is
 called clean. examples/vae/train.py counts epochs: at a rate far too small it is asked at
-half its length, measured from its DataLoader's first pass.
+an eighth of its length, measured from its DataLoader's first pass. examples/digits/main.py
+(PyTorch's MNIST example style) prints its accuracy as a percentage, read as a fraction
+where its definition says so.
 """
 
 from __future__ import annotations
@@ -372,6 +374,45 @@ def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_before_half
         "max_num_retraining (1) reached; the last attempt: the model has not begun to learn"
     )
     assert "best model trained" not in output
+
+
+def test_a_script_printing_its_accuracy_as_a_percentage_is_judged_as_a_fraction(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """examples/digits (PyTorch's MNIST example style: Adadelta under StepLR, F.nll_loss,
+    `Accuracy: 598/600 (100%)` after each epoch) at its own rate, its 10 classes stated.
+    With "percent": true on its definition its accuracy is read as a fraction, judged
+    against chance, and the run is clean. Read as printed, 100 (or 10 at chance) would pass
+    for far above chance 0.1: it is not judged, and the run is not clean, saying what to
+    add."""
+    data = tmp_path / "digits.npz"
+    make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
+    subprocess.run(make, check=True)
+    accuracy = {"name": "test:accuracy", "regex": r"Accuracy: \d+/\d+ \(([0-9.]+)%\)"}
+    spec = {
+        "base_job_name": "digits",
+        "source_dir": str(EXAMPLES / "digits"),
+        "entry_point": "main.py",
+        "hyperparameters": {"data": str(data), "lr": 1.0, "epochs": 3},
+        "hyperparameter_roles": {"learning_rate": "lr"},
+        "num_classes": 10,
+        "metric_definitions": [accuracy | {"percent": True}],
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path / "percent", prefect_api_url)
+    assert code == 0, output[-3000:]
+    state = load_state(run_dir / "state.json")
+    (attempt,) = state.history.attempts
+    assert 0.9 <= attempt.metrics["test:accuracy"] <= 1.0  # 598/600 printed as (100%)
+    assert state.end_reason is not None and state.end_reason.startswith("completed: the job")
+
+    spec["metric_definitions"] = [accuracy]
+    code, output, run_dir = remedy_run(spec, tmp_path / "printed", prefect_api_url)
+    assert code != 0, output[-3000:]
+    state = load_state(run_dir / "state.json")
+    (attempt,) = state.history.attempts
+    assert attempt.metrics["test:accuracy"] > 1
+    assert state.end_reason is not None and "is not a fraction between 0 and 1" in state.end_reason
+    assert '"percent": true' in state.end_reason
 
 
 # examples/gan at its usual rate: healthy (ring error about 0.1 at its end)
