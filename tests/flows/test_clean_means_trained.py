@@ -368,33 +368,33 @@ def test_a_run_still_descending_in_a_line_is_asked_and_repaired(
 
 
 @pytest.mark.slow
-def test_a_run_held_at_half_its_stated_length_is_asked_there_and_repaired(
+def test_a_run_held_at_a_quarter_of_its_stated_length_is_asked_there_and_repaired(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
     """The same char transformer at 1/33 of its rate, its length mapped (max_steps): the
-    local backend holds its job at half (update 200 of 400) while the verdict asks, since
-    its loss moved but its gradients still agree at both lags (held and asked at an eighth
-    and a quarter first, and let go on). Probes at higher rates
-    learn faster: the held job is stopped there, not run to its end, and the run goes on
-    from the best probe's job (its updates kept), trained far lower."""
+    local backend holds its job at a quarter (update 100 of 400) while the verdict asks,
+    since its loss moved but its gradients still agree at both lags, over the quarter's 0.5
+    (held and asked at an eighth first, and let go on). Probes at higher rates learn
+    faster: the held job is stopped there, not run to its end, and the run goes on from the
+    best probe's job (its updates kept), trained far lower."""
     spec = slow_char_transformer(tmp_path, "char-held", length_mapped=True)
     state, run_dir, (first, last) = asked_then_repaired(
-        spec, tmp_path, prefect_api_url, "the model learned in the first 200 of the job's 400"
+        spec, tmp_path, prefect_api_url, "the model learned in the first 100 of the job's 400"
     )
-    assert first.hold_at == 200 and first.outcome is JobStatus.Stopped
-    assert first.steps_run == 200  # held there: not one update past it
+    assert first.hold_at == 100 and first.outcome is JobStatus.Stopped
+    assert first.steps_run == 100  # held there: not one update past it
     assert first.spec.max_updates is None  # the run's spec; the launch alone was bounded
     lag_1, lag_5 = first.gradient_agreement
-    assert min(lag_1, lag_5) >= 0.2, first.gradient_agreement
-    assert first.final_window_loss < 0.9 * first.initial_loss  # it learned: no NotTrained
+    assert min(lag_1, lag_5) >= 0.5, first.gradient_agreement
+    # it learned: past the quarter's 2.5 % (6 % below its start here), no NotTrained
+    assert first.final_window_loss < 0.975 * first.initial_loss
     assert last.continues is not None and last.steps_run == 400  # a probe's job went on
     assert last.spec.role("learning_rate") > 3e-5 and last.findings == []
     assert last.final_window_loss < 0.8 * first.final_window_loss
     assert state.history.updates_spent < 2 * 400  # asked at its end: 400 + probes + 400
     log = "".join(f.read_text() for f in (run_dir / "jobs" / first.job_name / "logs").glob("*"))
-    for held, further in ((50, 100), (100, 200)):  # asked at an eighth and a quarter, held
-        assert f"continued after {held} updates: on to {further}, to hold again" in log
-    assert "held at its bound (200 updates)" in log
+    assert "continued after 50 updates: on to 100, to hold again" in log  # asked at an eighth
+    assert "held at its bound (100 updates)" in log
 
 
 @pytest.mark.slow
@@ -430,10 +430,10 @@ def test_a_run_counting_epochs_is_held_once_its_job_measured_one_and_repaired(
     once ended clean at a test ELBO loss of 32.4 against its intended run's 23.7, and then
     was asked at its end (2.2x the final run's updates in all). Its length is known only
     once its job measured an epoch (43 updates): the job then holds at a quarter of 8 x 43,
-    update 86, and says so; it has learned enough there and is let go on to half (172),
-    held again; its gradients still agree there, the verdict asks, a probe at a higher
-    rate learns faster, the held job is stopped and the run goes on from the probe's,
-    within 2 % of the intended run."""
+    update 86, and says so; it has learned there, but its gradients still agree at both
+    lags over the quarter's 0.5: the verdict asks, a probe at a higher rate learns faster,
+    the held job is stopped and the run goes on from the probe's, within 2 % of the
+    intended run."""
     data = tmp_path / "digits.npz"
     make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
     subprocess.run(make, check=True, timeout=120)
@@ -450,14 +450,14 @@ def test_a_run_counting_epochs_is_held_once_its_job_measured_one_and_repaired(
         ],
     }  # fmt: skip
     state, run_dir, (first, last) = asked_then_repaired(
-        spec, tmp_path, prefect_api_url, "the model learned in the first 172 of the job's 344"
+        spec, tmp_path, prefect_api_url, "the model learned in the first 86 of the job's 344"
     )
-    assert first.hold_at == 172 and not first.holds_by_its_epochs  # the job's word, then half
-    assert first.epoch_updates == 43  # as its job measured it
-    assert first.steps_run == 172 and first.outcome is JobStatus.Stopped
+    assert first.hold_at == 86 and not first.holds_by_its_epochs  # the job's word, recorded
+    assert first.epoch_updates == 43  # as its job measured it: half would come next
+    assert first.steps_run == 86 and first.outcome is JobStatus.Stopped
     assert first.spec.hold_by_epochs is None  # the run's spec; the launch alone held
     lag_1, lag_5 = first.gradient_agreement
-    assert min(lag_1, lag_5) >= 0.2, first.gradient_agreement
+    assert min(lag_1, lag_5) >= 0.5, first.gradient_agreement
     assert first.final_window_loss < 0.9 * first.initial_loss  # it learned: no NotTrained
     assert last.continues is not None and last.steps_run == 344  # a probe's job went on
     assert last.spec.role("learning_rate") > 3 * 0.01 / 30 and last.findings == []
@@ -465,8 +465,7 @@ def test_a_run_counting_epochs_is_held_once_its_job_measured_one_and_repaired(
     assert state.history.updates_spent < 2 * 344  # asked at its end: 344 + probes + 344
     log = (run_dir / "jobs" / first.job_name / "logs" / "training.log").read_text()
     assert "holds at 86 updates, a quarter of 8 epochs x 43" in log
-    assert "continued after 86 updates: on to 172, to hold again" in log
-    assert "held at its bound (172 updates)" in log
+    assert "held at its bound (86 updates)" in log
 
 
 @pytest.mark.slow
