@@ -165,8 +165,9 @@ def still_agreeing_at_a_quarter(described: Attempt) -> bool:
     """Held at a quarter of its length, the launch learned, but its gradients agree at
     both lags AGREEING_AT_A_QUARTER or more: it is asked half's question there
     (held_question) instead of running on to half. The VAE at 1/30 of its rate, held at
-    update 86 of 344, asked at half: 578 updates in all for its final 344. Not while a
-    warmup still raises its rate (warming_up: small rates agree too; asked at half)."""
+    update 86 of 344 and asked there: 490 updates in all for its final 344 (578 asked at
+    half). Not while a warmup still raises its rate (warming_up: small rates agree too;
+    asked at half)."""
     agreed = agreement(described)
     if agreed is None or min(agreed) < AGREEING_AT_A_QUARTER:
         return False
