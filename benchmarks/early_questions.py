@@ -1,22 +1,22 @@
-"""Would the verdict's questions at a quarter and at half have stopped these launches?
+"""Would the verdict's questions at an eighth, a quarter and half have stopped these launches?
 
     python benchmarks/repair_quality.py --run-dir DIR      # keeps every case's run folder
     python benchmarks/early_questions.py DIR
 
-A launch of known length is asked at a quarter and at half of it whether its model has
-begun to learn (records/asked_early.py): its loss must be that share of the end's 10 %
-below the untrained model's, and at a quarter only a launch whose gradients still agree
-(and whose schedule is not raising the rate) is stopped. The monitor asks when it looks,
-and a tiny job can pass a quarter between two looks, so the run itself does not show
-what the questions say at those points. This replays them on the first launch of every
-case the run kept, from that launch's own step records cut at the quarter and at half of
-its length (its max_iters, else its steps when it ran to its end): for each, the loss's
-drop below its start, the gradient agreement and the rate's thirds the question reads,
-and the finding it gives ("-": none); at half, as a job held there is asked, a model that
-learned while its gradients still agree too (StillDescending). The healthy and intended
-runs must get none; the runs that learned nothing, or too slowly, one. Prints figures;
-asserts nothing. The README ("Not reached yet", the asking-sooner paragraph) and
-docs/policies.md record them.
+A launch of known length is asked at an eighth, a quarter and half of it whether its model
+has begun to learn (records/asked_early.py): its loss must be that share of the end's 10 %
+below the untrained model's, and before half only a launch whose gradients still agree or
+whose rates are known (and whose schedule is not raising the rate) is stopped. A run
+stopped at one point does not show what the later ones would have said. This replays them
+on the first launch of every case the run kept, from that launch's own step records cut at
+each point of its length (its max_iters; its epochs times the epoch its job measured; else
+its steps when it ran to its end): for each, the loss's drop below its start, the gradient
+agreement and the rate's thirds the question reads, and the finding it gives ("-": none);
+at a quarter and half, as a job held there is asked, a model that learned while its
+gradients still agree too (StillDescending; at a quarter 0.5 or more at both lags). The
+healthy and intended runs must get none; the runs that learned nothing, or too slowly,
+one. Prints figures; asserts nothing. The README ("Not reached yet", the asking-sooner
+paragraph) and docs/policies.md record them.
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from remedy.records.asked_early import asked_early  # noqa: E402
 from remedy.state_schema import RunSpec, State  # noqa: E402
-from remedy.state_schema.asking_points import ASKED_AT, HALF, asking_point  # noqa: E402
+from remedy.state_schema.asking_points import ASKED_AT, asking_point  # noqa: E402
 from remedy.state_schema.loss_windows import LOSS_WINDOW, windowed_losses  # noqa: E402
-from remedy.state_schema.roles import LENGTH_ROLE  # noqa: E402
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt  # noqa: E402
 from remedy.strategies.outcomes import descent_figures, step_losses  # noqa: E402
 
@@ -56,14 +55,17 @@ def first_launch(case: Path) -> tuple[dict[str, Any], list[dict[str, Any]]] | No
     return attempt, [r for r in records if r.get("type") == "step"]
 
 
-def known_length(attempt: dict[str, Any]) -> int | None:
-    """The launch's length as the monitor knew it: the flag its max_steps role maps, else
-    its steps when it ran to its end (the built-in job and an epoch-counting script report
-    theirs; one stopped before its end: not known here)."""
-    spec = attempt["spec"]
-    flag = spec.get("hyperparameter_roles", {}).get(LENGTH_ROLE)
-    if flag is not None and flag in spec.get("hyperparameters", {}):
-        return int(spec["hyperparameters"][flag])
+def known_length(case: Path, attempt: dict[str, Any]) -> int | None:
+    """The launch's length as the monitor knew it: the flag its max_steps role maps, or its
+    num_epochs role times the epoch its job measured (progress.json's steps_per_epoch),
+    else its steps when it ran to its end (the built-in job reports its own)."""
+    progress = case / "jobs" / attempt["job_name"] / "progress.json"
+    measured = (
+        json.loads(progress.read_text()).get("steps_per_epoch") if progress.exists() else None
+    )
+    stated = RunSpec.model_validate(attempt["spec"]).known_length(measured)
+    if stated is not None:
+        return stated
     return int(attempt["steps_run"]) if attempt["outcome"] == "Completed" else None
 
 
@@ -88,10 +90,9 @@ def asked_at(
     state = begin_attempt(State(run_spec=RunSpec.model_validate(spec)), "replay")
     state = update_current_attempt(state, **fields)
     descent = descent_figures(part)
-    # at half, as a job held there is asked (the local backend holds a cold start of known
-    # length): whether a model that learned learns too slowly, too (StillDescending)
-    held = share == HALF
-    found = asked_early(state, length, lambda a: a.model_copy(update=descent), held=held)
+    # held, as the local backend holds a cold start of known length at each point: whether
+    # a model that learned learns too slowly, too (StillDescending), at a quarter and half
+    found = asked_early(state, length, lambda a: a.model_copy(update=descent), held=True)
     start = min(losses[0], windows[0]) if windows else losses[0]
     drop = f"{(1 - windows[1] / start) * 100:.1f} %" if windows else "-"
     agreement = ", ".join(f"{x:.2f}" for x in descent["gradient_agreement"]) or "-"
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         if (launch := first_launch(case)) is None:
             continue
         attempt, steps = launch
-        length = known_length(attempt)
+        length = known_length(case, attempt)
         cells = [case.name, str(length or "-")]
         for share in ASKED_AT:
             asked = asked_at(steps, length, share, attempt["spec"]) if length else None

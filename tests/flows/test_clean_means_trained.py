@@ -263,7 +263,7 @@ def test_a_run_of_stated_length_that_has_not_begun_to_learn_is_stopped_before_ha
     launch = replay.first_launch(run_dir)
     assert launch is not None
     recorded, steps = launch
-    assert replay.known_length(recorded) == 800
+    assert replay.known_length(run_dir, recorded) == 800
     replayed = [replay.asked_at(steps, 800, share, recorded["spec"]) for share in (0.125, 0.25)]
     assert replayed[0] is not None
     for cells in filter(None, replayed):
