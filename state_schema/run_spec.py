@@ -672,6 +672,15 @@ class RunSpec(Hyperparameters):
                 self._check_coupled(flag, coupled, taken)
             except ValueError as error:
                 errors.append(field_error(("coupled_flags", flag), str(error), flag))
+        percent = {d.name for d in self.metric_definitions if d.percent}
+        for index, criterion in enumerate(self.success_criteria):
+            if criterion.metric in percent and not 0 <= criterion.value <= 1:
+                message = (
+                    f"{criterion.metric} is read as a fraction (its metric definition says "
+                    f'"percent": true): {criterion.value:g} is never between 0 and 1; '
+                    f"state it as one (e.g. {criterion.value / 100:g})"
+                )
+                errors.append(field_error(("success_criteria", str(index)), message, criterion))
         return errors
 
     def _command_line_errors(self) -> list[InitErrorDetails]:

@@ -39,6 +39,15 @@ def test_a_percentage_is_read_as_a_fraction_where_its_definition_says_so() -> No
     assert MetricDefinition(name="test:accuracy", regex=regex, percent=True).value_in(line) == 0.98
     plain = MetricDefinition(name="test:accuracy", regex=regex)
     assert plain.value_in(line) == 98.0 and "percent" not in plain.model_dump()
+    # a criterion stated in percent on a metric read as a fraction could never be met:
+    # refused before launch, naming it
+    percent = [{"name": "test:accuracy", "regex": regex, "percent": True}]
+    fraction = [{"metric": "test:accuracy", "op": ">=", "value": 0.9}]
+    script(metric_definitions=percent, success_criteria=fraction)
+    with pytest.raises(ValidationError) as refused:
+        script(metric_definitions=percent, success_criteria=[fraction[0] | {"value": 90}])
+    assert "success_criteria.0" in str(refused.value)
+    assert "90 is never between 0 and 1; state it as one (e.g. 0.9)" in str(refused.value)
 
 
 def test_a_run_spec_keeps_its_definitions_in_order() -> None:
