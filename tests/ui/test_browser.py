@@ -201,6 +201,8 @@ def test_the_run_form_holds_only_what_a_person_chooses(
             cloud = field(page, "SageMaker (Optional)")
             cloud.get_by_role("button", name="SageMaker", exact=True).click()
             page.get_by_text("Sm Role (Optional)", exact=True).wait_for()
+            # its fields' descriptions may render a moment after their labels
+            page.get_by_text("shows as <hidden> once the run starts").first.wait_for()
             text = page.inner_text("body")
             assert_shown_in_order(text, schema["definitions"]["RunSpec"]["properties"])
             cloud = schema["definitions"]["RunSpec"]["properties"]["sagemaker"]["anyOf"][0]
