@@ -41,7 +41,10 @@ HYPERPARAMETERS_FILE = "/opt/ml/input/config/hyperparameters.json"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # CheckpointConfig.LocalPath (layout.py)
 # The job's files (state_schema/job_env.py's names, spelled here: a test ties them)
 LIVE = ("progress.json",)  # and RULE_STATUS_DIR/*.json: sent while the job runs
-REPORTED = ("result.json", "progress.json", "metrics.jsonl")  # and RULE_STATUS_DIR/*.json
+RESULT = "result.json"
+# At the end, with RULE_STATUS_DIR/*.json; the result last: whoever sees it has all the
+# job sent before it (the orchestrator mirrors the reports again only while it has none).
+REPORTED = ("progress.json", "metrics.jsonl", RESULT)
 RULE_STATUS_DIR = "rule_status"
 REPORT_INTERVAL_S = 5.0
 TOOLKIT_STYLE = "--name value"  # how the toolkit itself passes hyperparameters
@@ -127,8 +130,9 @@ class Reports:
         self.client = boto3.client("s3")
 
     def upload(self, names: tuple[str, ...]) -> None:
-        files = [self.output_dir / name for name in names]
+        files = [self.output_dir / name for name in names if name != RESULT]
         files += sorted((self.output_dir / RULE_STATUS_DIR).glob("*.json"))
+        files += [self.output_dir / name for name in names if name == RESULT]
         for path in files:
             try:
                 info = path.stat()
