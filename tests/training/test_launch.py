@@ -356,35 +356,23 @@ def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
     assert "hold_at" not in job.progress()
 
     go_on.touch()  # already there: held at its bound, it goes on at once
-    four = run(
-        project,
-        job.env(REMEDY_HOLD_BY_EPOCHS="4", REMEDY_CONTINUE_FILE=str(go_on)),
-        "epochs.py",
-        "--epochs",
-        "4",
-    )
-    assert four.returncode == 0, four.stderr
-    assert "holds at 60 updates, half of 4 epochs x 30" in four.stderr
-    assert job.result()["steps"] == 120
 
-    two = run(
-        project,
-        job.env(REMEDY_HOLD_BY_EPOCHS="2", REMEDY_CONTINUE_FILE=str(go_on)),
-        "epochs.py",
-        "--epochs",
-        "2",
-    )
-    assert two.returncode == 0, two.stderr
-    assert "not held in 60 updates (2 epochs): half is past or too short" in two.stderr
+    def epochs_run(epochs: int, **env: str) -> str:
+        """The script over `epochs` epochs, told to hold by them: its launcher's stderr."""
+        told = job.env(REMEDY_HOLD_BY_EPOCHS=str(epochs), REMEDY_CONTINUE_FILE=str(go_on), **env)
+        done = run(project, told, "epochs.py", "--epochs", str(epochs))
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert "holds at 60 updates, half of 4 epochs x 30" in epochs_run(4)
+    assert job.result()["steps"] == 120
+    said = epochs_run(2)
+    assert "not held in 60 updates (2 epochs): half is past or too short" in said
     assert job.result()["steps"] == 60 and "hold_at" not in job.progress()
     # a bound of its own comes first (a probe's): it holds there, the continue file
     # already there lets it on at once
-    env = job.env(
-        REMEDY_HOLD_BY_EPOCHS="4", REMEDY_MAX_UPDATES="50", REMEDY_CONTINUE_FILE=str(go_on)
-    )
-    bounded = run(project, env, "epochs.py", "--epochs", "4")
-    assert bounded.returncode == 0, bounded.stderr
-    assert "not held by its epochs: bounded at 50 updates already" in bounded.stderr
+    said = epochs_run(4, REMEDY_MAX_UPDATES="50")
+    assert "not held by its epochs: bounded at 50 updates already" in said
     assert job.result()["steps"] == 120 and "hold_at" not in job.progress()
 
 

@@ -116,3 +116,26 @@ def test_the_entry_programs_own_file_names_are_the_job_contracts() -> None:
     assert set(container_entry.REPORTED) == names
     assert set(container_entry.LIVE) == {job_env.PROGRESS_FILE}
     assert container_entry.RULE_STATUS_DIR == job_env.RULE_STATUS_DIR
+
+
+def test_the_result_is_sent_last_so_whoever_has_it_has_the_rest(aws: str, tmp_path: Path) -> None:
+    """The orchestrator mirrors a job's reports again only while it has no result: sent
+    before the last progress.json, a result once left a completed run read a step short."""
+    from remedy.jobs.sagemaker import container_entry
+
+    output = tmp_path / "output"
+    (output / container_entry.RULE_STATUS_DIR).mkdir(parents=True)
+    names = [*container_entry.REPORTED, f"{container_entry.RULE_STATUS_DIR}/ExplodingTensor.json"]
+    for name in names:
+        (output / name).write_text("{}")
+    reports = container_entry.Reports(output, f"s3://{BUCKET}/remedy/job/remedy")
+    sent: list[str] = []
+    put = reports.client.put_object
+
+    def recorded(**request: object) -> object:
+        sent.append(str(request["Key"]).removeprefix("remedy/job/remedy/"))
+        return put(**request)
+
+    reports.client.put_object = recorded
+    reports.upload(container_entry.REPORTED)
+    assert sorted(sent) == sorted(names) and sent[-1] == container_entry.RESULT
