@@ -291,6 +291,13 @@ class Attempt(Strict):
         description="Median total gradient norm of this launch's updates before its "
         "finding (what a clipping threshold is set from).",
     )
+    update_ratio: float | None = Field(
+        None,
+        description="Median over this launch's measured updates before its finding of "
+        "how far an update moved its weights, as a fraction of them (the median over the "
+        "weights), at the rate it was given: how far a search up may start "
+        "(state_schema/update_ratio.py). Null where the job measured none.",
+    )
     result: AttemptResult | None = Field(
         None, description="What this attempt taught the policy (set once it ended)."
     )

@@ -29,6 +29,7 @@ from remedy.state_schema import (
 )
 from remedy.state_schema.gradient_agreement import AGREEMENT_FIELDS, last_third_agreement
 from remedy.state_schema.loss_windows import loss_thirds, rate_thirds, rising_share
+from remedy.state_schema.update_ratio import UPDATE_RATIO_FIELD, launch_update_ratio
 from remedy.strategies.warm_start import update_of
 
 
@@ -180,10 +181,23 @@ def digest(attempt: Attempt, records: Sequence[Mapping[str, Any]]) -> dict[str, 
     and the typical gradient norm before the finding."""
     finding = first_finding(attempt)
     onset = finding.step if finding is not None else None  # hook step = index in the launch
+    before = [r for r in records if r.get("type") == "step"][:onset]
+    typed = learning_rate_of(attempt.spec)
     return {
         "loss_trace": step_losses(records)[:LOSS_TRACE_STEPS],
         "grad_norm_median": grad_norm_before(records, onset),
+        "update_ratio": launch_update_ratio(
+            step_figures(before, UPDATE_RATIO_FIELD), step_rates(before), typed
+        ),
     }
+
+
+def learning_rate_of(spec: RunSpec) -> float | None:
+    """The rate a launch was given (its learning_rate role), where it has one."""
+    if not spec.has_role("learning_rate"):
+        return None
+    value = spec.role("learning_rate")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 # ---------------------------------------------------------------------------------------

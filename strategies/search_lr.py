@@ -3,7 +3,10 @@
 Every attempt that diverged closes the bracket from above at its rate; every attempt that
 stalled closes it from below. The next rate lies strictly inside: the geometric middle
 once both ends are known, else a factor of 10 away from the end that failed. A value at or
-beyond one that already failed in the same direction is never proposed again.
+beyond one that already failed in the same direction is never proposed again. Up from a
+stall, the factors of 10 that the stalled launch's own update ratio says would still move
+the weights less than the slowest healthy run are passed over (rungs_too_small; not by
+the finer steps from a run that learned).
 
 `search_lr_down` (after a divergence) goes on cutting while each cut moved the failure
 later (or, caught as early as the rule can, left the loss climbing half as far or less),
@@ -20,7 +23,9 @@ from dataclasses import dataclass
 from statistics import median
 
 from remedy.state_schema import Attempt, AttemptKind, Finding, ResultKind, RunSpec, State
+from remedy.state_schema.update_ratio import HEALTHY_UPDATE_RATIO
 from remedy.strategies.base import Strategy, register_strategy
+from remedy.strategies.outcomes import learning_rate_of
 
 STEP = 10.0  # away from a single failed end
 BISECT_STOP = 1.5  # a bracket narrower than this (high / low) is settled: nothing to search
@@ -49,11 +54,7 @@ def tidy(rate: float) -> float:
 
 
 def learning_rate(attempt: Attempt) -> float | None:
-    spec = attempt.spec
-    if not spec.has_role("learning_rate"):
-        return None
-    value = spec.role("learning_rate")
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+    return learning_rate_of(attempt.spec)
 
 
 def bracket(attempts: Sequence[Attempt]) -> Bracket:
@@ -118,7 +119,11 @@ class SearchLR(Strategy):
     downward: bool
 
     def __init__(
-        self, attempts: Sequence[Attempt] = (), reach: float = 1.0, downward: bool | None = None
+        self,
+        attempts: Sequence[Attempt] = (),
+        reach: float = 1.0,
+        downward: bool | None = None,
+        fine: bool = False,
     ) -> None:
         self.attempts = list(attempts)
         self.bracket = bracket(self.attempts)
@@ -127,6 +132,7 @@ class SearchLR(Strategy):
         self.reach = reach
         if downward is not None:
             self.downward = downward
+        self.fine = fine  # a step of spread(fine=True): from a run that learned
 
     @classmethod
     def for_state(cls, state: State, findings: Sequence[Finding]) -> SearchLR:
@@ -144,8 +150,29 @@ class SearchLR(Strategy):
         elif self.downward:
             rate = (high if high is not None else current) / STEP**self.reach
         else:
-            rate = (low if low is not None else current) * STEP**self.reach
+            base = low if low is not None else current
+            skipped = 0 if self.fine else self.rungs_too_small(base)
+            rate = base * STEP ** (self.reach + skipped)
         return tidy(rate) if self.bracket.inside(rate) and rate >= FLOOR else None
+
+    def rungs_too_small(self, base: float) -> int:
+        """How many STEPs up from `base` would still move the weights less than a
+        healthy run does (HEALTHY_UPDATE_RATIO), by the update ratio the latest launch at
+        `base` measured (an update's size is in proportion to the rate): those rates are
+        not tried. 0 where none was measured."""
+        ratio = self.measured_ratio(base)
+        if ratio is None or ratio >= HEALTHY_UPDATE_RATIO:
+            return 0
+        return max(0, math.ceil(math.log(HEALTHY_UPDATE_RATIO / ratio, STEP) - 1e-9) - 1)
+
+    def measured_ratio(self, rate: float) -> float | None:
+        """The update ratio the latest launch at `rate` measured (None: none did)."""
+        measured = [
+            a.update_ratio
+            for a in self.attempts
+            if a.update_ratio and (at := learning_rate(a)) and math.isclose(at, rate)
+        ]
+        return measured[-1] if measured else None
 
     def spread(self, spec: RunSpec, fine: bool = False) -> list[SearchLR]:
         """Candidates to probe side by side, this one first: one, two and three STEPs past
@@ -154,7 +181,8 @@ class SearchLR(Strategy):
         right already (a run that learned, in a line)."""
         closed = self.bracket.low and self.bracket.high
         reaches = (1.0, 0.5, 1.5) if closed or fine else (1.0, 2.0, 3.0)
-        return self.viable([type(self)(self.attempts, r, self.downward) for r in reaches], spec)
+        steps = [type(self)(self.attempts, r, self.downward, fine) for r in reaches]
+        return self.viable(steps, spec)
 
     def viable(self, candidates: Sequence[SearchLR], spec: RunSpec) -> list[SearchLR]:
         """The candidates with a rate inside the bracket that no full launch has run yet
@@ -189,7 +217,20 @@ class SearchLR(Strategy):
         return spec.with_roles(update)
 
     def reason(self, before: RunSpec, after: RunSpec) -> str:
-        return f"{super().reason(before, after)}; so far {self.bracket.describe()}"
+        said = f"{super().reason(before, after)}; so far {self.bracket.describe()}"
+        low = self.bracket.low
+        base = low if low is not None else float(before.role("learning_rate"))
+        skipped = 0 if self.fine or self.downward else self.rungs_too_small(base)
+        if skipped and not (low is not None and self.bracket.high is not None):
+            ratio = self.measured_ratio(base)
+            assert ratio is not None  # rungs_too_small found it
+            top = tidy(base * STEP**skipped)
+            said += (
+                f"; {top:g} and below passed over: at {base:g} an update moved the weights "
+                f"{ratio:.2g} of themselves, {ratio * STEP**skipped:.2g} at {top:g}, under "
+                f"a healthy run's {HEALTHY_UPDATE_RATIO:g}"
+            )
+        return said
 
 
 @register_strategy

@@ -18,8 +18,9 @@ printed and status 1. Before it starts, the launcher
   - runs the NaN guard (REMEDY_NAN_GUARD: stop | skip | off; training/script_guard.py,
     the policy of training/nan_guard.py that the built-in job's guard follows too), which
     writes its rule status into REMEDY_RULE_STATUS_DIR;
-  - measures how much consecutive updates' gradients agree, every few updates, into the
-    step records (training/gradient_agreement.py);
+  - measures how much consecutive updates' gradients agree, and how far an update moves
+    the weights, every few updates, into the step records (training/gradient_agreement.py,
+    training/update_ratio.py);
   - measures the updates of the script's first epoch, a pass over a DataLoader, and
     reports them as steps_per_epoch in progress.json (training/epoch_length.py);
   - turns REMEDY_STOP_FILE appearing, or SIGTERM, into a clean stop between two updates
@@ -60,6 +61,7 @@ from remedy.training.gradient_agreement import GradientAgreement
 from remedy.training.progress import ProgressFiles
 from remedy.training.script_guard import ScriptNanGuard
 from remedy.training.stopping import StopRequest, StopTraining, UpdateBound
+from remedy.training.update_ratio import UpdateRatio
 
 USAGE = "usage: python -m remedy.training.launch (SCRIPT.py | -m MODULE) [ARGS...]"
 
@@ -154,6 +156,7 @@ class ScriptMonitor:
         self.capture: ZeroCodeCapture | None = None  # once installed: its optimizer count
         self.optimizers = 1  # separate optimizers reported so far
         self.agreement = GradientAgreement()
+        self.update_ratio = UpdateRatio()
 
     def on_update(self, update: Update) -> None:
         if self.progress is not None:
@@ -166,6 +169,7 @@ class ScriptMonitor:
                 scaler_skipped=update.scaler_skipped or None,
                 wall_time=update.wall_time,
                 **self.agreement.see(update.step, partial(parameters_of, update)),
+                **self.update_ratio.see(update.step, partial(parameters_of, update)),
             )
         if self.capture is not None and self.capture.separate_optimizers > self.optimizers:
             self.several_optimizers(self.capture.separate_optimizers)

@@ -10,8 +10,9 @@ writes into DIR the files every job writes (training/progress.py, as the launche
 script; JSON written to a temporary file, then renamed into place):
   progress.json   after every step (steps closer than 50 ms share one write): step,
                   epoch, loss, accuracy, grad_norm (total L2 norm of the gradients),
-                  learning_rate, wall_time, grad_agreement_1 / grad_agreement_5 every
-                  few steps (training/gradient_agreement.py), steps_per_epoch,
+                  learning_rate, wall_time, grad_agreement_1 / grad_agreement_5 and
+                  update_ratio every few steps (training/gradient_agreement.py,
+                  training/update_ratio.py), steps_per_epoch,
                   total_steps, start_step,
                   first_loss (the loss of this launch's first step; null when it was not
                   finite), first_losses /
@@ -81,6 +82,7 @@ from remedy.training.progress import ProgressFiles, finite_or_none
 from remedy.training.rule_tensors import save_accuracy, save_classification
 from remedy.training.schedule import learning_rate_for_epoch
 from remedy.training.stopping import StopRequest, StopTraining, UpdateBound
+from remedy.training.update_ratio import UpdateRatio
 from remedy.training.warm_start import restore
 
 LOG_EVERY = 10  # steps between progress lines on stdout
@@ -285,7 +287,7 @@ def train(
         for _ in range(job.start_epoch):  # a warm start sees the data order a full run would
             torch.randperm(len(job.train_data), generator=shuffle)
         guard = NanGuard(config, output_dir, model, optimizer, job.train_data, shuffle)
-        agreement = GradientAgreement()
+        agreement, update_ratio = GradientAgreement(), UpdateRatio()
         # A warm start from a step checkpoint goes on mid-epoch: the batches of its epoch
         # that were trained already are drawn (the data order stays the full run's) and
         # passed over.
@@ -328,6 +330,7 @@ def train(
                 progress.step(
                     step, train_loss, epoch=epoch, accuracy=accuracy, grad_norm=grad_norm,
                     learning_rate=lr, wall_time=now, **agreement.see(step, model.parameters),
+                    **update_ratio.see(step, model.parameters),
                 )  # fmt: skip
                 if step == 1 or step % LOG_EVERY == 0 or step % steps_per_epoch == 0:
                     print(

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from remedy.state_schema import JobStatus, exploding_tensor_rule, load_state
+from remedy.state_schema import AttemptKind, JobStatus, exploding_tensor_rule, load_state
 from tests.conftest import REPO
 from tests.helpers.user_scripts import remedy_run
 
@@ -243,7 +243,8 @@ def test_a_regression_at_a_rate_far_too_small_is_not_called_diverging_and_is_rep
     """examples/sine_regression (Adam, MultiStepLR, MSE, no classes) at 1/1000 of its rate:
     its loss sits flat around 0.64, above its first batch's 0.51 by noise alone. That was
     once DivergingLoss at step 9, and the rate was cut further; the stall is found instead
-    (TinyUpdates), the probes raise the rate, and the relaunch trains."""
+    (TinyUpdates), the probes raise the rate, past the rates its measured updates say are
+    still too small, and the relaunch trains."""
     spec = {
         "source_dir": str(REPO / "examples" / "sine_regression"),
         "entry_point": "fit.py",
@@ -266,6 +267,12 @@ def test_a_regression_at_a_rate_far_too_small_is_not_called_diverging_and_is_rep
     assert last.spec.script_hyperparameters["lr"] > 3e-6
     assert last.outcome is JobStatus.Completed
     assert last.final_window_loss is not None and last.final_window_loss < 0.1
+    # Its updates moved its weights about 1e-5 of themselves, 1e-4 at 3e-5, under a
+    # healthy run's 1e-3: the probes pass over 3e-5 and say so.
+    assert first.update_ratio is not None and first.update_ratio < 1e-4, first.update_ratio
+    probes = [a for a in state.history.attempts if a.kind is AttemptKind.probe]
+    assert probes and min(p.spec.script_hyperparameters["lr"] for p in probes) >= 3e-4
+    assert "and below passed over" in (probes[0].strategy_reason or ""), probes[0]
 
 
 @pytest.mark.slow

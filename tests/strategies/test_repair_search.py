@@ -156,6 +156,30 @@ def test_stalls_raise_the_rate_tenfold_until_a_rate_diverges_then_bisect() -> No
     assert (found.low, found.high) == (pytest.approx(1e-5), pytest.approx(1e-4))
 
 
+def test_a_stall_whose_updates_were_measured_skips_the_rates_still_too_small() -> None:
+    """An update ratio of 2e-6 at 1e-6 (in proportion to the rate: 2e-4 at 1e-4, under a
+    healthy run's 1e-3) passes over 1e-5 and 1e-4: the probes start at 1e-3, and say why."""
+    state = ended(launched(script(1e-6)), stalled(), update_ratio=2e-6)
+    state = plan_next(state, [stalled()], probing=True)
+    rates = [p.run_spec.script_hyperparameters["lr"] for p in state.probes]
+    assert rates == pytest.approx([1e-3, 1e-2, 1e-1])
+    reason = state.probes[0].reason
+    assert "0.0001 and below passed over: at 1e-06 an update moved the weights 2e-06 of " in (
+        reason
+    )
+    assert "0.0002 at 0.0001, under a healthy run's 0.001" in reason
+    # measured at a healthy size, or not at all: one STEP, as before
+    for figure in (5e-3, None):
+        state = ended(launched(script(1e-6)), stalled(), update_ratio=figure)
+        state = plan_next(state, [stalled()])
+        assert lr_of(state) == pytest.approx(1e-5)
+        assert state.planned_change is not None
+        assert "passed over" not in state.planned_change.reason
+    # 1.1e-4: 10x is 1.1e-3, healthy already, so nothing is passed over
+    state = plan_next(ended(launched(script(1e-6)), stalled(), update_ratio=1.1e-4), [stalled()])
+    assert lr_of(state) == pytest.approx(1e-5)
+
+
 def test_no_value_that_failed_in_a_direction_is_proposed_again() -> None:
     state = launched(script(0.3))
     tried: list[tuple[float, str]] = []
