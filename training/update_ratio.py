@@ -122,9 +122,9 @@ def sampled(
     return [w.reshape(-1) if stride <= 1 else w.reshape(-1)[::stride] for w in weights]
 
 
-def on_one_device(figures: list[torch.Tensor]) -> list[torch.Tensor]:
+def on_one_device(figures: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Per-weight figures of a model split over devices, on the first one's."""
     device = figures[0].device
     if all(f.device == device for f in figures):
-        return figures
+        return list(figures)
     return [f.to(device) for f in figures]
