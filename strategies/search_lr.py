@@ -2,11 +2,11 @@
 
 Every attempt that diverged closes the bracket from above at its rate; every attempt that
 stalled closes it from below. The next rate lies strictly inside: the geometric middle
-once both ends are known, else a factor of 10 away from the end that failed. A value at or
-beyond one that already failed in the same direction is never proposed again. Up from a
-stall, the factors of 10 that the stalled launch's own update ratio says would still move
-the weights less than the slowest healthy run are passed over (rungs_too_small; not by
-the finer steps from a run that learned).
+once both ends are known (unless they lie more than 100x apart), else a factor of 10 away
+from the end that failed. A value at or beyond one that already failed in the same
+direction is never proposed again. Up from a stall, the factors of 10 that the stalled
+launch's own update ratio says would still move the weights less than a healthy run are
+passed over (rungs_too_small; not by the finer steps from a run that learned).
 
 `search_lr_down` (after a divergence) goes on cutting while each cut moved the failure
 later (or, caught as early as the rule can, left the loss climbing half as far or less),
@@ -29,6 +29,9 @@ from remedy.strategies.outcomes import learning_rate_of
 
 STEP = 10.0  # away from a single failed end
 BISECT_STOP = 1.5  # a bracket narrower than this (high / low) is settled: nothing to search
+# A bracket wider than this (high / low, with a margin for rounding) is not bisected: a
+# run that stalled at 1e-7 and diverged late at 0.01 says to cut 0.01, not to try 3e-5.
+WIDE = STEP**2 * 1.01
 FLOOR = 1e-7  # a rate below this does not train in any budget we would give it
 ROUND = 4  # the most candidates a spread probes side by side (a plateau's, both ways)
 
@@ -143,10 +146,15 @@ class SearchLR(Strategy):
         if low is not None and high is not None:
             if high / low <= BISECT_STOP:
                 return None  # settled: no rate in between worth a launch
-            # reach 1: the geometric middle; 0.5 / 1.5: a quarter of the way from either end
-            towards = low if self.downward else high
-            middle = math.sqrt(low * high)
-            rate = middle * (towards / middle) ** (self.reach - 1)
+            if high / low > WIDE:
+                # the middle lies decades from both ends, where neither points: a step
+                # from the end that failed, as from a single one
+                rate = high / STEP**self.reach if self.downward else low * STEP**self.reach
+            else:
+                # reach 1: the geometric middle; 0.5 / 1.5: a quarter of the way from either
+                towards = low if self.downward else high
+                middle = math.sqrt(low * high)
+                rate = middle * (towards / middle) ** (self.reach - 1)
         elif self.downward:
             rate = (high if high is not None else current) / STEP**self.reach
         else:
@@ -176,7 +184,8 @@ class SearchLR(Strategy):
 
     def spread(self, spec: RunSpec, fine: bool = False) -> list[SearchLR]:
         """Candidates to probe side by side, this one first: one, two and three STEPs past
-        the failed end, or a quarter, half and three quarters across a closed bracket.
+        the failed end, or a quarter, half and three quarters across a closed bracket
+        (3.2x, 10x and 32x from the failed end of one wider than WIDE).
         `fine`: half, one and one and a half STEPs (3.2x, 10x, 32x) where the rate is near
         right already (a run that learned, in a line)."""
         closed = self.bracket.low and self.bracket.high

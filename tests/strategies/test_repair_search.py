@@ -180,6 +180,27 @@ def test_a_stall_whose_updates_were_measured_skips_the_rates_still_too_small() -
     assert lr_of(state) == pytest.approx(1e-5)
 
 
+def test_a_bracket_decades_wide_is_cut_from_the_end_that_failed_not_bisected() -> None:
+    """Stalled at 1e-7, then (raised) diverged at 0.01 after training well: the middle,
+    3e-5, lies three decades from the rate that learned; the cut steps from 0.01. A
+    narrower bracket is still bisected."""
+    state = plan_next(launched(script(1e-7)), [stalled()])
+    state = update_current_attempt(relaunch(state, 2), spec=script(0.01))
+    state = plan_next(state.model_copy(update={"run_spec": script(0.01)}), [diverged(137)])
+    assert state.planned_change is not None
+    assert state.planned_change.strategy == "search_lr_down"
+    assert lr_of(state) == pytest.approx(1e-3)
+    assert "so far stalled at <= 1e-07, diverged at >= 0.01" in state.planned_change.reason
+    probed = plan_next(state.model_copy(update={"run_spec": script(0.01)}), [], probing=True)
+    rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
+    assert rates == pytest.approx([10 ** -3.5, 1e-3, 10 ** -2.5])
+    # 30x wide: the middle, not a tenth of the end that failed
+    state = plan_next(launched(script(1e-4)), [stalled()])
+    state = update_current_attempt(relaunch(state, 2), spec=script(3e-3))
+    state = plan_next(state.model_copy(update={"run_spec": script(3e-3)}), [diverged(9)])
+    assert lr_of(state) == pytest.approx(math.sqrt(1e-4 * 3e-3))
+
+
 def test_no_value_that_failed_in_a_direction_is_proposed_again() -> None:
     state = launched(script(0.3))
     tried: list[tuple[float, str]] = []
