@@ -431,6 +431,25 @@ def test_accuracy(attempt: Attempt) -> float | None:
     return attempt.metrics.get("test:accuracy", attempt.final_accuracy)
 
 
+def accuracy_unread(spec: RunSpec) -> str | None:
+    """What the first launch's log says of a user's job whose classes are stated (its
+    test:accuracy is judged) where no metric definition reads a test:accuracy: unless the
+    job reports one itself, no run of it can end clean. None otherwise."""
+    if spec.is_builtin or spec.num_classes is None:
+        return None
+    names = [d.name for d in spec.metric_definitions]
+    if "test:accuracy" in names:
+        return None
+    alike = [name for name in names if name.lower().endswith(("accuracy", "acc"))]
+    hint = f" ({', '.join(alike)}: name it test:accuracy to have it judged)" if alike else ""
+    return (
+        f"num_classes is {spec.num_classes}: a clean run's test:accuracy must beat chance "
+        f"({1 / spec.num_classes:.3g}), but no metric definition reads test:accuracy{hint}; "
+        'unless the job reports it itself (result.json "metrics" or metric lines, '
+        "docs/job-contract.md), no run of it can end clean"
+    )
+
+
 def chance_bar(spec: RunSpec) -> tuple[float, float] | None:
     """(chance accuracy, the accuracy a trained model must exceed); None: classes unknown."""
     if spec.classes is None:

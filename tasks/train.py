@@ -11,7 +11,7 @@ from remedy.jobs import backend_for
 from remedy.records.asked_early import epochs_to_hold_by, hold_point
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
-from remedy.records.verdict import run_flaw
+from remedy.records.verdict import accuracy_unread, run_flaw
 from remedy.state_schema import NextAction, RunSpec, State, load_state
 from remedy.state_schema.private import reveal_private
 from remedy.state_schema.transitions import (
@@ -126,8 +126,10 @@ def train(state: State, run_dir: str) -> State:
     why = f" ({attempt.strategy})" if attempt and attempt.strategy else ""
     how = "went on from the probe's job" if held else "launched"
     logger.info("%s for attempt %d%s: job %s", how, state.history.num_retraining, why, job_name)
-    if state.history.num_retraining == 1 and (shared := shared_outputs(state.run_spec)):
-        logger.warning(shared)
+    if state.history.num_retraining == 1:
+        for said in (shared_outputs(state.run_spec), accuracy_unread(state.run_spec)):
+            if said is not None:
+                logger.warning(said)
     return state
 
 

@@ -193,7 +193,7 @@ def test_a_bracket_decades_wide_is_cut_from_the_end_that_failed_not_bisected() -
     assert "so far stalled at <= 1e-07, diverged at >= 0.01" in state.planned_change.reason
     probed = plan_next(state.model_copy(update={"run_spec": script(0.01)}), [], probing=True)
     rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
-    assert rates == pytest.approx([10 ** -3.5, 1e-3, 10 ** -2.5])
+    assert rates == pytest.approx([10**-3.5, 1e-3, 10**-2.5])
     # 30x wide: the middle, not a tenth of the end that failed
     state = plan_next(launched(script(1e-4)), [stalled()])
     state = update_current_attempt(relaunch(state, 2), spec=script(3e-3))

@@ -1,7 +1,9 @@
-"""What the first attempt's log says about where a script's outputs go."""
+"""What the first attempt's log says about where a script's outputs go, and about an
+accuracy it cannot judge."""
 
 from __future__ import annotations
 
+from remedy.records.verdict import accuracy_unread
 from remedy.state_schema import RunSpec
 from remedy.tasks.train import shared_outputs
 
@@ -15,3 +17,22 @@ def test_a_script_without_an_output_dir_role_is_told_its_outputs_may_be_shared()
     )
     assert shared_outputs(own) is None
     assert shared_outputs(RunSpec()) is None  # the built-in job writes into its job folder
+
+
+def test_a_job_whose_classes_are_stated_is_told_when_no_definition_reads_its_accuracy() -> None:
+    """num_classes judges test:accuracy; a definition named val:accuracy reads another
+    metric, and nothing tells the verdict the model beat chance: said at the first launch,
+    naming the likely one."""
+    spec = {
+        "entry_point": "train.py",
+        "num_classes": 3,
+        "metric_definitions": [{"name": "val:accuracy", "regex": "val_acc ([0-9.]+)"}],
+    }
+    said = accuracy_unread(RunSpec.model_validate(spec))
+    assert said is not None
+    assert said.startswith("num_classes is 3: a clean run's test:accuracy must beat chance")
+    assert "(val:accuracy: name it test:accuracy to have it judged)" in said
+    named = spec | {"metric_definitions": [{"name": "test:accuracy", "regex": "acc ([0-9.]+)"}]}
+    assert accuracy_unread(RunSpec.model_validate(named)) is None
+    assert accuracy_unread(RunSpec.model_validate(spec | {"num_classes": None})) is None
+    assert accuracy_unread(RunSpec()) is None  # the built-in job reports its own
