@@ -300,11 +300,11 @@ def agreement(attempt: Attempt) -> tuple[float, float] | None:
     return None if min(lag_1, lag_5) < AGREEING else (lag_1, lag_5)
 
 
-def agreeing_words(lag_1: float, lag_5: float) -> str:
-    """The figures of agreement(), said."""
+def agreeing_words(lag_1: float, lag_5: float, bar: float = AGREEING) -> str:
+    """The figures of agreement(), said, with the bar they passed."""
     return (
         f"over the last third of its steps the cosine similarity of consecutive updates' "
-        f"gradients averaged {lag_1:.2f}, and {lag_5:.2f} five updates apart ({AGREEING:g} "
+        f"gradients averaged {lag_1:.2f}, and {lag_5:.2f} five updates apart ({bar:g} "
         f"or more: the mean gradient still outweighed each batch's noise)"
     )
 
