@@ -15,7 +15,7 @@ called clean. examples/vae/train.py counts epochs: at a rate far too small it is
 an eighth of its length, measured from its DataLoader's first pass. examples/digits/main.py
 (PyTorch's MNIST example style) prints its accuracy as a percentage, read as a fraction
 where its definition says so. examples/signals/run_training.py (a Trainer class on RMSprop)
-at its default rate is held at half its length and not stopped there.
+at its default rate is held at half its length and asked there.
 """
 
 from __future__ import annotations
@@ -423,14 +423,16 @@ def test_a_script_printing_its_accuracy_as_a_percentage_is_judged_as_a_fraction(
     assert '"percent": true' in state.end_reason
 
 
-def test_a_healthy_run_still_descending_fast_at_half_is_not_stopped_there(
+def test_a_run_still_descending_fast_at_half_is_asked_there_and_the_probes_answer(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
     """examples/signals (a Trainer class, RMSprop, a 1-D CNN; 4 epochs of 50 updates over a
-    DataLoader) at its default rate ends at about 99 % accuracy. Held at half its length,
-    its loss well below its start, its gradients agree as a healthy run's do mid-descent
-    (0.37/0.45): it is not asked there (the bar is 0.5 at both lags; at 0.2 it was stopped
-    and searched) and trains on to its end."""
+    DataLoader) at its default rate ends at about 99 % accuracy, its loss still falling
+    fast. Held at half its length (once its job measured an epoch), its loss well below its
+    start, its gradients still agree at both lags (about 0.37/0.45): it is asked there,
+    while it waits, whether its rate holds it back, and the probes at higher rates answer.
+    10x learned faster here: the held job is stopped at half and the probe goes on as the
+    run (a probe that learned no faster would have let it go on)."""
     spec = {
         "run_spec": {
             "base_job_name": "signals",
@@ -443,16 +445,19 @@ def test_a_healthy_run_still_descending_fast_at_half_is_not_stopped_there(
             ],
             "num_classes": 3,
         },
-        "budgets": {"max_num_retraining": 2},  # probes may follow: it is asked
+        "budgets": {"max_num_retraining": 2},  # the question needs a launch to repair with
     }  # fmt: skip
     code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
     state = load_state(run_dir / "state.json")
-    first = state.history.attempts[0]
+    first, second = state.history.runs[:2]
     assert first.epoch_updates == 50, first
-    assert first.steps_run == 200 and first.outcome is JobStatus.Completed, output[-3000:]
-    assert all(f.step is not None and f.step >= 199 for f in first.findings), first.findings
-    assert "held after 100 updates and asked there, trains on to its end" in output
-    assert first.metrics["test:accuracy"] > 0.9
+    (finding,) = first.findings
+    assert finding.rule == "StillDescending" and finding.step == 99, finding
+    assert finding.message.startswith("the model learned in the first 100 of the job's 200")
+    assert first.steps_run == 100 and first.outcome is JobStatus.Stopped, output[-3000:]
+    probes = [a for a in state.history.attempts if a.kind is AttemptKind.probe]
+    assert probes and all(p.spec.script_hyperparameters["learning-rate"] > 1e-3 for p in probes)
+    assert second.spec.script_hyperparameters["learning-rate"] > 1e-3, second
 
 
 # examples/gan at its usual rate: healthy (ring error about 0.1 at its end)
