@@ -44,7 +44,7 @@ from remedy.state_schema import (
 )
 from remedy.state_schema.transitions import spec_changes
 from remedy.strategies.base import get_strategy
-from remedy.strategies.outcomes import classify
+from remedy.strategies.outcomes import classify, learning_rate_of
 from remedy.strategies.search_lr import ROUND, SearchLR, SearchLRPlateau, learning_rate
 
 LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
@@ -183,6 +183,27 @@ def probed_before(state: State, spec: RunSpec) -> Attempt | None:
     for attempt in state.history.attempts:
         if attempt.kind is AttemptKind.probe and attempt.spec == spec and attempt.result:
             return attempt
+    return None
+
+
+def past_a_slower_rate(spec: RunSpec, probed: Sequence[Attempt]) -> str | None:
+    """Why a candidate is not worth a launch: of the probes that stand for this round
+    (`probed`, run before), one lies between the candidate's rate and another's, and
+    learned slower than that other (learned_slower): the trend says the candidate, farther
+    along the same way, learns slower still (the word farther() reads the other way).
+    None where nothing says so."""
+    rate = learning_rate_of(spec)
+    rated = [(r, a) for a in probed if (r := learning_rate(a)) is not None]
+    if rate is None:
+        return None
+    for middle_rate, middle in rated:
+        for near_rate, near in rated:
+            between = rate < middle_rate < near_rate or rate > middle_rate > near_rate
+            if between and learned_slower(middle, near):
+                return (
+                    f"{rate:g} lies past {middle_rate:g}, which learned slower than "
+                    f"{near_rate:g} (probed before)"
+                )
     return None
 
 

@@ -40,6 +40,7 @@ from remedy.strategies.probes import (
     choose_best,
     farther,
     outpaced,
+    past_a_slower_rate,
     probe_attempt,
     probe_length,
     probed_before,
@@ -210,6 +211,10 @@ def run_round(
             reused.append(earlier)  # the same spec, start and bound: it would only repeat
         else:
             new.append((candidate, name))
+    for candidate, name in list(new):
+        if (why := past_a_slower_rate(candidate.run_spec, reused)) is not None:
+            new.remove((candidate, name))
+            task_logger().info("not probed: %s", why)
     task_logger().info(
         "probing %d candidates: %s%s",
         len(new),

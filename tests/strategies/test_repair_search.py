@@ -11,6 +11,7 @@ import pytest
 from remedy.debugger import RULES
 from remedy.decisions.plan import plan_next
 from remedy.state_schema import (
+    Attempt,
     Finding,
     NextAction,
     ResultKind,
@@ -596,3 +597,25 @@ def test_a_rate_that_failed_sooner_is_left_to_the_bracket_not_undone() -> None:
     state = plan_next(relaunch(state, 2), [diverged(2)])  # update 3, against 10 before
     assert state.planned_change.strategy == "clip_gradients"
     assert lr_of(state) == 2.0 and "undid" not in state.planned_change.reason
+
+
+def test_a_candidate_past_a_rate_that_learned_slower_than_a_nearer_one_is_not_probed() -> None:
+    """Probes of 3e-3 and 3e-4 stand from an earlier round (3e-4 learned slower); a new
+    round down from 0.03 offers 3e-3, 3e-4 and 3e-5: 3e-5 lies past 3e-4, farther the way
+    the loss got worse, and is not worth a launch; a candidate between them, or one with
+    nothing slower in front of it, is."""
+    from remedy.strategies.probes import judge, past_a_slower_rate
+
+    state = plan_next(launched(script(0.3)), [diverged(9)], probing=True)
+    assert [p.run_spec.script_hyperparameters["lr"] for p in state.probes] == pytest.approx(
+        [0.03, 3e-3, 3e-4]
+    )
+    losses = {0: 0.55, 1: 0.95, 2: 1.13}
+    probed = [trained_probe(c, f"p-{i}", losses[i]) for i, c in enumerate(state.probes)]
+    judged = [p.model_copy(update={"result": judge(p)}) for p in probed if isinstance(p, Attempt)]
+    standing = judged[1:]  # 3e-3 and 3e-4
+    why = past_a_slower_rate(script(3e-5), standing)
+    assert why == "3e-05 lies past 0.0003, which learned slower than 0.003 (probed before)"
+    assert past_a_slower_rate(script(1e-3), standing) is None  # between them
+    assert past_a_slower_rate(script(0.01), standing) is None  # the faster way
+    assert past_a_slower_rate(script(3e-5), standing[:1]) is None  # one alone: no trend
