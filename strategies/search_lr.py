@@ -159,9 +159,13 @@ class SearchLR(Strategy):
             rate = (high if high is not None else current) / STEP**self.reach
         else:
             base = low if low is not None else current
-            skipped = 0 if self.fine else self.rungs_too_small(base)
-            rate = base * STEP ** (self.reach + skipped)
+            rate = base * STEP ** (self.reach + self.passed_over(base))
         return tidy(rate) if self.bracket.inside(rate) and rate >= FLOOR else None
+
+    def passed_over(self, base: float) -> int:
+        """The STEPs this search up from `base` passes over (rungs_too_small); none for
+        the finer steps from a run that learned."""
+        return 0 if self.fine or self.downward else self.rungs_too_small(base)
 
     def rungs_too_small(self, base: float) -> int:
         """How many STEPs up from `base` would still move the weights less than a
@@ -229,7 +233,7 @@ class SearchLR(Strategy):
         said = f"{super().reason(before, after)}; so far {self.bracket.describe()}"
         low = self.bracket.low
         base = low if low is not None else float(before.role("learning_rate"))
-        skipped = 0 if self.fine or self.downward else self.rungs_too_small(base)
+        skipped = self.passed_over(base)
         if skipped and not (low is not None and self.bracket.high is not None):
             ratio = self.measured_ratio(base)
             assert ratio is not None  # rungs_too_small found it
@@ -273,6 +277,9 @@ class SearchLRPlateau(SearchLR):
     name = "search_lr_plateau"
     explanation = "Move the learning rate off a plateau"
     downward = True
+
+    def passed_over(self, base: float) -> int:
+        return 0  # 10x and 100x either way, whatever the updates measured
 
     def next_rate(self, current: float) -> float | None:
         # From where the plateau is, not from a failed end: it failed in no direction.

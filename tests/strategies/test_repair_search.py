@@ -115,6 +115,13 @@ def test_a_plateau_closes_no_end_of_the_bracket_and_probes_both_ways() -> None:
     assert rates == pytest.approx([0.006, 0.06, 6.0, 60.0])
     found = bracket(probed.history.attempts)
     assert (found.low, found.high) == (None, None)
+    # its updates measured small: a plateau's steps stay 10x and 100x, and say nothing
+    # of rates passed over (only a search up from a stall passes any)
+    small = ended(launched(script(0.6)), plateau[0], update_ratio=1e-6)
+    probed = plan_next(small, plateau, probing=True)
+    rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
+    assert rates == pytest.approx([0.006, 0.06, 6.0, 60.0])
+    assert not any("passed over" in p.reason for p in probed.probes)
 
 
 def test_a_model_that_learned_nothing_is_repaired_as_a_plateau() -> None:
