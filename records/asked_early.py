@@ -42,7 +42,7 @@ DataLoader holds once its job measured one, at the first of these points past it
 (epochs_to_hold_by: the job says where, training/launch.py), then at the next. A quarter
 and half are asked one more question there. Its loss moved, so it has begun to learn, but
 a rate far too small learns too: its gradients still agreeing then (both lags 0.2 or
-more over the last third of what it ran, 0.5 at a quarter: still_agreeing_midway; at half
+more over the last third of what it ran, 0.5 at a quarter: held_question; at half
 the char transformer, the VAE and the word LM at 1/30 of their rate 0.94/0.94, 0.72/0.68,
 0.46/0.35; every healthy or intended run of the benchmark under 0.2 at one lag at least,
 0.40/-0.20 the highest) ask STILL_DESCENDING, the end's open question, there: probes at
@@ -139,11 +139,22 @@ def epochs_to_hold_by(spec: RunSpec) -> int | None:
 
 def held_question(described: Attempt, length: int, share: float) -> Finding | None:
     """STILL_DESCENDING on a launch held at a quarter or half of its length (`share`)
-    whose loss moved but whose gradients still agree (still_agreeing_midway): its rate may
-    be far too small. None otherwise (or where its batches had no noise to tell by)."""
-    if not still_agreeing_midway(described, share) or (agreed := agreement(described)) is None:
+    whose loss moved but whose gradients still agree at both lags (agreement: AGREEING,
+    0.2, or more; at a quarter AGREEING_AT_A_QUARTER, and not while a warmup still raises
+    its rate: small rates agree too): its rate may be far too small. None otherwise (or
+    where its batches had no noise to tell by). The VAE at 1/30 of its rate, held at
+    update 86 of 344 and asked there: 490 updates in all for its final 344 (578 asked at
+    half). A healthy run still in its fast descent may agree at half too (a 1-D CNN on
+    RMSprop at its default rate, 24 % below its start there: 0.37/0.45): the probes
+    answer (a rate that learns no faster leaves it to go on). A bar of 0.5 at half spared
+    it the question, but its loss still fell in a line at its end and it was asked there,
+    later; and the VAE at 1/30 at three times its length (about 0.33/0.32) ran to its
+    end: 2.06x its final run's updates."""
+    quarter = share == QUARTER
+    bar = AGREEING_AT_A_QUARTER if quarter else AGREEING
+    agreed = agreement(described)
+    if agreed is None or min(agreed) < bar or (quarter and warming_up(described)):
         return None
-    bar = AGREEING_AT_A_QUARTER if share == QUARTER else AGREEING
     why = (
         f"the model learned in the first {described.steps_run} of the job's {length} "
         f"updates, but its gradients still agreed: {agreeing_words(*agreed, bar)}, as "
@@ -160,26 +171,6 @@ def held_question(described: Attempt, length: int, share: float) -> Finding | No
 # transformer's intended run 0.21/0.20; earlier in a run the gradients agree more than
 # at half, where AGREEING's 0.2 is the bar).
 AGREEING_AT_A_QUARTER = 0.5
-
-
-def still_agreeing_midway(described: Attempt, share: float) -> bool:
-    """Held at a quarter or half of its length (`share`), the launch learned, but its
-    gradients still agree at both lags (agreement: AGREEING, 0.2, or more; at a quarter
-    AGREEING_AT_A_QUARTER, and not while a warmup still raises its rate: small rates
-    agree too): it is asked whether its rate holds it back (held_question). The VAE at
-    1/30 of its rate, held at update 86 of 344 and asked there: 490 updates in all for its
-    final 344 (578 asked at half). A healthy run still in its fast descent may agree at
-    half too (a 1-D CNN on RMSprop at its default rate, 24 % below its start there:
-    0.37/0.45): the probes answer (a rate that learns no faster leaves it to go on).
-    A bar of 0.5 at half spared it the question, but its loss still fell in a line at its
-    end and it was asked there, later; and the VAE at 1/30 at three times its length
-    (about 0.33/0.32) ran to its end: 2.06x its final run's updates."""
-    agreed = agreement(described)
-    if agreed is None:
-        return False
-    if share != QUARTER:
-        return True
-    return min(agreed) >= AGREEING_AT_A_QUARTER and not warming_up(described)
 
 
 def warming_up(described: Attempt) -> bool:
@@ -230,9 +221,8 @@ def asked_early(
     quarter is asked at the first look past it only, so a launch it left running (a rate
     too high, a warmup) does not have its records read again at every look until half.
     `held`: the job holds where it is asked (hold_point); held at a quarter or half of its
-    length, a model that has begun to learn, its gradients still agreeing
-    (still_agreeing_midway), is asked too whether its rate holds it back
-    (held_question)."""
+    length, a model that has begun to learn, its gradients still agreeing, is asked too
+    whether its rate holds it back (held_question)."""
     attempt = state.current_attempt
     if attempt is None or length is None or attempt.start_step != 0 or attempt.findings:
         return None
