@@ -52,6 +52,12 @@ whole of its length before the probes (2.2-3.9x the final run's updates in all).
 that cannot wait (the cloud service's) is not held and not asked this: a "no" would cost
 the run itself on a script that cannot resume.
 
+Held at a quarter, a launch that learned, its gradients not agreeing, is asked the other
+way too: its loss fell fast and then levelled off (settled_question), as on the noise floor
+of a rate far too high, where no rule fires and the run would be called clean (the char
+transformer at 100x its rate, 18 % above its intended run's loss at its end): the finding
+SETTLED_EARLY, answered by probes at lower rates (strategies/still_descending.py).
+
 A run judged by success_criteria is not asked: its own figures say. A warm start is not
 asked: it began from a trained model. Nor is a launch seen at its last update: its end's
 question (records/verdict.py) comes when its job completes.
@@ -72,7 +78,14 @@ from remedy.records.verdict import (
     start_loss,
     too_small_a_rate,
 )
-from remedy.state_schema import STILL_DESCENDING, Attempt, Finding, RunSpec, State
+from remedy.state_schema import (
+    SETTLED_EARLY,
+    STILL_DESCENDING,
+    Attempt,
+    Finding,
+    RunSpec,
+    State,
+)
 from remedy.state_schema.asking_points import (
     ASKED_AT,
     ASKED_MIN_STEPS,
@@ -173,6 +186,41 @@ def held_question(described: Attempt, length: int, share: float) -> Finding | No
 AGREEING_AT_A_QUARTER = 0.5
 
 
+# "Levelled off": over the second and last thirds of what a launch held at a quarter of its
+# length ran, its loss fell LEVELLED or less of what it fell in the first third. The char
+# transformer at 100x its rate (AdamW at 0.1) 0.012 at update 100 of 400 (2.71 -> 1.65 ->
+# 1.64), where its intended run was at 1.56 and still falling; every healthy or intended
+# run of benchmarks/repair_quality.py 0.23 or more but the VAE's (a summed ELBO that
+# levels off towards a floor of its own: 0.10 at update 344 of 1,376), its rate the best
+# found (0.01) 0.47. At an eighth the char transformer's 1,200-update healthy run 0.16
+# against the fault's 0.07: too near to ask there; at half the fault's loss wanders on
+# its floor (0.18): asked at a quarter only.
+LEVELLED = 0.05
+
+
+def settled_question(described: Attempt, share: float) -> Finding | None:
+    """SETTLED_EARLY on a launch held at a quarter of its length whose loss fell fast
+    in the first third of its updates and levelled off over the other two (LEVELLED), not
+    in a warmup: the noise floor of a rate far too high (an AdamW job at 100x its rate
+    called clean at its end, 18 % above its intended run's loss), or a model that learned
+    what it could early. Probes at lower rates tell them apart (strategies/
+    still_descending.py). None otherwise."""
+    if share != QUARTER or len(described.loss_thirds) != 4 or warming_up(described):
+        return None
+    start, third, _, end = described.loss_thirds
+    first, later = start - third, third - end
+    if first <= 0 or later > LEVELLED * first:
+        return None
+    why = (
+        f"the model's loss fell from {start:.4g} to {third:.4g} in the first third of its "
+        f"{described.steps_run} updates, then levelled off ({end:.4g} at update "
+        f"{described.steps_run}, {later / first:.0%} of the first third's drop, under "
+        f"{LEVELLED:.0%}), as on the noise floor of a learning rate far too high"
+    )
+    step = max(described.steps_run - 1, 0)
+    return Finding(rule=SETTLED_EARLY, rule_class=SETTLED_EARLY, step=step, message=why)
+
+
 def warming_up(described: Attempt) -> bool:
     """Its schedule is still raising the rate towards the one it was given (a warmup:
     small rates learn slowly and their gradients agree, as a rate far too small does);
@@ -240,7 +288,8 @@ def asked_early(
     if (why := loss_not_below(attempt, measured, LOSS_DROP * share)) is None:
         if not held or share == EIGHTH:
             return None
-        return held_question(with_descent(attempt), length, share)
+        described = with_descent(attempt)
+        return held_question(described, length, share) or settled_question(described, share)
     described = with_descent(attempt)
     if share < HALF and not told_before_half(described):
         return None  # a warmup may hold the loss up: asked at half

@@ -80,9 +80,17 @@ LEARNING_TOO_SLOWLY = "LearningTooSlowly"
 # one that learns clearly faster makes it a stall, repaired as one; none does, and the run
 # was clean after all.
 STILL_DESCENDING = "StillDescending"
+# Its other question, asked of a launch held at a quarter of its length (records/
+# asked_early.py, settled_question, says when): its loss fell fast, then levelled off, as on
+# the noise floor of a rate far too high. Probes at lower rates answer it (strategies/
+# still_descending.py): one that reaches its loss in a fraction of its updates makes it a
+# rate too high, repaired as one; none does, and the held run goes on.
+SETTLED_EARLY = "SettledEarly"
+# The verdict's questions: findings only probes confirm (withdrawn when none answers).
+QUESTIONS = frozenset({STILL_DESCENDING, SETTLED_EARLY})
 # Findings judged at a run's end, not at a step where trouble began: nothing before them is
 # a sound place to go on from, so a relaunch starts cold.
-VERDICT_FINDINGS = frozenset({NOT_TRAINED, LEARNING_TOO_SLOWLY, STILL_DESCENDING})
+VERDICT_FINDINGS = frozenset({NOT_TRAINED, LEARNING_TOO_SLOWLY, *QUESTIONS})
 
 
 class Finding(Strict):

@@ -19,6 +19,7 @@ from typing import Any
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
+    SETTLED_EARLY,
     STILL_DESCENDING,
     Attempt,
     AttemptResult,
@@ -40,6 +41,7 @@ class Trouble(StrEnum):
     spike = "spike"  # a sudden spike after a sound stretch (a bad batch, or the rate)
     stall = "stall"  # the model does not learn: updates far too small
     plateau = "plateau"  # the loss stopped falling (too low a rate, or a noise floor)
+    noise_floor = "noise_floor"  # it levelled off early, lower rates beat it: too high a rate
     vanishing = "vanishing"  # gradients vanish in the lower layers
     dead_units = "dead_units"  # ReLUs that never fire again
     oscillation = "oscillation"
@@ -72,6 +74,9 @@ TROUBLE: dict[str, Trouble] = {
     # Its open question, still descending in a line at its end: asked as a stall (probes
     # at higher rates), and withdrawn when none of them learns faster (still_descending.settle).
     STILL_DESCENDING: Trouble.stall,
+    # Its other question, levelled off early: asked as a rate too high (probes at lower
+    # rates), and withdrawn when none of them reaches its loss (still_descending.settle).
+    SETTLED_EARLY: Trouble.noise_floor,
     "VanishingGradient": Trouble.vanishing,
     "SaturatedActivation": Trouble.vanishing,
     "DeadRelu": Trouble.dead_units,
@@ -88,7 +93,7 @@ TROUBLE: dict[str, Trouble] = {
 # plateau says neither: an Adam run at 100x its rate sits on a noise floor as flat as a run
 # at a rate far too small (a tiny GPT at 0.6: loss 5.71 -> 5.44 in 300 steps, at 6e-3:
 # -> 3.07), so it closes no end of the bracket and probes look both ways.
-TOO_HIGH = (Trouble.divergence,)
+TOO_HIGH = (Trouble.divergence, Trouble.noise_floor)
 TOO_LOW = (Trouble.stall,)
 
 LOSS_TRACE_STEPS = 64  # first losses kept per attempt: enough to tell two curves apart
@@ -249,6 +254,9 @@ def classify(attempt: Attempt, earlier: Sequence[Attempt] = ()) -> AttemptResult
             return AttemptResult(
                 kind=ResultKind.diverged, update=update, summary=f"diverged{at} ({name})"
             )
+        if kind is Trouble.noise_floor:  # no blow-up, but the rate was too high all the same
+            why = f"its rate too high: lower rates beat it ({name}{at})"
+            return AttemptResult(kind=ResultKind.diverged, update=update, summary=why)
         if kind in TOO_LOW:
             return AttemptResult(
                 kind=ResultKind.stalled, update=update, summary=f"stalled{at} ({name})"

@@ -1,5 +1,6 @@
-"""The verdict's open question: a run that completed still descending in a line, or with
-its gradients still agreeing.
+"""The verdict's open questions: a run that completed still descending in a line, or with
+its gradients still agreeing; and a run held at a quarter of its length whose loss
+levelled off early (SETTLED_EARLY, below).
 
 A rate far too small and a healthy run stopped early both end with the loss falling as
 fast as in their middle third (records/verdict.py, in_a_line); a rate far too small can
@@ -15,6 +16,13 @@ the same first updates (its loss trace): the rate held the run back, and the bes
 relaunched as for any stall. None did, and the question is withdrawn: the run was clean,
 and its end reason says what the probes showed. Without probes the question cannot be
 answered, and it is withdrawn unasked.
+
+A run whose loss fell fast and then levelled off by a quarter of its length (records/
+asked_early.py, settled_question) is asked the other way (SETTLED_EARLY): probes at lower
+rates (3.2x, 10x, 32x below), from the same cold start. A lower rate's first updates are
+slower, so only its loss answers: one that reached the run's loss in its few updates
+shows the run sat on the noise floor of a rate too high, and the best probe is
+relaunched as for any rate too high. None did, and the held run goes on.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ import math
 from collections.abc import Sequence
 
 from remedy.state_schema import (
-    STILL_DESCENDING,
+    QUESTIONS,
+    SETTLED_EARLY,
     Attempt,
     Finding,
     NextAction,
@@ -40,13 +49,14 @@ FASTER = 1.5
 
 
 def is_question(findings: Sequence[Finding]) -> bool:
-    """The findings are the verdict's open question alone."""
-    return bool(findings) and all(f.rule_class == STILL_DESCENDING for f in findings)
+    """The findings are one of the verdict's questions alone (QUESTIONS)."""
+    return bool(findings) and all(f.rule_class in QUESTIONS for f in findings)
 
 
 def is_held(state: State) -> bool:
-    """The run's current attempt is asked the question at half its length, its job holding
-    there (Attempt.hold_at) and still running: not to be stopped until it is answered."""
+    """The run's current attempt is asked one of the questions where its job holds (a
+    quarter or half its length: Attempt.hold_at) and still running: not to be stopped until it
+    is answered."""
     attempt = state.current_attempt
     return (
         attempt is not None
@@ -96,13 +106,16 @@ def settle(state: State, probes: Sequence[Attempt], said: str) -> State:
         return state
     goal = attempt.final_window_loss
     bound = max((p.spec.max_updates or 0 for p in probes), default=0)
-    asked = state.findings[0].message
-    return withdraw(
-        state,
-        f"asked because {asked}: no higher rate learned faster, no "
-        f"probe reached its final loss ({goal:.4g}) in {bound} of its {attempt.steps_run} "
-        f"updates, nor took the loss down {FASTER:g}x as far as it did in them ({said})",
-    )
+    asked = state.findings[0]
+    within = f"({goal:.4g}) in {bound} of its {attempt.steps_run} updates"
+    if asked.rule_class == SETTLED_EARLY:
+        unanswered = f"no lower rate reached its loss {within}"
+    else:
+        unanswered = (
+            f"no higher rate learned faster, no probe reached its final loss {within}, nor "
+            f"took the loss down {FASTER:g}x as far as it did in them"
+        )
+    return withdraw(state, f"asked because {asked.message}: {unanswered} ({said})")
 
 
 def withdraw(state: State, why: str) -> State:

@@ -153,13 +153,14 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
             break
         task_logger().info("the best probe was the farthest rate: probing further that way")
         state = state.model_copy(update={"probes": further})
-    # The verdict's open question (still descending in a line) is answered here: no probe
-    # that learned faster ends the run clean, or lets a run held at half go on.
+    # The verdict's questions are answered here: no probe that answered (a higher rate
+    # that learned faster, a lower one that reached a levelled loss) ends the run clean, or
+    # lets a held run go on.
     asked = is_question(state.findings)
     state = settle(state, [*judged, *reused], summary(judged, None, reused))
     if asked and not is_question(state.findings):  # withdrawn: the run ends, or goes on
-        said = state.end_reason or "the run held at half its length goes on to its end"
-        task_logger().info("no higher rate learned faster: %s", said)
+        said = state.end_reason or "the held run goes on"
+        task_logger().info("no probe answered the verdict's question: %s", said)
         state = stop_held(state, judged, run_dir, keep=None)
         persist(run_dir, state, "probed")
         return state

@@ -56,6 +56,10 @@ STALL = rungs(("search_lr_up", 6), "use_adam", "change_init")
 # built-in ReLU ResNet without batch norm: NotTrained at 0.1, 0.01 and 0.001, under Adam,
 # after a new init) ended "no strategy left" with batch norm, its documented fix, untried.
 PLATEAU = rungs(("search_lr_plateau", 3), "use_adam", "change_init", "add_batch_norm")
+# Levelled off early, and lower rates reached its loss in a fraction of its updates (the
+# verdict's question, answered): a rate too high, searched down with the finer steps of a
+# run that learned.
+NOISE_FLOOR = rungs(("search_lr_down", 3))
 
 # Orders by the trouble a finding's rule detects (strategies/outcomes.py: TROUBLE, keyed
 # by rule class), so a rule the user named "Spike" gets the spike order. They start from
@@ -65,6 +69,7 @@ ORDERS: dict[Trouble, list[PolicyStep]] = {
     Trouble.spike: DIVERGENCE,  # after a rollback, when one is possible (see orders())
     Trouble.stall: STALL,
     Trouble.plateau: PLATEAU,
+    Trouble.noise_floor: NOISE_FLOOR,
     Trouble.vanishing: rungs(
         ("search_lr_up", 2), "use_selu", "use_relu", "add_batch_norm", "change_init"
     ),

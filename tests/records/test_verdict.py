@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from remedy.records.asked_early import asked_early, hold_point, next_hold_point
@@ -14,6 +16,7 @@ from remedy.records.verdict import (
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
+    SETTLED_EARLY,
     STILL_DESCENDING,
     Attempt,
     Budgets,
@@ -563,6 +566,48 @@ def test_a_run_held_at_a_quarter_whose_gradients_still_agree_is_asked_there() ->
             held=True,
         )
         assert (past is not None) is asked, typed
+
+
+def test_a_run_held_at_a_quarter_whose_loss_levelled_off_early_is_asked_about_a_lower_rate() -> (
+    None
+):
+    """Held at a quarter, a cold start whose loss fell fast in the first third of its
+    updates and then levelled off (the char transformer at 100x its rate, AdamW at 0.1:
+    2.71 -> 1.65 -> 1.64 at update 100 of 400), its gradients disagreeing, is asked
+    SETTLED_EARLY there; one still falling as a healthy run does a quarter in (the
+    VAE's healthy run: 0.10 of its first third's drop; the char transformer's intended
+    run 0.34), one not held, one at half, one in a warmup, and one whose thirds are not
+    known are not."""
+    script = State(run_spec=RunSpec(entry_point="train.py"))
+    flat = {"outcome": None, "initial_loss": 2.71, "initial_window_loss": 2.71, "loss_window": 8}
+    quarter = ended(script, steps_run=100, final_window_loss=1.64, **flat)
+
+    def thirds(*loss: float) -> Callable[[Attempt], Attempt]:
+        return lambda a: on_a_noise_floor(a).model_copy(update={"loss_thirds": list(loss)})
+
+    levelled = thirds(2.71, 1.65, 1.66, 1.64)
+    found = asked_early(quarter, 400, levelled, held=True)
+    assert found is not None and found.rule == found.rule_class == SETTLED_EARLY
+    assert found.step == 99
+    assert found.message == (
+        "the model's loss fell from 2.71 to 1.65 in the first third of its 100 updates, "
+        "then levelled off (1.64 at update 100, 1% of the first third's drop, under 5%), "
+        "as on the noise floor of a learning rate far too high"
+    ), found.message
+    risen = asked_early(quarter, 400, thirds(2.71, 1.65, 1.66, 1.70), held=True)
+    assert risen is not None and risen.rule == SETTLED_EARLY  # rose again: levelled all the same
+    for healthy in ((37.33, 25.29, 24.6, 24.07), (2.51, 1.80, 1.65, 1.56)):
+        assert asked_early(quarter, 400, thirds(*healthy), held=True) is None, healthy
+    assert asked_early(quarter, 400, levelled) is None  # not held: nothing waits for probes
+    half = ended(script, steps_run=200, final_window_loss=1.64, **flat)
+    assert asked_early(half, 400, levelled, held=True) is None  # its floor wanders by then
+    warmup = lambda a: levelled(a).model_copy(update={"rate_thirds": [1e-4, 3e-4]})  # noqa: E731
+    assert asked_early(quarter, 400, warmup, held=True) is None
+    assert asked_early(quarter, 400, on_a_noise_floor, held=True) is None  # thirds unknown
+    # its gradients still agreeing, it is asked the other way
+    agreeing_too = lambda a: agreeing(levelled(a))  # noqa: E731
+    upward = asked_early(quarter, 400, agreeing_too, held=True)
+    assert upward is not None and upward.rule == STILL_DESCENDING
 
 
 def test_a_run_holds_where_it_is_asked_where_its_length_is_known_before_it_runs() -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from remedy.decisions.plan import plan_next
 from remedy.records.verdict import run_is_clean, run_verdict_finding
 from remedy.state_schema import (
+    SETTLED_EARLY,
     STILL_DESCENDING,
     Attempt,
     AttemptKind,
     AttemptResult,
     Budgets,
+    Finding,
     JobStatus,
     NextAction,
     ResultKind,
@@ -188,3 +190,54 @@ def test_a_probe_that_learned_faster_over_the_same_updates_keeps_the_finding() -
     # nor does a run that began warm: its first updates were not a cold start's
     warm = update_current_attempt(planned, start_step=64)
     assert settle(warm, [faster], "probed ...").next_action is NextAction.end
+
+
+def settled_early() -> State:
+    """The char transformer at 100x its rate (AdamW at 0.1), held at a quarter of its 400
+    updates and asked whether it levelled off on a rate's noise floor (its loss 1.64)."""
+    spec = State().run_spec.with_roles({"learning_rate": 0.1})
+    state = begin_attempt(State(run_spec=spec), "job-1")
+    found = Finding(
+        rule=SETTLED_EARLY,
+        rule_class=SETTLED_EARLY,
+        step=99,
+        message="the model's loss fell from 2.71 to 1.65 in the first third of its 100 "
+        "updates, then levelled off",
+    )
+    state = update_current_attempt(
+        state,
+        outcome=None,
+        hold_at=100,
+        steps_run=100,
+        initial_loss=2.71,
+        final_window_loss=1.64,
+        findings=[found],
+    )
+    return state.model_copy(update={"findings": [found], "rule_status": RuleStatus.IssuesFound})
+
+
+def test_a_run_that_levelled_off_early_is_probed_at_lower_rates_and_a_lower_one_answers() -> None:
+    """Asked SETTLED_EARLY, the held run is probed at 3.2x, 10x and 32x below its rate,
+    from a cold start; a probe that reaches its held loss in its few updates answers (the
+    rate was too high: the best probe is relaunched, the bracket closed above at 0.1);
+    none does, and the question is withdrawn, the held run going on."""
+    state = settled_early()
+    assert is_held(state)
+    planned = plan_next(state, probing=True)
+    rates = [p.run_spec.role("learning_rate") for p in planned.probes]
+    assert rates == [0.01, 0.0316227766017, 0.00316227766017]
+    assert all(p.strategy == "search_lr_down" for p in planned.probes)
+    assert all(p.run_spec.init_checkpoint is None for p in planned.probes)  # cold, as it ran
+    held = planned.current_attempt
+    assert held is not None and held.result is not None
+    assert held.result.kind is ResultKind.diverged  # the bracket's top: a rate too high
+    assert (
+        held.result.summary == "its rate too high: lower rates beat it (SettledEarly at update 100)"
+    )
+    answered = settle(planned, [probe(0.01, ResultKind.trained, 1.56)], "probed ...")
+    assert answered is planned and is_held(answered)
+    slower = [probe(0.01, ResultKind.trained, 1.70), probe(0.00316, ResultKind.trained, 1.9)]
+    withdrawn = settle(planned, slower, "probed ...")
+    assert withdrawn.next_action is NextAction.monitor and withdrawn.findings == []
+    attempt = withdrawn.current_attempt
+    assert attempt is not None and attempt.findings == [] and attempt.hold_at == 100
