@@ -86,3 +86,21 @@ def test_a_launch_figure_is_the_median_at_the_rate_it_was_given() -> None:
     assert launch_update_ratio(ratios, rates, typed=0.1) == pytest.approx(4e-5)
     assert launch_update_ratio(ratios, [None] * 6, typed=0.1) == pytest.approx(2e-5)
     assert launch_update_ratio([None, None], [0.1, 0.1], typed=0.1) is None
+
+
+def test_a_failure_to_measure_is_said_once_not_raised() -> None:
+    """A weight the measure cannot read ends the measuring with one warning, never the
+    training: no figure is recorded after it, and nothing more is measured."""
+
+    class Broken:
+        requires_grad = True
+
+        @property
+        def grad(self) -> torch.Tensor:
+            raise RuntimeError("no gradient here")
+
+    broken = UpdateRatio()
+    with pytest.warns(RuntimeWarning, match="update ratio not measured from update 5 on") as said:
+        for step in range(1, 21):
+            assert broken.see(step, lambda: [Broken()]) == {}
+    assert broken.off and len(said) == 1
