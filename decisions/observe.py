@@ -26,7 +26,7 @@ from remedy.state_schema import (
 from remedy.state_schema.asking_points import ASKED_AT, asking_point
 from remedy.state_schema.loss_windows import windowed_losses
 from remedy.state_schema.transitions import CLEAN_END, end, update_current_attempt
-from remedy.strategies.outcomes import descent_figures
+from remedy.strategies.outcomes import descent_figures, learning_rate_of
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ def early_finding(
         return None
 
     def with_descent(attempt: Attempt) -> Attempt:
-        return attempt.model_copy(update=descent_figures(records()))
+        return attempt.model_copy(update=descent_figures(records(), learning_rate_of(attempt.spec)))
 
     seen_before = before[0] if before else None
     progress = record_progress(state, snapshot)

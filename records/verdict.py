@@ -30,8 +30,9 @@ A run is clean when its last attempt is. A completed attempt whose figures were 
 judge and that fails these (verdict_finding) is more than a flaw: the monitor makes it a
 finding that the policy repairs, NOT_TRAINED when its model learned nothing (which way
 the rate is wrong unknown), LEARNING_TOO_SLOWLY when it was still speeding up, or learned
-nothing while its gradients still agreed (too_small_a_rate: a rate far too small; one far
-too high sits on a noise floor, its gradients disagreeing). success_criteria replace all
+nothing while its gradients still agreed or its updates barely moved its weights
+(too_small_a_rate: a rate far too small; one far too high sits on a noise floor, its
+gradients disagreeing, its updates large). success_criteria replace all
 of this.
 
 A run whose length is known is asked sooner, at an eighth, a quarter and half of it, and stopped
@@ -71,6 +72,7 @@ from remedy.state_schema import (
     RunSpec,
     State,
 )
+from remedy.state_schema.update_ratio import HEALTHY_UPDATE_RATIO, TINY_UPDATE_RATIO
 
 # "Clearly below": the final loss at least this share of the untrained loss's size lower.
 LOSS_DROP = 0.1
@@ -322,15 +324,21 @@ def gradients_agree(attempt: Attempt) -> str | None:
 
 def too_small_a_rate(attempt: Attempt, untrained_why: str, step: int) -> Finding:
     """The verdict's finding on an attempt whose model has not learned (untrained_why):
-    LEARNING_TOO_SLOWLY when its gradients still agreed (agreement()), so its rate is far
-    too small and the repair raises it; NOT_TRAINED otherwise, the rate's direction unknown
-    (a rate far too high sits on a noise floor, its gradients disagreeing)."""
-    if (agreed := agreement(attempt)) is None:
+    LEARNING_TOO_SLOWLY when its gradients still agreed (agreement()) or its updates moved
+    the weights TINY_UPDATE_RATIO of themselves or less, so its rate is far too small and
+    the repair raises it; NOT_TRAINED otherwise, the rate's direction unknown (a rate far
+    too high sits on a noise floor, its gradients disagreeing, its updates large)."""
+    if (agreed := agreement(attempt)) is not None:
+        said = f"its gradients still agreed: {agreeing_words(*agreed)}"
+    elif (ratio := attempt.update_ratio) is not None and ratio <= TINY_UPDATE_RATIO:
+        said = (
+            f"its updates moved the weights {ratio:.2g} of themselves (median per update), "
+            f"{TINY_UPDATE_RATIO:g} or less, a tenth of a healthy run's "
+            f"{HEALTHY_UPDATE_RATIO:g}"
+        )
+    else:
         return Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=step, message=untrained_why)
-    why = (
-        f"{untrained_why}; and its gradients still agreed: {agreeing_words(*agreed)}: "
-        f"its learning rate is far too small to move the model"
-    )
+    why = f"{untrained_why}; and {said}: its learning rate is far too small to move the model"
     return Finding(rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=step, message=why)
 
 

@@ -25,6 +25,13 @@ UPDATE_RATIO_FIELD = "update_ratio"
 # move theirs 4.5e-3 (the VAE) to 4.6e-2 (the word LM) over their whole length; a rate at
 # which the measure says less is too small. TinyUpdates fires at 1e-5.
 HEALTHY_UPDATE_RATIO = 1e-3
+# Updates a tenth of that or less are far too small, whatever else the run shows: a launch
+# that learned nothing with them is held back by its rate, not on the noise floor of a rate
+# too high (whose updates are large: the GPT-style job at 100x 0.032, the built-in ReLU
+# ResNet at chance 0.03). The runs at 1/1000 of their rate in benchmarks/repair_quality.py
+# 9e-6 to 1.1e-4; examples/digits at 1/1000 (Adadelta under dropout, its gradients
+# disagreeing, 0.13/0.18) 1.7e-5.
+TINY_UPDATE_RATIO = HEALTHY_UPDATE_RATIO / 10
 
 
 def launch_update_ratio(

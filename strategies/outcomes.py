@@ -143,16 +143,23 @@ def step_rates(records: Iterable[Mapping[str, Any]]) -> list[float | None]:
     return step_figures(records, "learning_rate")
 
 
-def descent_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a completed launch's step records say of its descent, as Attempt fields:
-    loss_thirds, rate_thirds, gradient_agreement and loss_rises (the verdict reads them)."""
+def descent_figures(
+    records: Sequence[Mapping[str, Any]], typed: float | None = None
+) -> dict[str, Any]:
+    """What a launch's step records say of its descent, as Attempt fields: loss_thirds,
+    rate_thirds, gradient_agreement, loss_rises and update_ratio (at `typed`, the rate it
+    was given: launch_update_ratio); the verdict reads them."""
     losses = step_losses(records)
+    rates = step_rates(records)
     agreement = [step_figures(records, field) for field in AGREEMENT_FIELDS.values()]
     return {
         "loss_thirds": loss_thirds(losses),
-        "rate_thirds": rate_thirds(step_rates(records)),
+        "rate_thirds": rate_thirds(rates),
         "gradient_agreement": last_third_agreement(agreement),
         "loss_rises": rising_share(losses),
+        "update_ratio": launch_update_ratio(
+            step_figures(records, UPDATE_RATIO_FIELD), rates, typed
+        ),
     }
 
 

@@ -38,8 +38,8 @@ ROUND = 4  # the most candidates a spread probes side by side (a plateau's, both
 
 @dataclass(frozen=True)
 class Bracket:
-    low: float | None = None  # the highest rate that stalled
-    high: float | None = None  # the lowest rate that diverged
+    low: float | None = None  # the highest rate too low (it stalled, or learned too slowly)
+    high: float | None = None  # the lowest rate too high (it diverged, or lower ones beat it)
 
     def inside(self, rate: float) -> bool:
         return (self.low is None or rate > self.low) and (self.high is None or rate < self.high)
@@ -47,7 +47,7 @@ class Bracket:
     def describe(self) -> str:
         low = "-" if self.low is None else f"{self.low:g}"
         high = "-" if self.high is None else f"{self.high:g}"
-        return f"stalled at <= {low}, diverged at >= {high}"
+        return f"too low at <= {low}, too high at >= {high}"
 
 
 def tidy(rate: float) -> float:
@@ -252,7 +252,7 @@ class SearchLRDown(SearchLR):
     diverged, or the geometric middle once a rate has stalled."""
 
     name = "search_lr_down"
-    explanation = "Lower the learning rate below every rate that diverged"
+    explanation = "Lower the learning rate below every rate found too high"
     downward = True
 
 
@@ -262,7 +262,7 @@ class SearchLRUp(SearchLR):
     stalled, or the geometric middle once a rate has diverged."""
 
     name = "search_lr_up"
-    explanation = "Raise the learning rate above every rate that stalled"
+    explanation = "Raise the learning rate above every rate found too low"
     downward = False
 
 

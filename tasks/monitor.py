@@ -33,7 +33,7 @@ from remedy.outlets.publish import publish_progress
 from remedy.records.logs import task_logger
 from remedy.state_schema import JobStatus, NextAction, State
 from remedy.state_schema.transitions import end, update_current_attempt
-from remedy.strategies.outcomes import descent_figures
+from remedy.strategies.outcomes import descent_figures, learning_rate_of
 from remedy.tasks.plan import learned
 from remedy.tasks.retry import BACKEND_RETRIES
 from remedy.tasks.stop import let_go_on
@@ -120,4 +120,6 @@ def with_descent(state: State, records: list[dict[str, Any]]) -> State:
     verdict reads whether it was still speeding up at its end, whether its schedule was
     annealing the rate then, whether its gradients still agreed, and whether its batches
     were noisy; the payload keeps the figures its finding read."""
-    return update_current_attempt(state, **descent_figures(records))
+    attempt = state.current_attempt
+    typed = learning_rate_of(attempt.spec) if attempt is not None else None
+    return update_current_attempt(state, **descent_figures(records, typed))

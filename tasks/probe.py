@@ -216,12 +216,13 @@ def run_round(
         if (why := past_a_slower_rate(candidate.run_spec, reused)) is not None:
             new.remove((candidate, name))
             task_logger().info("not probed: %s", why)
-    task_logger().info(
-        "probing %d candidates: %s%s",
-        len(new),
-        ", ".join(c.reason for c, _ in new),
-        f" (and {len(reused)} probed before)" if reused else "",
-    )
+    before = f"{len(reused)} probed before, their results standing" if reused else ""
+    if new:
+        count = f"{len(new)} candidate{'s' if len(new) > 1 else ''}"
+        said = ", ".join(c.reason for c, _ in new)
+        task_logger().info("probing %s: %s%s", count, said, f" (and {before})" if before else "")
+    else:
+        task_logger().info("nothing new to probe: %s", before or "no candidate left")
     rung = rung_of(state, run_dir, steps, len(new))
     futures = [probe.submit(c, name, run_dir, steps, poll_interval_s, rung) for c, name in new]
     probes = [future.result() for future in futures]

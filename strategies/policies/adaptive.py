@@ -35,7 +35,7 @@ def rungs(*names: str | tuple[str, int]) -> list[PolicyStep]:
 
 # A divergence (exploding or non-finite gradients, a loss that climbs and stays up). The
 # learning rate first, searched as a bracket over the attempts (search_lr_down: 10x below
-# every rate that diverged, again while each cut moves the failure later, bisecting once a
+# every rate found too high, again while each cut moves the failure later, bisecting once a
 # rate has stalled); then clipping at the gradient norm the job had before the onset, and
 # warmup; architecture last.
 DIVERGENCE = rungs(

@@ -14,8 +14,9 @@ by the rate search, and its run, whose loss speeds up as the schedule anneals th
 called clean. examples/vae/train.py counts epochs: at a rate far too small it is asked at
 an eighth of its length, measured from its DataLoader's first pass. examples/digits/main.py
 (PyTorch's MNIST example style) prints its accuracy as a percentage, read as a fraction
-where its definition says so. examples/signals/run_training.py (a Trainer class on RMSprop)
-at its default rate is held at half its length and asked there.
+where its definition says so; at 1/1000 of its rate its tiny updates say the rate is too
+small where its gradients, under dropout, cannot. examples/signals/run_training.py (a
+Trainer class on RMSprop) at its default rate is held at half its length and asked there.
 """
 
 from __future__ import annotations
@@ -421,6 +422,41 @@ def test_a_script_printing_its_accuracy_as_a_percentage_is_judged_as_a_fraction(
     assert attempt.metrics["test:accuracy"] > 1
     assert state.end_reason is not None and "is not a fraction between 0 and 1" in state.end_reason
     assert '"percent": true' in state.end_reason
+
+
+def test_a_script_whose_gradients_disagree_at_a_rate_far_too_small_is_searched_up_only(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """examples/digits at 1/1000 of its rate (Adadelta at 0.001, dropout): by a quarter of
+    its 6 epochs it has learned nothing, and under dropout its gradients disagree as a
+    noise floor's do, which alone would leave the rate's direction unknown (probes both
+    ways: 7). Its updates moved the weights under a tenth of a healthy run's 1e-3 of
+    themselves: LearningTooSlowly, probed upwards only, and repaired."""
+    data = tmp_path / "digits.npz"
+    make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
+    subprocess.run(make, check=True)
+    accuracy = {"name": "test:accuracy", "regex": r"Accuracy: \d+/\d+ \(([0-9.]+)%\)"}
+    spec = {
+        "base_job_name": "digits-cold",
+        "source_dir": str(EXAMPLES / "digits"),
+        "entry_point": "main.py",
+        "hyperparameters": {"data": str(data), "lr": 0.001, "epochs": 6},
+        "hyperparameter_roles": {"learning_rate": "lr", "num_epochs": "epochs"},
+        "num_classes": 10,
+        "metric_definitions": [accuracy | {"percent": True}],
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path / "job", prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, (state.end_reason, output[-3000:])
+    first, last = state.history.runs
+    (found,) = first.findings
+    assert found.rule == "LearningTooSlowly", found.message
+    assert "its updates moved the weights" in found.message, found.message
+    assert min(first.gradient_agreement) < 0.2  # disagreeing: the agreement could not tell
+    assert first.update_ratio is not None and first.update_ratio <= 1e-4
+    probes = [a for a in state.history.attempts if a.kind is AttemptKind.probe]
+    assert probes and all(p.spec.role("learning_rate") > 0.001 for p in probes)  # up only
+    assert last.metrics["test:accuracy"] >= 0.9
 
 
 def test_a_run_still_descending_fast_at_half_is_asked_there_and_the_probes_answer(

@@ -325,6 +325,18 @@ def test_the_rates_of_a_launchs_thirds_are_means_of_its_step_records() -> None:
     assert step_rates(records) == [0.1, None, None]
 
 
+def test_the_descent_figures_carry_the_launchs_update_ratio_at_its_typed_rate() -> None:
+    """The verdict reads a launch's update ratio as the policy does (launch_update_ratio):
+    the median of its step records' figures, each at the rate the launch was given."""
+    from remedy.strategies.outcomes import descent_figures
+
+    warmup = [{"type": "step", "learning_rate": 1e-4, "update_ratio": 1e-6}]
+    steady = [{"type": "step", "learning_rate": 1e-3, "update_ratio": 1e-5}] * 2
+    figures = descent_figures([*warmup, *steady], typed=1e-3)
+    assert figures["update_ratio"] == pytest.approx(1e-5)  # the warmup's scaled up to it
+    assert descent_figures([{"type": "step", "loss": 1.0}])["update_ratio"] is None
+
+
 def test_the_thirds_of_a_launch_are_windows_of_its_step_losses() -> None:
     from remedy.state_schema.loss_windows import THIRDS_MIN_STEPS, loss_thirds
 
@@ -675,6 +687,34 @@ def test_a_model_that_learned_nothing_while_its_gradients_agreed_learned_too_slo
     assert "averaged 0.61, and 0.59 five updates apart" in found.message
     unknown = run_verdict_finding(ended(state, gradient_agreement=[0.61, 0.1], **flat))
     assert unknown is not None and unknown.rule == NOT_TRAINED
+
+
+def test_a_model_that_learned_nothing_with_tiny_updates_learned_too_slowly() -> None:
+    """A run that learned nothing while its updates moved the weights a tenth of a healthy
+    run's 1e-3 of themselves or less is LearningTooSlowly even where its gradients disagree
+    (examples/digits at 1/1000 of its rate, Adadelta under dropout: 1.7e-5, its gradients
+    0.13 and 0.18): the repair raises the rate, not probes both ways. Large updates (a
+    rate far too high on its noise floor: the GPT-style job at 100x, 0.032) leave the
+    direction unknown, and so does a ratio not measured."""
+    state = State(run_spec=RunSpec(source_dir=".", entry_point="train.py"))
+    flat = {"initial_loss": 2.30, "final_loss": 2.31, "loss_rises": 0.45}
+    disagreeing = {"gradient_agreement": [0.13, 0.18]}
+    found = run_verdict_finding(ended(state, update_ratio=1.7e-5, **disagreeing, **flat))
+    assert found is not None and found.rule == found.rule_class == LEARNING_TOO_SLOWLY
+    assert found.message.endswith(
+        "; and its updates moved the weights 1.7e-05 of themselves (median per update), "
+        "0.0001 or less, a tenth of a healthy run's 0.001: its learning rate is far too "
+        "small to move the model"
+    ), found.message
+    for ratio in (0.032, 2e-4, None):
+        other = run_verdict_finding(ended(state, update_ratio=ratio, **disagreeing, **flat))
+        assert other is not None and other.rule == NOT_TRAINED, ratio
+    # a model at chance with tiny updates, its classes known, is too slow as well
+    classes = State(run_spec=RunSpec(source_dir=".", entry_point="train.py", num_classes=10))
+    trained_loss = {"initial_loss": 2.30, "final_loss": 1.5, "loss_rises": 0.45}
+    chance = ended(classes, update_ratio=5e-5, metrics={"test:accuracy": 0.1}, **trained_loss)
+    slow = run_verdict_finding(chance)
+    assert slow is not None and slow.rule == LEARNING_TOO_SLOWLY, slow
 
 
 def test_gradients_still_agreeing_at_the_end_are_asked() -> None:

@@ -77,7 +77,7 @@ def test_cuts_continue_while_each_one_moves_the_failure_later() -> None:
     state = plan_next(relaunch(state, 2), [diverged(5)])  # later: cut again
     assert state.planned_change.strategy == "search_lr_down"
     assert lr_of(state) == pytest.approx(0.2)
-    assert "diverged at >= 2" in state.planned_change.reason
+    assert "too high at >= 2" in state.planned_change.reason
     first, second = state.history.attempts
     assert (first.result.kind, first.result.update) == (ResultKind.diverged, 3)
     assert (second.result.kind, second.result.update) == (ResultKind.diverged, 6)
@@ -198,7 +198,7 @@ def test_a_bracket_decades_wide_is_cut_from_the_end_that_failed_not_bisected() -
     assert state.planned_change is not None
     assert state.planned_change.strategy == "search_lr_down"
     assert lr_of(state) == pytest.approx(1e-3)
-    assert "so far stalled at <= 1e-07, diverged at >= 0.01" in state.planned_change.reason
+    assert "so far too low at <= 1e-07, too high at >= 0.01" in state.planned_change.reason
     probed = plan_next(state.model_copy(update={"run_spec": script(0.01)}), [], probing=True)
     rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
     assert rates == pytest.approx([10**-3.5, 1e-3, 10**-2.5])
@@ -219,7 +219,7 @@ def test_no_value_that_failed_in_a_direction_is_proposed_again() -> None:
             break
         rate = lr_of(state)
         for old, direction in tried:
-            # below every rate that diverged, above every rate that stalled
+            # below every rate found too high, above every rate found too low
             assert rate < old if direction == "down" else rate > old
         state = relaunch(state, n + 2)
 

@@ -93,8 +93,8 @@ def test_the_rate_search_needs_only_the_learning_rate() -> None:
     assert state.run_spec.script_hyperparameters == {"lr": 2.0, "clip": 0.25}
     assert state.planned_change.changes == {"hyperparameters.lr": [20, 2.0]}
     assert state.planned_change.reason == (
-        "Lower the learning rate below every rate that diverged (--lr 20 -> 2.0); "
-        "so far stalled at <= -, diverged at >= 20"
+        "Lower the learning rate below every rate found too high (--lr 20 -> 2.0); "
+        "so far too low at <= -, too high at >= 20"
     )
     assert flag_arguments(state.run_spec.script_hyperparameters) == [
         "--lr",
