@@ -115,11 +115,12 @@ def monitor(
 
 
 def with_descent(state: State, records: list[dict[str, Any]]) -> State:
-    """The attempt's descent (loss_thirds, rate_thirds, gradient_agreement and
-    loss_rises, from its step records so far), completed or asked while it runs: the
+    """The attempt's descent (loss_thirds, rate_thirds, gradient_agreement, loss_rises
+    and update_ratio, from its step records so far), completed or asked while it runs: the
     verdict reads whether it was still speeding up at its end, whether its schedule was
-    annealing the rate then, whether its gradients still agreed, and whether its batches
-    were noisy; the payload keeps the figures its finding read."""
+    annealing the rate then, whether its gradients still agreed, whether its batches were
+    noisy, and how far its updates moved its weights; the payload keeps the figures its
+    finding read (the plan's digest sets update_ratio again, from before the finding)."""
     attempt = state.current_attempt
     typed = learning_rate_of(attempt.spec) if attempt is not None else None
     return update_current_attempt(state, **descent_figures(records, typed))
