@@ -388,6 +388,27 @@ def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_before_half
     assert "best model trained" not in output
 
 
+# examples/digits prints `Accuracy: 598/600 (100%)`: a percentage
+DIGITS_ACCURACY = {"name": "test:accuracy", "regex": r"Accuracy: \d+/\d+ \(([0-9.]+)%\)"}
+
+
+def digits_spec(tmp_path: Path, name: str, lr: float, epochs: int) -> dict:
+    """examples/digits on generated digits, its 10 classes stated, its accuracy read as
+    the fraction its percentage is."""
+    data = tmp_path / "digits.npz"
+    make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
+    subprocess.run(make, check=True)
+    return {
+        "base_job_name": name,
+        "source_dir": str(EXAMPLES / "digits"),
+        "entry_point": "main.py",
+        "hyperparameters": {"data": str(data), "lr": lr, "epochs": epochs},
+        "hyperparameter_roles": {"learning_rate": "lr"},
+        "num_classes": 10,
+        "metric_definitions": [DIGITS_ACCURACY | {"percent": True}],
+    }
+
+
 def test_a_script_printing_its_accuracy_as_a_percentage_is_judged_as_a_fraction(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
@@ -397,19 +418,7 @@ def test_a_script_printing_its_accuracy_as_a_percentage_is_judged_as_a_fraction(
     against chance, and the run is clean. Read as printed, 100 (or 10 at chance) would pass
     for far above chance 0.1: it is not judged, and the run is not clean, saying what to
     add."""
-    data = tmp_path / "digits.npz"
-    make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
-    subprocess.run(make, check=True)
-    accuracy = {"name": "test:accuracy", "regex": r"Accuracy: \d+/\d+ \(([0-9.]+)%\)"}
-    spec = {
-        "base_job_name": "digits",
-        "source_dir": str(EXAMPLES / "digits"),
-        "entry_point": "main.py",
-        "hyperparameters": {"data": str(data), "lr": 1.0, "epochs": 3},
-        "hyperparameter_roles": {"learning_rate": "lr"},
-        "num_classes": 10,
-        "metric_definitions": [accuracy | {"percent": True}],
-    }
+    spec = digits_spec(tmp_path, "digits", lr=1.0, epochs=3)
     code, output, run_dir = remedy_run(spec, tmp_path / "percent", prefect_api_url)
     assert code == 0, output[-3000:]
     state = load_state(run_dir / "state.json")
@@ -417,7 +426,7 @@ def test_a_script_printing_its_accuracy_as_a_percentage_is_judged_as_a_fraction(
     assert 0.9 <= attempt.metrics["test:accuracy"] <= 1.0  # 598/600 printed as (100%)
     assert state.end_reason is not None and state.end_reason.startswith("completed: the job")
 
-    spec["metric_definitions"] = [accuracy]
+    spec["metric_definitions"] = [DIGITS_ACCURACY]
     code, output, run_dir = remedy_run(spec, tmp_path / "printed", prefect_api_url)
     assert code != 0, output[-3000:]
     state = load_state(run_dir / "state.json")
@@ -435,19 +444,8 @@ def test_a_script_whose_gradients_disagree_at_a_rate_far_too_small_is_searched_u
     noise floor's do, which alone would leave the rate's direction unknown (probes both
     ways: 7). Its updates moved the weights under a tenth of a healthy run's 1e-3 of
     themselves: LearningTooSlowly, probed upwards only, and repaired."""
-    data = tmp_path / "digits.npz"
-    make = [sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), "--out", str(data)]
-    subprocess.run(make, check=True)
-    accuracy = {"name": "test:accuracy", "regex": r"Accuracy: \d+/\d+ \(([0-9.]+)%\)"}
-    spec = {
-        "base_job_name": "digits-cold",
-        "source_dir": str(EXAMPLES / "digits"),
-        "entry_point": "main.py",
-        "hyperparameters": {"data": str(data), "lr": 0.001, "epochs": 6},
-        "hyperparameter_roles": {"learning_rate": "lr", "num_epochs": "epochs"},
-        "num_classes": 10,
-        "metric_definitions": [accuracy | {"percent": True}],
-    }
+    spec = digits_spec(tmp_path, "digits-cold", lr=0.001, epochs=6)
+    spec["hyperparameter_roles"] |= {"num_epochs": "epochs"}  # held by its measured epochs
     code, output, run_dir = remedy_run(spec, tmp_path / "job", prefect_api_url)
     state = load_state(run_dir / "state.json")
     assert code == 0, (state.end_reason, output[-3000:])

@@ -241,3 +241,10 @@ def test_a_run_that_levelled_off_early_is_probed_at_lower_rates_and_a_lower_one_
     assert withdrawn.next_action is NextAction.monitor and withdrawn.findings == []
     attempt = withdrawn.current_attempt
     assert attempt is not None and attempt.findings == [] and attempt.hold_at == 100
+    # its job not held (it ended meanwhile): the run ends clean, saying what was asked
+    ended = update_current_attempt(planned, outcome=JobStatus.Completed, hold_at=None)
+    said = settle(ended, slower, "probed ...")
+    assert said.next_action is NextAction.end and said.end_reason is not None
+    assert "then levelled off: no lower rate reached its loss (1.64) in 16 of its 100" in (
+        said.end_reason
+    ), said.end_reason
