@@ -32,18 +32,24 @@ printed and status 1. Before it starts, the launcher
     progress.json (hold_at).
 Under torchrun it runs once per rank: each rank writes its own part of the store, rank 0
 alone the progress files, the NaN guard's status is shared, every rank watches the stop
-file, and a rank ends with torchrun if torchrun is killed.
+file, and a rank ends with torchrun if torchrun is killed. A rank whose script ended ends
+without the interpreter's teardown (end_rank): torch's gloo backend aborts a finished rank
+there about one time in ten, and torchrun would call the whole job failed.
 Bad contract values (REMEDY_NAN_GUARD, REMEDY_TORCH_THREADS, the debugger config) end the
 launcher with status 2 before the script starts. See docs/job-contract.md.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import gc
+import io
 import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 import zipfile
 from dataclasses import dataclass
@@ -341,5 +347,31 @@ def log(line: str) -> None:
     print(f"{LAUNCHER_LOG_PREFIX} {line}", file=sys.stderr, flush=True)
 
 
+def end_rank(code: int) -> None:
+    """End a torchrun rank whose script ended, skipping the interpreter's teardown.
+
+    torch's gloo process group (torch 2.13, CPU) aborts a rank at interpreter exit about
+    one time in ten ("terminate called without an active exception", SIGABRT), after the
+    script returned and destroy_process_group() with it; torchrun then fails the job.
+    Ending with os._exit does not meet it. What the teardown would have done for the
+    script is done first, in its order: non-daemon threads joined, atexit handlers run
+    (multiprocessing's, tempfile's, the script's own), every open file flushed (a
+    module-level file left open keeps its last lines)."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for obj in gc.get_objects():
+        if isinstance(obj, io.IOBase) and not obj.closed:
+            try:
+                obj.flush()
+            except (OSError, ValueError):  # a pipe whose reader left, a detached buffer
+                pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if "LOCAL_RANK" in os.environ:  # JobEnvironment.under_torchrun
+        end_rank(status)
+    sys.exit(status)

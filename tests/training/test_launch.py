@@ -544,6 +544,55 @@ def test_exit_status_and_traceback_are_the_scripts(job: Job, project: Path) -> N
     assert missing.returncode == 2 and "can't open file" in missing.stderr
 
 
+RANK_TEARDOWN_SCRIPT = """\
+    \"\"\"What an interpreter's teardown does for a script: a rank's end must do it too.\"\"\"
+    import atexit
+    import sys
+    import threading
+    import time
+
+    import torch
+
+    log = open("module-level.log", "w")  # never closed: its buffer is flushed at exit
+    log.write("trained\\n")
+    atexit.register(lambda: open("atexit-ran", "w").close())
+
+
+    def late_writer() -> None:  # a non-daemon thread the interpreter waits for
+        time.sleep(0.5)
+        open("thread-finished", "w").close()
+
+
+    threading.Thread(target=late_writer).start()
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(torch.ones(4, 2)).pow(2).mean().backward()
+        optimizer.step()
+    print("no newline at the end", end="")
+    sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_torchrun_rank_ends_as_the_interpreter_would_have_ended_it(
+    job: Job, project: Path, status: int
+) -> None:
+    """Under torchrun the launcher ends a rank without the interpreter's teardown (torch's
+    gloo aborts finished ranks there): the script's exit status, atexit handlers, threads
+    and open files' buffers are still the script's."""
+    write(project, "rank.py", RANK_TEARDOWN_SCRIPT)
+    env = job.env(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
+    done = run(project, env, "rank.py", str(status))
+    assert done.returncode == status, done.stderr
+    assert (project / "module-level.log").read_text() == "trained\n"
+    assert (project / "atexit-ran").exists()
+    assert (project / "thread-finished").exists()
+    assert done.stdout.endswith("no newline at the end")
+    assert ("finished after 3 steps" in done.stderr) == (status == 0)
+
+
 def test_a_module_entry_point_with_relative_imports(job: Job, project: Path) -> None:
     write(project, "trainer/__init__.py", "")
     write(project, "trainer/data.py", "import torch\n\ndef batch():\n    return torch.ones(8, 2)\n")
