@@ -89,13 +89,6 @@ TROUBLE: dict[str, Trouble] = {
     # exploding); its message says which, its finding carries no direction.
     "GradientRatio": Trouble.unknown,
 }
-# What a finding of each trouble says about the learning rate that was in effect. A
-# plateau says neither: an Adam run at 100x its rate sits on a noise floor as flat as a run
-# at a rate far too small (a tiny GPT at 0.6: loss 5.71 -> 5.44 in 300 steps, at 6e-3:
-# -> 3.07), so it closes no end of the bracket and probes look both ways.
-TOO_HIGH = (Trouble.divergence, Trouble.noise_floor)
-TOO_LOW = (Trouble.stall,)
-
 LOSS_TRACE_STEPS = 64  # first losses kept per attempt: enough to tell two curves apart
 SAME_CURVE_RTOL = 1e-6  # bitwise-reproducible runs agree far closer; other ones far less
 
@@ -256,6 +249,11 @@ def classify(attempt: Attempt, earlier: Sequence[Attempt] = ()) -> AttemptResult
                     update=update,
                     summary=f"no effect: the same curve and {name}{at} as {other.job_name}",
                 )
+        # What the trouble says about the rate in effect: a divergence, a spike or a noise
+        # floor that lower rates beat, too high; a stall, too low. A plateau says neither:
+        # an Adam run at 100x its rate sits on a noise floor as flat as a run at a rate far
+        # too small (a tiny GPT at 0.6: loss 5.71 -> 5.44 in 300 steps, at 6e-3: -> 3.07),
+        # so it closes no end of the bracket and probes look both ways.
         kind = trouble(found, attempt.spec)
         if kind in (Trouble.divergence, Trouble.spike):
             return AttemptResult(
@@ -264,7 +262,7 @@ def classify(attempt: Attempt, earlier: Sequence[Attempt] = ()) -> AttemptResult
         if kind is Trouble.noise_floor:  # no blow-up, but the rate was too high all the same
             why = f"its rate too high: lower rates beat it ({name}{at})"
             return AttemptResult(kind=ResultKind.diverged, update=update, summary=why)
-        if kind in TOO_LOW:
+        if kind is Trouble.stall:
             return AttemptResult(
                 kind=ResultKind.stalled, update=update, summary=f"stalled{at} ({name})"
             )
