@@ -156,11 +156,18 @@ def outpaced(
                 f"its rung, while {called}'s fell {lead:.3g}); stopped there",
             )
             continue
+        moved = (
+            f"loss down {drop:.3g}, under {LOST_SHARE:g} of"
+            if drop >= 0
+            else (
+                f"loss up {-drop:.3g}, against"  # a lower rate whose first updates rose
+            )
+        )
         lost[name] = AttemptResult(
             kind=ResultKind.outpaced,
             loss=loss,
-            summary=f"outpaced after {updates} updates: loss down {drop:.3g}, under "
-            f"{LOST_SHARE:g} of {called}'s {lead:.3g}; stopped there",
+            summary=f"outpaced after {updates} updates: {moved} {called}'s fall of "
+            f"{lead:.3g}; stopped there",
         )
     return lost
 

@@ -55,9 +55,20 @@ def test_a_probe_far_behind_at_its_rung_is_outpaced_one_near_is_not() -> None:
     assert result.kind is ResultKind.outpaced
     assert result.loss == pytest.approx(sum(traces["p-2"][-5:]) / 5)
     assert "outpaced after 12 updates" in result.summary and "lr 0.01's" in result.summary
+    assert "loss down 0.646, under 0.25 of lr 0.01's fall of 5.66" in result.summary
     near = {"p-0": falling(start, 15.0), "p-1": falling(start, 0.46 * 15.0)}
     assert outpaced([probe("p-0", 0.1), probe("p-1", 0.01)], near) == {}
     assert LOST_SHARE < 0.46
+
+
+def test_a_lower_rate_whose_loss_rose_at_its_rung_is_outpaced_in_words_that_say_so() -> None:
+    """Lion at 3e-4 rose 37.7 in its first 12 updates where 3e-3 fell 87.5 (a regression
+    script of ours, sign updates): lower than the leader, so not diverged, and its summary
+    says its loss went up, not "down -37.7"."""
+    traces = {"p-1": falling(230.0, 87.5), "p-2": falling(230.0, -37.7, wobble=0.5)}
+    lost = outpaced([probe("p-1", 3e-3), probe("p-2", 3e-4)], traces)
+    assert lost["p-2"].kind is ResultKind.outpaced
+    assert "loss up 31.4, against lr 0.003's fall of 71.6" in lost["p-2"].summary
 
 
 def test_no_probe_is_outpaced_by_a_drop_within_its_leaders_noise() -> None:
