@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import re
+import statistics
 import types
 import typing
 from collections.abc import Mapping
@@ -226,6 +228,7 @@ class LossWindowRule(Rule):
         # The first window's mean per mode: the loss of the barely trained model, the
         # scale a loss near 0 is judged against (about ln(classes) for a classifier).
         self._first: dict[ModeKeys, float] = {}
+        self._early: dict[ModeKeys, list[float]] = {}  # the first EARLY_STEPS losses
 
     def invoke_at_step(self, step: int, mode: ModeKeys = ModeKeys.TRAIN) -> bool:
         if self.mode is not None and mode.value != self.mode:
@@ -235,11 +238,14 @@ class LossWindowRule(Rule):
             return False
         window = self._window.setdefault(mode, [])
         window.append(loss[1])
+        early = self._early.setdefault(mode, [])
+        if len(early) < EARLY_STEPS:
+            early.append(loss[1])
         if len(window) < self.num_steps:
             return False
         mean = sum(window) / len(window)
-        window.clear()  # the next window starts empty
         self._first.setdefault(mode, mean)
+        window.clear()  # the next window starts empty
         return self.window_ended(step, mode, loss[0], mean)
 
     def window_ended(self, step: int, mode: ModeKeys, loss: str, mean: float) -> bool:
@@ -249,6 +255,24 @@ class LossWindowRule(Rule):
     def first_mean(self, mode: ModeKeys) -> float | None:
         """The mean of the mode's first window (None before it ended)."""
         return self._first.get(mode)
+
+    def early_noise(self, mode: ModeKeys) -> float:
+        """How far one step's loss strays from the next over the mode's first EARLY_STEPS
+        steps seen so far: its batches' noise (step_noise)."""
+        return step_noise(self._early.get(mode, []))
+
+
+EARLY_STEPS = 50  # the steps whose losses tell a job's batch noise (LossWindowRule)
+
+
+def step_noise(losses: list[float]) -> float:
+    """The standard deviation of one step's loss about its trend, from the median of the
+    successive differences' sizes (over 0.954, which makes it one for Gaussian noise): a
+    loss falling or rising steadily adds nothing, a jump or two of a divergence next to
+    nothing. 0 for fewer than 2 finite losses."""
+    steps = [abs(b - a) for a, b in zip(losses, losses[1:], strict=False)]
+    steps = [d for d in steps if math.isfinite(d)]
+    return statistics.median(steps) / (0.6745 * math.sqrt(2)) if steps else 0.0
 
 
 def check_regex(rule: str, key: str, pattern: str | None) -> None:

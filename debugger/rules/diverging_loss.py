@@ -36,7 +36,13 @@ class DivergingLoss(LossWindowRule):
     a rate far too small to move it; a first window far above the first loss is the
     divergence itself: 0.51, then 85, 20245, ...): `patience` windows in a row above
     `initial_factor` (1.1) x it (clearly worse than the model before it learned anything)
-    fire too. One
+    fire too. Clearly also means clear of the batches' noise: the bar is at least
+    NOISE_Z standard errors of a difference between two windows above it, from the
+    step-to-step spread of the first steps (base.step_noise; a regression's MSE on
+    batches of 64 strays by 20 around 230 from one step to the next; its first window, a
+    low draw at 214, put 1.1x at 236, and a rate far too small to move it read as a
+    divergence at update 64: the bar is about 265 there, while a loss climbing to 7x is
+    far past either; the rebound below is judged against the same noise). One
     window above it is a transient spike, which recovers at a high but workable learning
     rate; it is not stopped. None (LEGACY_DEFAULTS, and a warm-started job's) turns this off.
 
@@ -59,6 +65,7 @@ class DivergingLoss(LossWindowRule):
     name = "DivergingLoss"
     num_steps = 5
     NOISE_BAND = 2.0  # a first window's mean up to this x the first loss is its noise
+    NOISE_Z = 4.0  # standard errors of the difference of two windows' means: clear of noise
     LEGACY_DEFAULTS = {
         "min_loss_fraction": 0.0,
         "initial_factor": None,
@@ -143,28 +150,49 @@ class DivergingLoss(LossWindowRule):
 
     def _above_initial(self, step: int, mode: ModeKeys, loss: str, mean: float) -> bool:
         initial, window = self._initial.get(mode), self.first_mean(mode)
-        if initial is not None and window is not None and initial < window:
-            initial = window if window <= self.NOISE_BAND * initial else initial
+        noise = 0.0  # a first window far above the first loss: its spread is the divergence
+        if initial is not None and window is not None and window <= self.NOISE_BAND * initial:
+            initial = max(initial, window)
+            noise = self.noise_margin(mode)
         if self.initial_factor is None or initial is None or initial <= 0:
             return False
-        above = mean > self.initial_factor * initial
-        self._above[mode] = self._above.get(mode, 0) + 1 if above else 0
+        bar = max(self.initial_factor * initial, initial + noise)
+        self._above[mode] = self._above.get(mode, 0) + 1 if mean > bar else 0
         if self._above[mode] < self.patience:
             return False
+        clear = (
+            f"{self.initial_factor:g}x"
+            if bar == self.initial_factor * initial
+            else (f"{self.NOISE_Z:g} standard errors of its first steps' noise above")
+        )
         message = (
             f"mean {loss} over the last {self.num_steps} {mode.value} steps is {mean:.4g}, "
-            f"above {self.initial_factor:g}x the untrained model's {initial:.4g} (its first "
-            f"saved loss, or its first window's mean where that is its noise) for "
+            f"above {bar:.4g}, {clear} the untrained model's {initial:.4g} (its first saved "
+            f"loss, or its first window's mean where that is its noise) for "
             f"{self._above[mode]} windows in a row, at step {step}"
         )
         return self.fire(step, mode, loss, message)
+
+    def noise_margin(self, mode: ModeKeys) -> float:
+        """NOISE_Z standard errors of the difference of two windows' means, from the
+        batches' noise over the first steps: a window's mean must differ by more than
+        this from another's to differ at all."""
+        return self.NOISE_Z * self.early_noise(mode) * math.sqrt(2 / self.num_steps)
 
     def _rebounded(self, step: int, mode: ModeKeys, loss: str, mean: float, best: float) -> bool:
         first = self.first_mean(mode)
         if self.rebound_share is None or first is None or best <= 0 or first <= best:
             return False
         share = (mean - best) / (first - best)  # of the fall from the first window, regained
-        climbed = mean > self.rebound_factor * best and share > self.rebound_share
+        # The best window is the lowest of many noisy ones: a fall to it, or a climb from
+        # it, within the noise is no fall and no climb (a flat regression's MSE: best
+        # 192, first 236, windows at 248 read as 128 % of the way back up).
+        margin = self.noise_margin(mode)
+        climbed = (
+            mean > self.rebound_factor * best
+            and share > self.rebound_share
+            and min(first - best, mean - best) > margin
+        )
         self._rebound[mode] = self._rebound.get(mode, 0) + 1 if climbed else 0
         if self._rebound[mode] < self.rebound_windows:
             return False

@@ -356,3 +356,37 @@ def test_poor_weight_initialization_leaves_a_stalled_loss_to_the_learning_rate_r
     record = evaluate(store, "PoorWeightInitialization", **legacy)
     assert record.status is RuleStatus.ISSUES_FOUND
     assert "loss has not decreased" in record.details
+
+
+def _flat_noisy_regression(seed: int) -> Callable[[Path], sc.Run]:
+    """A rate far too small to move a regression whose batches are noisy: its loss stays
+    around the untrained model's, 300 steps."""
+    return lambda store: sc.fit(
+        store, sc.mlp([10, 32, 1]), sc.friedman(2048, seed), steps=300, lr=1e-7, batch=32,
+        seed=seed, collections=("losses",),
+    )  # fmt: skip
+
+
+for _seed in (2, 3, 32):
+    SCENARIOS[f"flat_noisy_regression_{_seed}"] = _flat_noisy_regression(_seed)
+# Adam at 3 on the same regression: the loss climbs from 220 to 400-600 and stays finite.
+SCENARIOS["finite_climb"] = lambda s: sc.fit(
+    s, sc.mlp([10, 32, 1]), sc.friedman(2048, 2), steps=60, lr=3.0, batch=32, seed=2,
+    optimizer="Adam", collections=("losses",),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [2, 3, 32])
+def test_diverging_loss_reads_a_flat_loss_in_its_batches_noise_as_no_divergence(seed: int) -> None:
+    """Each of these runs once fired, a flat loss read as a divergence: a low first window
+    put 1.1x the untrained loss within the batches' noise (seeds 2 and 3, at steps in the
+    hundreds), or the lowest window, a low draw, made later ones look 128 % of the way back
+    up (seed 32). The bar is now clear of the noise of the first steps."""
+    status = evaluate(run(f"flat_noisy_regression_{seed}").store, "DivergingLoss")
+    assert status.status is RuleStatus.NO_ISSUES_FOUND, status.details
+
+
+def test_diverging_loss_still_stops_a_finite_climb_above_the_untrained_loss_at_once() -> None:
+    status = evaluate(run("finite_climb").store, "DivergingLoss")
+    assert status.status is RuleStatus.ISSUES_FOUND
+    assert "at step 9" in status.details and "the untrained model's 219.6" in status.details
