@@ -14,6 +14,7 @@ from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.records.verdict import accuracy_unread, run_flaw
 from remedy.state_schema import NextAction, RunSpec, State, load_state
 from remedy.state_schema.private import reveal_private
+from remedy.state_schema.roles import LENGTH_ROLE
 from remedy.state_schema.transitions import (
     begin_attempt,
     end,
@@ -127,7 +128,8 @@ def train(state: State, run_dir: str) -> State:
     how = "went on from the probe's job" if held else "launched"
     logger.info("%s for attempt %d%s: job %s", how, state.history.num_retraining, why, job_name)
     if state.history.num_retraining == 1:
-        for said in (shared_outputs(state.run_spec), accuracy_unread(state.run_spec)):
+        spec = state.run_spec
+        for said in (shared_outputs(spec), accuracy_unread(spec), unknown_length(spec)):
             if said is not None:
                 logger.warning(said)
     return state
@@ -142,6 +144,31 @@ def shared_outputs(spec: RunSpec) -> str | None:
         "outside SM_MODEL_DIR / REMEDY_OUTPUT_DIR (e.g. its own --out-dir) every attempt "
         "writes to the same place, a later one over an earlier one's; map the flag of its "
         'output folder: "hyperparameter_roles": {"output_dir": "<flag>"} (docs/job-contract.md)'
+    )
+
+
+LENGTH_WORDS = ("step", "iter", "epoch")  # in the names of flags that set a job's length
+
+
+def unknown_length(spec: RunSpec) -> str | None:
+    """What the first attempt's log says of a script whose length remedy cannot know: it
+    is asked whether its model learns only at its end, not at an eighth, a quarter and
+    half of it (a rate far too small costs a whole launch). Names the flags that look
+    like a length."""
+    roles = spec.hyperparameter_roles
+    if spec.job.reads_fields or LENGTH_ROLE in roles or "num_epochs" in roles:
+        return None
+    likely = [
+        flag
+        for flag, value in spec.script_hyperparameters.items()
+        if isinstance(value, int) and any(word in flag.lower() for word in LENGTH_WORDS)
+    ]
+    hint = f" ({', '.join(likely)}?)" if likely else ""
+    return (
+        "its length is unknown: no flag is mapped to the max_steps role (the updates it "
+        "runs) or num_epochs, so it is asked whether its model learns only at its end, not "
+        f"at an eighth, a quarter and half of it; map the flag{hint}: "
+        '"hyperparameter_roles": {"max_steps": "<flag>"} (docs/job-contract.md, "Roles")'
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from remedy.records.verdict import accuracy_unread
 from remedy.state_schema import RunSpec
-from remedy.tasks.train import shared_outputs
+from remedy.tasks.train import shared_outputs, unknown_length
 
 
 def test_a_script_without_an_output_dir_role_is_told_its_outputs_may_be_shared() -> None:
@@ -36,3 +36,22 @@ def test_a_job_whose_classes_are_stated_is_told_when_no_definition_reads_its_acc
     assert accuracy_unread(RunSpec.model_validate(named)) is None
     assert accuracy_unread(RunSpec.model_validate(spec | {"num_classes": None})) is None
     assert accuracy_unread(RunSpec()) is None  # the built-in job reports its own
+
+
+def test_a_script_of_unknown_length_is_told_it_is_asked_only_at_its_end() -> None:
+    """A regression script typed at a rate far too small ran all its 600 updates before it
+    was asked (LearningTooSlowly at its end, 2.06x the updates of its repaired run): the
+    first launch's log names the role that would have it asked at an eighth, and the
+    flags that look like its length."""
+    spec = {"entry_point": "fit.py", "hyperparameters": {"lr": 3e-6, "steps": 600, "seed": 0}}
+    said = unknown_length(RunSpec.model_validate(spec))
+    assert said is not None and said.startswith("its length is unknown")
+    assert 'map the flag (steps?): "hyperparameter_roles": {"max_steps": "<flag>"}' in said
+    mapped = spec | {"hyperparameter_roles": {"max_steps": "steps"}}
+    assert unknown_length(RunSpec.model_validate(mapped)) is None
+    by_epochs = {"entry_point": "fit.py", "hyperparameters": {"epochs": 3},
+                 "hyperparameter_roles": {"num_epochs": "epochs"}}  # fmt: skip
+    assert unknown_length(RunSpec.model_validate(by_epochs)) is None
+    assert unknown_length(RunSpec()) is None  # the built-in job reports its own
+    plain = unknown_length(RunSpec(entry_point="fit.py", hyperparameters={"lr": 0.1}))
+    assert plain is not None and "map the flag: " in plain
