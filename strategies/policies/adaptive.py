@@ -85,6 +85,16 @@ ORDERS: dict[Trouble, list[PolicyStep]] = {
     Trouble.unknown: DIVERGENCE,
 }
 
+# Rungs after the whole of their trouble's order, architecture included (cheap_first would
+# put a change of rate first). Dead units: a rate too high kills ReLUs as it trains (a
+# bag-of-words classifier on AdamW at 1.0, 1000x its rate: DyingRelu at update 100), and a
+# script that maps no flag of its architecture has no other lever (it ended "no strategy
+# left"); a model whose units die at any rate (the built-in ReLU ResNet without batch norm)
+# is mended by its architecture first.
+LAST_RESORT: dict[Trouble, list[PolicyStep]] = {
+    Trouble.dead_units: rungs(("search_lr_down", 3)),
+}
+
 # Without a clean checkpoint every retry is a full run from scratch: the decisive repairs
 # first. No clean checkpoint mostly means the run failed in its first epoch (the first one
 # is taken at its end), where the warmup rate is in effect: that rate goes down, as far as
@@ -192,7 +202,7 @@ class AdaptivePolicy(Policy):
         if clean_checkpoint is None and kind in FROM_SCRATCH:
             order = list(FROM_SCRATCH[kind])
         else:
-            order = cheap_first(ORDERS[kind])
+            order = cheap_first(ORDERS[kind]) + LAST_RESORT.get(kind, [])
         if rule_class(finding, state.run_spec) == NOT_TRAINED and (
             diagnosed := model_trouble(state)
         ):

@@ -139,3 +139,22 @@ def test_not_trained_after_dead_units_keeps_mending_the_units() -> None:
     assert state.planned_change.strategy in {"use_selu", "add_batch_norm"}
     without = plan_next(launched(), not_trained)  # no diagnosis: the plateau's order
     assert without.planned_change.strategy == "search_lr_plateau"
+
+
+def test_dead_units_in_a_script_with_no_architecture_flag_search_the_rate_down() -> None:
+    """A rate too high kills ReLUs as it trains (a bag-of-words classifier on AdamW at 1.0:
+    DyingRelu at update 100). A script that maps only its rate has none of the order's
+    architecture changes: its rate is searched down, below the rate that killed them,
+    where it once ended "no strategy left"."""
+    script = RunSpec.model_validate(
+        {
+            "entry_point": "train.py",
+            "hyperparameters": {"lr": 1.0},
+            "hyperparameter_roles": {"learning_rate": "lr"},
+        }
+    )
+    dead = [Finding(rule="DyingRelu", rule_class="DyingRelu", step=100)]
+    state = plan_next(launched(script), dead)
+    assert state.next_action is not NextAction.end, state.end_reason
+    assert state.planned_change.strategy == "search_lr_down"
+    assert "--lr 1.0 -> 0.1" in state.planned_change.reason
