@@ -339,6 +339,33 @@ def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding
     assert two_thirds - end >= 1.5 * (third - two_thirds) and two_thirds - end >= 0.05 * start
 
 
+def test_an_accelerate_script_whose_units_a_rate_too_high_killed_is_repaired_by_the_rate(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """examples/accelerate_text (Accelerate's prepare, accumulate and backward; AdamW under
+    a warmup) typed at 1.0, 1000x its rate: its ReLUs die as it trains (DyingRelu at
+    update 100), and it maps no flag of its architecture. It once ended "no strategy
+    left"; the dead units' order ends in the rate's search down, whose probes pick 0.1
+    (accuracy 0.93; 0.715 at its own 1e-3)."""
+    spec = {
+        "source_dir": str(EXAMPLES / "accelerate_text"),
+        "entry_point": "train.py",
+        "hyperparameters": {"learning_rate": 1.0, "num_epochs": 4},
+        "hyperparameter_roles": {"learning_rate": "learning_rate", "num_epochs": "num_epochs"},
+        "num_classes": 4,
+        "metric_definitions": [{"name": "test:accuracy", "regex": "'accuracy': ([0-9.]+)"}],
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, output[-3000:] + (state.end_reason or "")
+    first, *_, last = state.history.runs
+    assert [f.rule for f in first.findings] == ["DyingRelu"], first.findings
+    assert last.strategy == "search_lr_down" and last.outcome is JobStatus.Completed
+    assert last.spec.script_hyperparameters["learning_rate"] <= 0.1
+    assert last.steps_run == 500  # 4 epochs of 250 batches, two batches an update
+    assert last.metrics["test:accuracy"] >= 0.9, last.metrics
+
+
 def test_an_epoch_counting_script_at_a_rate_far_too_small_is_stopped_before_half_its_epochs(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
