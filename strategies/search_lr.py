@@ -231,6 +231,10 @@ class SearchLR(Strategy):
 
     def reason(self, before: RunSpec, after: RunSpec) -> str:
         said = f"{super().reason(before, after)}; so far {self.bracket.describe()}"
+        if self.fine:  # the verdict's question: its end at the held run's rate is asked
+            end = "too high" if self.downward else "too low"
+            asked = float(before.role("learning_rate"))
+            said += f" ({asked:g} {end} only if a probe answers the question asked of it)"
         low = self.bracket.low
         base = low if low is not None else float(before.role("learning_rate"))
         skipped = self.passed_over(base)

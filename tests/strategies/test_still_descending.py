@@ -89,6 +89,9 @@ def test_the_question_is_probed_at_higher_rates_from_a_cold_start() -> None:
     assert planned.next_action is NextAction.launch_new and planned.planned_change is None
     rates = [p.run_spec.role("learning_rate") for p in planned.probes]
     assert rates == [1.0, 0.316227766017, 3.16227766017]  # finer than a stall's: it learned
+    assert "(0.1 too low only if a probe answers the question asked of it)" in (
+        planned.probes[0].reason
+    )
     assert all(p.strategy == "search_lr_up" for p in planned.probes)
     assert all(p.run_spec.init_checkpoint is None for p in planned.probes)  # cold, as it ran
 
@@ -227,6 +230,10 @@ def test_a_run_that_levelled_off_early_is_probed_at_lower_rates_and_a_lower_one_
     rates = [p.run_spec.role("learning_rate") for p in planned.probes]
     assert rates == [0.01, 0.0316227766017, 0.00316227766017]
     assert all(p.strategy == "search_lr_down" for p in planned.probes)
+    assert planned.probes[0].reason.endswith(
+        "so far too low at <= -, too high at >= 0.1 (0.1 too high only if a probe answers "
+        "the question asked of it)"
+    ), planned.probes[0].reason
     assert all(p.run_spec.init_checkpoint is None for p in planned.probes)  # cold, as it ran
     held = planned.current_attempt
     assert held is not None and held.result is not None
