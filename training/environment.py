@@ -82,11 +82,16 @@ class JobEnvironment:
             debugger_config=path(DEBUGGER_CONFIG_ENV),
             rank=rank,
             world_size=world_size,
-            under_torchrun="LOCAL_RANK" in env,
+            under_torchrun=started_by_torchrun(env),
             max_updates=positive_int(env, MAX_UPDATES_ENV),
             continue_file=path(CONTINUE_FILE_ENV),
             hold_epochs=positive_int(env, HOLD_EPOCHS_ENV),
         )
+
+
+def started_by_torchrun(env: Mapping[str, str]) -> bool:
+    """torchrun gives each rank LOCAL_RANK (with RANK, WORLD_SIZE and the rest)."""
+    return "LOCAL_RANK" in env
 
 
 def positive_int(env: Mapping[str, str], name: str) -> int | None:

@@ -61,7 +61,11 @@ from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
 from remedy.debugger.zero_code import ReadLag
 from remedy.state_schema.asking_points import first_hold_past, share_at
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
-from remedy.training.environment import JobEnvironment, JobEnvironmentError
+from remedy.training.environment import (
+    JobEnvironment,
+    JobEnvironmentError,
+    started_by_torchrun,
+)
 from remedy.training.epoch_length import EpochLength
 from remedy.training.gradient_agreement import GradientAgreement
 from remedy.training.progress import ProgressFiles
@@ -372,6 +376,6 @@ def end_rank(code: int) -> None:
 
 if __name__ == "__main__":
     status = main()
-    if "LOCAL_RANK" in os.environ:  # JobEnvironment.under_torchrun
+    if started_by_torchrun(os.environ):
         end_rank(status)
     sys.exit(status)
