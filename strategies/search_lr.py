@@ -75,6 +75,21 @@ def bracket(attempts: Sequence[Attempt]) -> Bracket:
     return Bracket(low, high)
 
 
+def past_a_failed_run(runs: Sequence[Attempt], current: float, rate: float) -> bool:
+    """`rate` lies beyond a rate at which a full launch of the run was found at fault
+    (any finding), seen from `current`. The verdict's question asks whether a rate
+    somewhat higher (or lower) than the run's does better; one past a launch that failed
+    is no candidate, whatever its finding said of the rate (an Accelerate script's ReLUs
+    died at 1.0, it was repaired at 0.1, and its question at the end probed 3.16)."""
+    for run in runs:
+        failed_at = learning_rate(run)
+        if failed_at is None or not run.findings:
+            continue
+        if current < failed_at <= rate or rate <= failed_at < current:
+            return True
+    return False
+
+
 def excess_loss(trace: Sequence[float | None], steps: int) -> float | None:
     """How far the median of the first `steps` losses after the first climbed above the
     first one (None: not enough finite losses; inf: a non-finite one among them)."""
@@ -207,8 +222,11 @@ class SearchLR(Strategy):
         kept = []
         for candidate in candidates:
             rate = candidate.next_rate(current)
-            if rate is not None and not any(math.isclose(rate, t, rel_tol=1e-6) for t in tried):
-                kept.append(candidate)
+            if rate is None or any(math.isclose(rate, t, rel_tol=1e-6) for t in tried):
+                continue
+            if candidate.fine and past_a_failed_run(runs, current, rate):
+                continue
+            kept.append(candidate)
         return kept
 
     def applies(self, spec: RunSpec) -> bool:

@@ -255,3 +255,26 @@ def test_a_run_that_levelled_off_early_is_probed_at_lower_rates_and_a_lower_one_
     assert "then levelled off: no lower rate reached its loss (1.64) in 16 of its 100" in (
         said.end_reason
     ), said.end_reason
+
+
+def test_the_question_probes_no_rate_past_one_a_launch_of_the_run_failed_at() -> None:
+    """The run's first launch, at 1.0, was stopped on its dead units (an Accelerate
+    script's, killed by its rate); repaired at 0.1, its run ended in a line and was asked.
+    The question probes 3.2x and 32x above 0.1 (10x is 1.0, launched before): 3.16 lies
+    past the rate that failed and is no candidate; 0.316 is."""
+    state = in_a_line()
+    dead = Finding(rule="DyingRelu", rule_class="DyingRelu", step=100, message="dead")
+    failed = Attempt(
+        job_name="job-0",
+        spec=state.run_spec.with_roles({"learning_rate": 1.0}),
+        outcome=JobStatus.Stopped,
+        steps_run=100,
+        findings=[dead],
+        result=AttemptResult(kind=ResultKind.flawed, update=100, summary="DyingRelu"),
+    )
+    history = state.history.model_copy(update={"attempts": [failed, *state.history.attempts]})
+    planned = plan_next(state.model_copy(update={"history": history}), probing=True)
+    rates = [p.run_spec.role("learning_rate") for p in planned.probes]
+    assert rates == [0.316227766017], rates
+    # without that launch, the question probes all three (the test above)
+    assert len(plan_next(in_a_line(), probing=True).probes) == 3
