@@ -161,7 +161,9 @@ def unknown_length(spec: RunSpec) -> str | None:
     likely = [
         flag
         for flag, value in spec.script_hyperparameters.items()
-        if isinstance(value, int) and any(word in flag.lower() for word in LENGTH_WORDS)
+        if isinstance(value, int)
+        and not isinstance(value, bool)  # a switch such as "log_steps": true
+        and any(word in flag.lower() for word in LENGTH_WORDS)
     ]
     hint = f" ({', '.join(likely)}?)" if likely else ""
     return (

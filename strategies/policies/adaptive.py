@@ -95,6 +95,12 @@ LAST_RESORT: dict[Trouble, list[PolicyStep]] = {
     Trouble.dead_units: rungs(("search_lr_down", 3)),
 }
 
+
+def order_of(kind: Trouble) -> list[PolicyStep]:
+    """The trouble's order, cheap rungs first, its last resort after them all."""
+    return cheap_first(ORDERS[kind]) + LAST_RESORT.get(kind, [])
+
+
 # Without a clean checkpoint every retry is a full run from scratch: the decisive repairs
 # first. No clean checkpoint mostly means the run failed in its first epoch (the first one
 # is taken at its end), where the warmup rate is in effect: that rate goes down, as far as
@@ -202,13 +208,13 @@ class AdaptivePolicy(Policy):
         if clean_checkpoint is None and kind in FROM_SCRATCH:
             order = list(FROM_SCRATCH[kind])
         else:
-            order = cheap_first(ORDERS[kind]) + LAST_RESORT.get(kind, [])
+            order = order_of(kind)
         if rule_class(finding, state.run_spec) == NOT_TRAINED and (
             diagnosed := model_trouble(state)
         ):
             # The verdict's NotTrained says only that nothing was learned; a rule of an
             # earlier attempt said why (its units died): that order first, then the plateau's.
-            order = cheap_first(ORDERS[diagnosed]) + order
+            order = order_of(diagnosed) + order
         if kind is Trouble.divergence and blames_data(finding):
             order.insert(0, PolicyStep(strategy="drop_bad_samples", max_times=1))
         if (

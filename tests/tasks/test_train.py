@@ -43,7 +43,8 @@ def test_a_script_of_unknown_length_is_told_it_is_asked_only_at_its_end() -> Non
     was asked (LearningTooSlowly at its end, 2.06x the updates of its repaired run): the
     first launch's log names the role that would have it asked at an eighth, and the
     flags that look like its length."""
-    spec = {"entry_point": "fit.py", "hyperparameters": {"lr": 3e-6, "steps": 600, "seed": 0}}
+    flags = {"lr": 3e-6, "steps": 600, "seed": 0, "log_steps": True}
+    spec = {"entry_point": "fit.py", "hyperparameters": flags}
     said = unknown_length(RunSpec.model_validate(spec))
     assert said is not None and said.startswith("its length is unknown")
     assert 'map the flag (steps?): "hyperparameter_roles": {"max_steps": "<flag>"}' in said
