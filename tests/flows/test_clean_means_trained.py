@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from remedy.records.asked_early import LEVEL_FALL, LEVELLED
 from remedy.state_schema import (
     LEARNING_TOO_SLOWLY,
     NOT_TRAINED,
@@ -28,6 +29,8 @@ from remedy.state_schema import (
     State,
     load_state,
 )
+from remedy.state_schema.loss_windows import loss_thirds
+from remedy.strategies.outcomes import step_losses
 from tests.debugger.helpers import load_benchmark
 from tests.flows.specs import tiny_spec
 from tests.helpers.events import events_of, run_resource
@@ -404,26 +407,45 @@ def test_a_run_levelled_off_on_a_rate_far_too_high_is_asked_at_a_quarter_and_rep
 ) -> None:
     """The same char transformer at 100x its rate (AdamW at 0.1): its loss falls fast and
     levels off on the rate's noise floor (called clean at its end before, 18 % above its
-    intended run's loss). Held at a quarter, it is asked SettledEarly; probes at lower
-    rates, from the same cold start, reach its loss in their few updates: the held job is
-    stopped there, and the run goes on from the best probe's job at a lower rate, trained
-    lower than the held job had got."""
+    intended run's loss). Held at a quarter, a trace levelled off by then is asked
+    SettledEarly; probes at lower rates, from the same cold start, reach its loss in their
+    few updates: the held job is stopped there, and the run goes on from the best probe's
+    job at a lower rate, trained lower than the held job had got. A floor's trace is
+    chaotic: each machine's floats draw another (benchmarks/levelled_seeds.py: 26 of 36
+    seeds levelled off by the quarter). One still falling there is let go on and found on
+    its floor at its end (LossPlateau), repaired lower all the same, later."""
     spec = slow_char_transformer(tmp_path, "char-hot", length_mapped=True, rate=0.1)
-    state, run_dir, (first, last) = asked_then_repaired(
-        spec, tmp_path, prefect_api_url, "then levelled off", question=SETTLED_EARLY
-    )
+    code, output, run_dir = remedy_run(spec, tmp_path / "job", prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, (state.end_reason, output[-3000:])
+    first, last = state.history.runs
+    (finding,) = first.findings
+    assert last.spec.role("learning_rate") < 0.1 and last.findings == []
+    assert last.final_window_loss < 0.9 * first.final_window_loss
+    if finding.rule != SETTLED_EARLY:  # still falling at its quarter on this machine
+        assert finding.rule_class == "LossPlateau" and first.steps_run == 400, finding
+        start, third, _, end = first_updates_thirds(run_dir, first, 100)
+        assert third - end > LEVELLED * (start - third) or third - end > LEVEL_FALL * third
+        return
+    assert finding.rule_class == SETTLED_EARLY and "then levelled off" in finding.message
     assert first.hold_at == 100 and first.outcome is JobStatus.Stopped
     assert first.steps_run == 100  # held there: not one update past it
     assert first.result is not None and first.result.kind.value == "diverged"  # too high
     start, third, _, end = first.loss_thirds
-    assert third - end <= 0.05 * (start - third)  # it levelled off: the finding's figures
+    assert third - end <= LEVELLED * (start - third)  # it levelled off: the finding's figures
     probes = [a for a in state.history.attempts if a.kind.value == "probe"]
     assert probes and all(p.spec.role("learning_rate") < 0.1 for p in probes)
     assert all(p.spec.init_checkpoint is None for p in probes)  # cold, as it ran
     assert last.continues is not None and last.steps_run == 400  # a probe's job went on
-    assert last.spec.role("learning_rate") < 0.1 and last.findings == []
-    assert last.final_window_loss < 0.9 * first.final_window_loss
     assert state.history.updates_spent < 1.5 * 400  # asked at a quarter, not at its end
+
+
+def first_updates_thirds(run_dir: Path, attempt: Attempt, upto: int) -> list[float]:
+    """The loss thirds of the attempt's first `upto` updates, from its job's step records."""
+    lines = (run_dir / "jobs" / attempt.job_name / "metrics.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    steps = [r for r in records if r.get("type") == "step"][:upto]
+    return loss_thirds(step_losses(steps))
 
 
 @pytest.mark.slow
