@@ -73,6 +73,7 @@ from remedy.records.verdict import (
     agreeing_words,
     agreement,
     baselines,
+    fit_its_data,
     loss_not_below,
     rate_rising,
     start_loss,
@@ -300,7 +301,7 @@ def asked_early(
     if attempt.final_window_loss is None or not baselines(attempt, measured):
         return None
     if (why := loss_not_below(attempt, measured, LOSS_DROP * share)) is None:
-        if not held or share == EIGHTH:
+        if not held or share == EIGHTH or fit_its_data(attempt, measured):
             return None
         described = with_descent(attempt)
         return held_question(described, length, share) or settled_question(described, share)

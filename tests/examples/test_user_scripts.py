@@ -584,3 +584,43 @@ def test_a_gan_with_a_criterion_is_judged_by_it_and_by_gradient_rules_only(
     assert attempt.outcome is JobStatus.Completed and attempt.steps_run == 3000
     assert attempt.metrics["test:ring_error"] < 0.3
     assert state.end_reason is not None and "it met test:ring_error < 0.3" in state.end_reason
+
+
+def hf_trainer_spec(learning_rate: float) -> dict:
+    """examples/hf_trainer as a user maps it: HfArgumentParser's own flags, `--use_cpu` a
+    switch, the Trainer's `--output_dir` each attempt's own, its evaluation the test
+    accuracy of a 2-class model."""
+    flags = {"max_steps": 300, "learning_rate": learning_rate, "max_grad_norm": 1.0,
+             "per_device_train_batch_size": 32, "report_to": "none", "save_strategy": "no",
+             "logging_steps": 50, "use_cpu": True}  # fmt: skip
+    roles = {"learning_rate": "learning_rate", "max_steps": "max_steps",
+             "output_dir": "output_dir", "grad_clip_norm": "max_grad_norm"}  # fmt: skip
+    return {
+        "source_dir": str(EXAMPLES / "hf_trainer"),
+        "entry_point": "run_classifier.py",
+        "hyperparameters": flags,
+        "bare_flags": ["use_cpu"],
+        "hyperparameter_roles": roles,
+        "metric_definitions": [{"name": "test:accuracy", "regex": '"eval_accuracy": ([0-9.]+)'}],
+        "num_classes": 2,
+    }
+
+
+def test_a_hugging_face_trainer_script_that_fit_its_data_is_not_asked_about_its_rate(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """examples/hf_trainer (the Hugging Face Trainer, HfArgumentParser's flags, its linear
+    decay) at its own rate: held at an eighth, a quarter and half of its 300 updates and let
+    go on, one launch, accuracy 1.0. At half its training loss is 2 % of the untrained
+    model's and its gradients agree (0.99: every sample fit, each batch growing the same
+    margins); it was asked there whether its rate held it back (1.67x the updates, for the
+    same accuracy). A classifier that fit its data is not asked."""
+    code, output, run_dir = remedy_run(hf_trainer_spec(5e-4), tmp_path, prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, output[-3000:] + (state.end_reason or "")
+    (only,) = state.history.attempts
+    assert only.outcome is JobStatus.Completed and only.steps_run == 300 and not only.findings
+    assert only.metrics["test:accuracy"] == 1.0, only.metrics
+    assert only.final_window_loss is not None and only.initial_window_loss is not None
+    assert only.final_window_loss < 0.05 * only.initial_window_loss  # fit: not asked
+    assert "held after 150 updates and asked there, trains on to its end" in output

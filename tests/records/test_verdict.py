@@ -765,6 +765,43 @@ def test_gradients_still_agreeing_at_the_end_are_asked() -> None:
     assert run_verdict_finding(unprobed) is None
 
 
+def test_a_classifier_that_fit_its_data_is_not_asked_whether_its_rate_held_it_back() -> None:
+    """A classifier whose final training loss is 5 % or less of its untrained loss has fit
+    its training data (a BERT-style classifier under the Hugging Face Trainer: 0.69 ->
+    1e-4, accuracy 1.0; 2.1 % at half its length); its gradients agree (0.99 at both lags:
+    every sample fit, each batch's gradient grows the same margins), but a higher rate has
+    nothing left to win: it is not asked, at its end nor where it is held. One at 10 % of
+    it, or whose classes are not known (a regression's floor is not 0), is asked as
+    before."""
+
+    def run(final: float, num_classes: int | None = 2, **fields: object) -> State:
+        spec = RunSpec(source_dir=".", entry_point="train.py", num_classes=num_classes)
+        return ended(
+            State(run_spec=spec),
+            loss_rises=0.45,
+            initial_loss=0.69,
+            initial_window_loss=0.69,
+            final_loss=final,
+            final_window_loss=final,
+            loss_thirds=[0.69, 0.2, final + 0.002, final],  # slowed as a converged run does
+            gradient_agreement=[0.99, 0.99],
+            metrics={"test:accuracy": 1.0},
+            **fields,
+        )
+
+    assert run_verdict_finding(run(1e-4)) is None
+    assert run_flaw(run(1e-4)) is None  # clean
+    assert run_verdict_finding(run(0.034)) is None  # 4.9 %
+    for asked in (run(0.069), run(1e-4, num_classes=None)):
+        found = run_verdict_finding(asked)
+        assert found is not None and found.rule == STILL_DESCENDING, asked.run_spec.num_classes
+    # held at a quarter, fit already: not asked there either
+    quarter = run(1e-4, outcome=None, steps_run=100)
+    assert asked_early(quarter, 400, agreeing, held=True) is None
+    unknown = run(1e-4, num_classes=None, outcome=None, steps_run=100)
+    assert asked_early(unknown, 400, agreeing, held=True) is not None
+
+
 def test_a_run_whose_schedule_was_still_raising_the_rate_at_its_end_is_asked() -> None:
     """The GPT-style job at 1/30 of its rate (benchmarks/repair_quality.py, three times its
     length): its cosine decays *up* from the typed 2e-4 to the floor of 6e-4 typed for the
