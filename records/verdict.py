@@ -13,6 +13,10 @@ not report, or whose last value was not finite, is not met), or, when none are g
 - where the job's classes are known (run_spec.num_classes; the built-in job's 10), its test
   accuracy (a fraction: a percentage is read as one where its metric definition says so)
   is clearly above chance; and
+- where the job reports a test loss (the metric `test:loss`, in its training loss's units:
+  the built-in job's), it is clearly below the untrained model's loss too: a model whose
+  training loss fell while its test loss did not learned nothing that holds on unseen
+  data (not_generalising); and
 - its loss was not still speeding up at its end (a launch of 60 updates or more): the last
   third of its steps did not take the loss down by SPEEDING_UP times what the middle third
   did, nor by more than SPEEDING_UP_DROP of the untrained loss. A healthy descent slows as
@@ -173,6 +177,7 @@ def attempt_flaw(attempt: Attempt | None, start: Baseline | None = None) -> str 
         unjudged(attempt, measured)
         or untrained(attempt, measured)
         or at_chance(attempt)
+        or not_generalising(attempt, measured)
         or speeding_up(attempt)
     )
 
@@ -213,6 +218,8 @@ def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> F
     step = max(attempt.steps_run - 1, 0)  # a hook step: in the launch
     if why := untrained(attempt, measured) or at_chance(attempt):
         return too_small_a_rate(attempt, why, step)
+    if why := not_generalising(attempt, measured):  # it trained: no rate far too small
+        return Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=step, message=why)
     if why := speeding_up(attempt):
         return Finding(
             rule=LEARNING_TOO_SLOWLY, rule_class=LEARNING_TOO_SLOWLY, step=step, message=why
@@ -456,6 +463,28 @@ def loss_not_below(attempt: Attempt, start: Baseline | None, drop: float = LOSS_
             f"{drop * 100:g}% below the untrained model's {baseline:.4g} ({why})"
         )
     return None
+
+
+def not_generalising(attempt: Attempt, start: Baseline | None) -> str | None:
+    """Why what the model learned does not hold on unseen data: the test loss its job
+    reports (`test:loss`, in its training loss's units: the built-in job's mean
+    cross-entropy) is not LOSS_DROP below the untrained model's, while its training loss
+    is. None without a finite test:loss. The built-in ReLU job with batch norm at lr 0.1:
+    training loss 0.26, test loss 13.2 against ln 10, test accuracy 0.17, past chance's
+    bar (0.145) and called clean."""
+    test = attempt.metrics.get("test:loss")
+    found = baselines(attempt, start)
+    final = final_training_loss(attempt)
+    if test is None or not math.isfinite(test) or not found or final is None:
+        return None
+    baseline, why = min(found)
+    if test <= baseline - LOSS_DROP * abs(baseline):
+        return None
+    return (
+        f"the model did not learn what holds on unseen data: its test loss {test:.4g} is not "
+        f"{LOSS_DROP * 100:g}% below the untrained model's {baseline:.4g} ({why}), while its "
+        f"training loss fell to {final:.4g}"
+    )
 
 
 def test_accuracy(attempt: Attempt) -> float | None:

@@ -202,6 +202,33 @@ def test_a_classifier_at_chance_is_not_clean() -> None:
     assert run_flaw(ended(final_accuracy=-0.5)) is not None
 
 
+def test_a_model_whose_test_loss_did_not_fall_learned_nothing_that_holds() -> None:
+    """The built-in ReLU job with batch norm at lr 0.1 (the repair benchmark's chance
+    case): its training loss fell to 0.26 while its test loss rose to 13.2, past ln 10
+    (a uniform guess), and its test accuracy 0.17 passed chance's bar: called clean. A test
+    loss (`test:loss`) not clearly below the untrained model's is a flaw and the verdict's
+    NotTrained, whatever the accuracy (LeakyReLU on the same job: 0.48, test loss 2.99);
+    one clearly below it (the same job on ELU: 0.25) is clean, and without one the
+    training loss judges alone."""
+
+    def run(test_loss: float | None) -> State:
+        metrics = {"test:accuracy": 0.17} | ({} if test_loss is None else {"test:loss": test_loss})
+        return ended(initial_loss=3.03, final_loss=0.26, metrics=metrics)
+
+    for test_loss in (13.19, 2.986, 2.1):
+        flaw = run_flaw(run(test_loss))
+        assert flaw is not None and flaw.startswith(
+            f"the model did not learn what holds on unseen data: its test loss {test_loss:.4g} "
+            "is not 10% below the untrained model's 2.303 (ln 10, a uniform guess), while its "
+            "training loss fell to 0.26"
+        ), flaw
+        found = run_verdict_finding(run(test_loss))
+        assert found is not None and found.rule == found.rule_class == NOT_TRAINED
+    for clean in (0.251, None):
+        assert run_flaw(run(clean)) is None, clean
+        assert run_verdict_finding(run(clean)) is None
+
+
 def test_a_script_states_its_baseline() -> None:
     script = {"source_dir": ".", "entry_point": "train.py"}
     plain = State(run_spec=RunSpec.model_validate(script))
