@@ -8,11 +8,11 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy.jobs import backend_for
-from remedy.records.asked_early import epochs_to_hold_by, hold_point
+from remedy.records.asked_early import epochs_to_hold_by, hold_point, next_hold_point
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.records.verdict import accuracy_unread, run_flaw
-from remedy.state_schema import NextAction, RunSpec, State, load_state
+from remedy.state_schema import AttemptKind, NextAction, RunSpec, State, load_state
 from remedy.state_schema.private import reveal_private
 from remedy.state_schema.roles import LENGTH_ROLE
 from remedy.state_schema.transitions import (
@@ -57,17 +57,19 @@ def launch_job(run_dir: str, job_name: str, run_spec: RunSpec) -> None:
 
 
 @task(cache_policy=NO_CACHE, **BACKEND_RETRIES)
-def continue_job(run_dir: str, job_name: str, run_spec: RunSpec) -> None:
-    """The backend's go-on for a probe held at its bound (idempotent, as a launch is)."""
-    backend_for(run_spec.backend, run_dir).continue_job(job_name)
+def continue_job(run_dir: str, job_name: str, run_spec: RunSpec, until: int | None) -> None:
+    """The backend's go-on for a probe held at its bound, to its end or to hold again after
+    `until` updates (idempotent, as a launch is)."""
+    backend_for(run_spec.backend, run_dir).continue_job(job_name, until=until)
 
 
 def start_job(run_dir: str, state: State) -> None:
-    """The current attempt's job: launched, or a held probe's job continued."""
+    """The current attempt's job: launched, or a held probe's job continued (to the run's
+    next hold point where it has one: Attempt.hold_at)."""
     attempt = state.current_attempt
     assert attempt is not None
     if attempt.continues:
-        continue_job(run_dir, attempt.job_name, state.run_spec)
+        continue_job(run_dir, attempt.job_name, state.run_spec, attempt.hold_at)
     else:
         launch_job(run_dir, attempt.job_name, launched_spec(state))
 
@@ -90,19 +92,45 @@ def hold_for_question(state: State, run_dir: str) -> dict[str, Any]:
     (records/asked_early.py): at hold_point where its length is known before it runs (an
     eighth, a quarter or half of it; let go on, it holds at the next: tasks/stop.py),
     else, once its job measured an epoch, at the first of these points past it
-    (epochs_to_hold_by); where its policy probes, the run may spend probes, and its
-    backend can continue a held job and has room for a probe beside it
-    (JobBackend.room_beside: probes that cannot all hold stop at their bound, so one at a
-    time gets through). The attempt's fields: none where it does not hold."""
+    (epochs_to_hold_by); where it can hold at all (can_hold). The attempt's fields: none
+    where it does not hold."""
     spec = state.run_spec
-    if not get_policy(state.policy).probes or state.budgets.probe_steps <= 0:
-        return {}
-    backend = backend_for(spec.backend, run_dir)
-    if not backend.can_continue or not backend.room_beside(spec, 1):
+    if not can_hold(state, run_dir):
         return {}
     if (point := hold_point(spec)) is not None:
         return {"hold_at": point}
     return {"holds_by_its_epochs": True} if epochs_to_hold_by(spec) is not None else {}
+
+
+def hold_after_probe(state: State, run_dir: str, probe_job: str) -> dict[str, Any]:
+    """Where a probe's job that goes on as the run holds to be asked, as a launch of its
+    spec would: at the run's next hold point past the probe's updates (a cold start's
+    eighth, quarter or half: next_hold_point; the probe's epoch where its job measured
+    one). A probe from a checkpoint is a warm start, never held. The attempt's fields:
+    none where it does not hold (past half, or a length not known)."""
+    probe = next(
+        (
+            a
+            for a in reversed(state.history.attempts)
+            if a.kind is AttemptKind.probe and a.job_name == probe_job
+        ),
+        None,
+    )
+    if probe is None or not can_hold(state, run_dir):
+        return {}
+    point = next_hold_point(state.run_spec, probe.steps_run, probe.epoch_updates)
+    return {"hold_at": point} if point is not None else {}
+
+
+def can_hold(state: State, run_dir: str) -> bool:
+    """A launch of the run may hold to be asked: its policy probes, the run may spend
+    probes, and its backend can continue a held job and has room for a probe beside it
+    (JobBackend.room_beside: probes that cannot all hold stop at their bound, so one at a
+    time gets through)."""
+    if not get_policy(state.policy).probes or state.budgets.probe_steps <= 0:
+        return False
+    backend = backend_for(state.run_spec.backend, run_dir)
+    return backend.can_continue and backend.room_beside(state.run_spec, 1)
 
 
 @task(cache_policy=NO_CACHE)
@@ -117,7 +145,9 @@ def train(state: State, run_dir: str) -> State:
         return end(state, f"{spent}; the last attempt: {flaw}" if flaw else spent)
     job_name = held or new_job_name(state)
     state = begin_attempt(state, job_name)
-    if not held:
+    if held:  # a probe's job goes on as the run: asked at its next hold as a launch is
+        state = update_current_attempt(state, **hold_after_probe(state, run_dir, held))
+    else:
         state = update_current_attempt(state, **hold_for_question(state, run_dir))
     # Persist the reservation before launching: a resumed flow then adopts this job
     # (launch is idempotent per name) instead of launching a second one.
@@ -182,7 +212,7 @@ def ensure_launched(state: State, run_dir: str) -> State:
         backend = backend_for(state.run_spec.backend, run_dir)
         attempt = state.current_attempt
         if attempt is not None and attempt.continues:
-            continue_job(run_dir, job_name, state.run_spec)  # once more: it may not have been
+            continue_job(run_dir, job_name, state.run_spec, attempt.hold_at)  # it may not have been
         elif not backend.exists(job_name):
             task_logger().info("resuming: job %s was reserved, launching it now", job_name)
             launch_job(run_dir, job_name, launched_spec(state))

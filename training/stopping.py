@@ -189,7 +189,9 @@ class UpdateBound:
     file appears (the flow chose it: it trains on to its own end as the full run, its
     updates kept) or a stop is asked (it ends as at the bound), HOLD_LIMIT_S at most. A
     continue file naming a further bound (CONTINUE_UNTIL_KEY: a probe that passed its rung)
-    is taken away, and the job trains on to that bound and holds there again."""
+    is taken away, and the job trains on to that bound and holds there again; one naming
+    the bound it holds at is taken away and the hold goes on (a resumed flow says its last
+    word again)."""
 
     def __init__(
         self,
@@ -235,6 +237,9 @@ class UpdateBound:
         while not self.stop.requested:
             if self.continue_file.exists():
                 until = continued_until(self.continue_file)
+                if until == updates:  # to hold where it holds: a resumed flow's word again
+                    self.continue_file.unlink(missing_ok=True)
+                    continue
                 if until is not None and until > updates:
                     self.continue_file.unlink(missing_ok=True)  # the next hold waits anew
                     self.max_updates = until

@@ -179,3 +179,35 @@ def test_a_round_of_probes_stops_the_one_outpaced_at_its_rung(
     backend = LocalBackend(run_dir)
     assert backend.describe(learns.job_name).status is JobStatus.InProgress
     assert "on to 20, to hold again" in backend.logs(learns.job_name)
+
+
+def test_a_probe_that_goes_on_as_the_run_holds_where_a_launch_of_it_would(
+    run_dir: Path,
+) -> None:
+    """The probe chosen as the run is asked where a launch of its spec would be: held at
+    its bound (3 updates), it is continued to the run's next hold point past them (an
+    eighth of its 400 updates: 50) and holds there (Attempt.hold_at), not let run to its
+    end. A resumed flow's word again (ensure_launched) leaves it held there."""
+    from remedy.tasks.train import ensure_launched
+
+    backend = LocalBackend(run_dir)
+    run = spec("sgd", hyperparameters={"steps": 400}, hyperparameter_roles={"max_steps": "steps"})
+    probe_spec = run.model_copy(update={"max_updates": BOUND})
+    backend.launch("probe-best", probe_spec)
+    held_at(backend, "probe-best", BOUND)
+    probe = Attempt(
+        job_name="probe-best", spec=probe_spec, kind="probe", held=True, steps_run=BOUND
+    )
+    state = State(run_spec=run)
+    history = state.history.model_copy(update={"attempts": [probe], "num_retraining": 1})
+    chosen = PlannedChange(strategy="search_lr", reason="best probe", continue_job="probe-best")
+    state = state.model_copy(update={"history": history, "planned_change": chosen})
+    went_on = train.fn(state, str(run_dir))
+    attempt = went_on.current_attempt
+    assert attempt is not None and attempt.continues == "probe-best"
+    assert attempt.hold_at == 50
+    held_at(backend, "probe-best", 50)
+    assert "continued after 3 updates: on to 50, to hold again" in backend.logs("probe-best")
+    ensure_launched.fn(went_on, str(run_dir))  # a resume says it again
+    held_at(backend, "probe-best", 50)
+    assert "training on to the job's end" not in backend.logs("probe-best")
