@@ -105,9 +105,10 @@ def hold_for_question(state: State, run_dir: str) -> dict[str, Any]:
 def hold_after_probe(state: State, run_dir: str, probe_job: str) -> dict[str, Any]:
     """Where a probe's job that goes on as the run holds to be asked, as a launch of its
     spec would: at the run's next hold point past the probe's updates (a cold start's
-    eighth, quarter or half: next_hold_point; the probe's epoch where its job measured
-    one). A probe from a checkpoint is a warm start, never held. The attempt's fields:
-    none where it does not hold (past half, or a length not known)."""
+    eighth, quarter or half: next_hold_point). A probe from a checkpoint is a warm start,
+    never held; nor is one whose length is counted in epochs only its job measures (a
+    probe records no epoch: Attempt.epoch_updates is a held launch's). The attempt's
+    fields: none where it does not hold (past half, or a length not known)."""
     probe = next(
         (
             a
@@ -212,7 +213,7 @@ def ensure_launched(state: State, run_dir: str) -> State:
         backend = backend_for(state.run_spec.backend, run_dir)
         attempt = state.current_attempt
         if attempt is not None and attempt.continues:
-            continue_job(run_dir, job_name, state.run_spec, attempt.hold_at)  # it may not have been
+            continue_job(run_dir, job_name, state.run_spec, attempt.hold_at)  # said once more
         elif not backend.exists(job_name):
             task_logger().info("resuming: job %s was reserved, launching it now", job_name)
             launch_job(run_dir, job_name, launched_spec(state))
