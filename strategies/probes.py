@@ -23,6 +23,13 @@ rate that learns best may lie beyond the round's range: up to FARTHER_ROUNDS mor
 probe each go one STEP past the best so far (the bracketing phase of a line search, one step
 at a time: a step that learns slower ends it at the cost of one probe) before the best of
 all is kept.
+
+When a search upwards (from a stall) finds its best probe a decade below a rate that was
+outpaced at the rung (it neither diverged nor stalled: far behind, yet stable), the rate
+that learns best may lie inside that decade: one more probe at its geometric middle
+(between) decides before the run commits. A decade is coarse there: a word LM that stalled
+at 0.67 probed 6.7 (best), 67 (outpaced) and 670 (diverged); 6.7 trained as the run, was
+found still descending at its end and relaunched at 21 (the intended rate is 20).
 """
 
 from __future__ import annotations
@@ -45,7 +52,14 @@ from remedy.state_schema import (
 from remedy.state_schema.transitions import spec_changes
 from remedy.strategies.base import get_strategy
 from remedy.strategies.outcomes import classify, learning_rate_of
-from remedy.strategies.search_lr import ROUND, SearchLR, SearchLRPlateau, learning_rate
+from remedy.strategies.search_lr import (
+    ROUND,
+    STEP,
+    SearchLR,
+    SearchLRPlateau,
+    SearchLRUp,
+    learning_rate,
+)
 
 LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
 JOB_FRACTION = 4  # a probe runs at most a quarter of the job's own length, where known
@@ -282,6 +296,51 @@ def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
     for step in SearchLRPlateau(attempts).viable(steps, base):
         after = step.apply(base)
         reason = f"{search.reason(spec, after)}; past the best probe so far ({rate:g})"
+        candidates.append(
+            ProbeCandidate(
+                strategy=chosen.strategy,
+                reason=reason,
+                changes=spec_changes(spec, after),
+                run_spec=after,
+            )
+        )
+    return candidates
+
+
+def between(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
+    """One probe at the geometric middle of the decade between the best probe of a search
+    upwards (of `probed`: this plan's rounds, judged) and the next higher rate probed, where
+    that rate was outpaced at the rung (stable but far behind: the best rate learns, and
+    the decade above it may hold one that learns faster). [] otherwise: a search down, a
+    gap already finer than a decade, a higher rate that diverged or trained (its loss at
+    the bound says where it stands), or a middle a full launch ran."""
+    chosen = best(probed)
+    if chosen is None or chosen.strategy is None or chosen.result is None:
+        return []
+    rate = learning_rate(chosen)
+    if not isinstance(get_strategy(chosen.strategy), SearchLRUp) or rate is None:
+        return []
+    if chosen.result.kind is not ResultKind.trained:
+        return []
+    above_it = [(r, p) for p in probed if (r := learning_rate(p)) is not None and r > rate]
+    if not above_it:
+        return []
+    next_rate, neighbour = min(above_it, key=lambda pair: pair[0])
+    outpaced_there = neighbour.result is not None and neighbour.result.kind is ResultKind.outpaced
+    if not outpaced_there or next_rate < rate * STEP / 1.01:
+        return []
+    base = chosen.spec.model_copy(update={"max_updates": None})  # its warm start kept
+    attempts = state.history.attempts
+    step = SearchLRPlateau(attempts, math.log(next_rate / rate, STEP) / 2, downward=False)
+    spec = state.run_spec
+    search = SearchLRUp(attempts)
+    candidates: list[ProbeCandidate] = []
+    for middle in SearchLRPlateau(attempts).viable([step], base):
+        after = middle.apply(base)
+        reason = (
+            f"{search.reason(spec, after)}; between the best probe so far ({rate:g}) and "
+            f"{next_rate:g}, outpaced at its rung"
+        )
         candidates.append(
             ProbeCandidate(
                 strategy=chosen.strategy,

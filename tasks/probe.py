@@ -37,6 +37,7 @@ from remedy.strategies.probes import (
     FARTHER_ROUNDS,
     MIN_PROBE_STEPS,
     MOST_HELD,
+    between,
     choose_best,
     farther,
     outpaced,
@@ -140,7 +141,8 @@ def watched(attempt: Attempt, run_dir: str, steps: int, poll_interval_s: float) 
 def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
     """Run the plan's probes, keep them in the history and the best one's spec as the
     next launch's; while the best is the farthest rate of a search (strategies/probes.py,
-    farther), probe further that way first. When none trained, plan again without probes,
+    farther), probe further that way first, and where a decade above it was outpaced,
+    its middle (between). When none trained, plan again without probes,
     with what they taught."""
     judged: list[Attempt] = []  # every round's new probes, judged
     reused: list[Attempt] = []  # earlier probes standing for a candidate
@@ -148,10 +150,16 @@ def try_probes(state: State, run_dir: str, poll_interval_s: float) -> State:
         new, stood = run_round(state, run_dir, poll_interval_s)
         state, new = with_probes(state, new)
         judged, reused = [*judged, *new], [*reused, *stood]
-        further = farther(state, [*judged, *reused]) if round_number < FARTHER_ROUNDS else []
+        if round_number == FARTHER_ROUNDS:
+            break
+        further = farther(state, [*judged, *reused])
+        said = "the best probe was the farthest rate: probing further that way"
+        if not further:
+            further = between(state, [*judged, *reused])
+            said = "a decade above the best probe was outpaced: probing its middle"
         if not further or probes_left(state) < len(further):
             break
-        task_logger().info("the best probe was the farthest rate: probing further that way")
+        task_logger().info(said)
         state = state.model_copy(update={"probes": further})
     # The verdict's questions are answered here: no probe that answered (a higher rate
     # that learned faster, a lower one that reached a levelled loss) ends the run clean, or

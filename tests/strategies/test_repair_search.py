@@ -529,6 +529,61 @@ def test_a_best_probe_at_the_edge_of_the_range_probed_sends_the_next_round_past_
     assert farther(state, judged) == []
 
 
+def test_a_decade_above_the_best_probe_that_was_outpaced_sends_one_probe_to_its_middle() -> None:
+    """The word LM at 1/30 of its rate (0.67): 6.7 learns, 67 is outpaced at the rung (stable,
+    far behind), 670 diverges. The rate that learns best may lie inside the decade above 6.7:
+    one probe at its middle (21) before the run commits. Not where that rate diverged or
+    trained (its loss at the bound ranks it), nor once the gap is finer than a decade, nor
+    in a search down."""
+    from remedy.state_schema import AttemptResult, ResultKind
+    from remedy.strategies.probes import between, choose_best, farther, with_probes
+
+    def round_of(state: State, outcome: str) -> tuple[State, list[object]]:
+        probes = [trained_probe(c, f"p-{i}", 5.0 - i) for i, c in enumerate(state.probes)]
+        higher = {
+            "outpaced": AttemptResult(kind=ResultKind.outpaced, loss=6.8, summary="outpaced"),
+            "trained": AttemptResult(kind=ResultKind.trained, loss=4.9, summary="trained"),
+        }
+        probes[0] = probes[0].model_copy(update={"final_loss": 4.5})  # the best: 6.67
+        probes[1] = probes[1].model_copy(update={"result": higher.get(outcome)})
+        if outcome == "diverged":
+            probes[1] = probes[1].model_copy(update={"findings": [diverged(9)], "final_loss": None})
+        probes[2] = probes[2].model_copy(update={"findings": [diverged(9)], "final_loss": None})
+        return with_probes(state, probes)
+
+    start = plan_next(launched(script(0.6667)), [stalled()], probing=True)
+    assert [p.run_spec.script_hyperparameters["lr"] for p in start.probes] == pytest.approx(
+        [6.667, 66.67, 666.7]
+    )
+    state, judged = round_of(start, "outpaced")
+    assert farther(state, judged) == []  # the best lies inside the range probed
+    [middle] = between(state, judged)
+    assert middle.run_spec.script_hyperparameters["lr"] == pytest.approx(21.08, rel=1e-3)
+    assert middle.strategy == "search_lr_up"
+    assert "between the best probe so far (6.667) and 66.67, outpaced at its rung" in middle.reason
+    assert lr_of(state) == pytest.approx(0.6667)  # nothing committed yet
+
+    # the middle learns faster: it is kept; the gap above it is finer than a decade now
+    state, new = with_probes(state, [trained_probe(middle, "p-3", 4.0)])
+    assert between(state, [*judged, *new]) == []
+    assert lr_of(choose_best(state, [*judged, *new])) == pytest.approx(21.08, rel=1e-3)
+
+    # a higher rate that diverged, or trained to a higher loss, sends none
+    for outcome in ("diverged", "trained"):
+        state, judged = round_of(start, outcome)
+        assert between(state, judged) == [], outcome
+
+    # a search down: none (the run's cut is near right; a rate a little low still trains)
+    down = plan_next(launched(script(20000.0)), [diverged(9)], probing=True)
+    probes = [trained_probe(c, f"d-{i}", 5.0) for i, c in enumerate(down.probes)]
+    probes[1] = probes[1].model_copy(update={"final_loss": 4.0})
+    probes[0] = probes[0].model_copy(
+        update={"result": AttemptResult(kind=ResultKind.outpaced, loss=6.8, summary="outpaced")}
+    )
+    state, judged = with_probes(down, probes)
+    assert between(state, judged) == []
+
+
 def test_a_probe_runs_at_most_a_quarter_of_a_job_whose_length_is_known() -> None:
     """Probes of 50 updates against a job of 90 would cost more than
     they tell: once a full launch ran to its end, a probe runs a quarter of its length,
