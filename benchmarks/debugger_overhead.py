@@ -11,7 +11,9 @@ figure): step time without a hook; with our hook saving weights + gradients + lo
 step, and every 100 steps. Then trial read throughput: every tensor of every step of the
 every-step store, read one tensor at a time (tensors/s).
 Reads are printed twice: the first pass (a fresh trial over files never read: every
-checksum verified) and the best of three passes, each with a fresh trial.
+checksum verified) and the best of three passes, each with a fresh trial. Last, what
+writing a new file of a step file's size costs this machine's kernel, on pages it may not
+have touched for a while and on pages freed just before (page_fill_ms).
 With --legacy-env DIR (built from PyPI when absent: benchmarks/legacy_env.py) or
 --legacy-python (an environment with the legacy smdebug library, which needs numpy<2),
 benchmarks/debugger_legacy_bench.py runs the same measurements with the legacy hook and
@@ -157,6 +159,30 @@ def read_throughput(store: Path, passes: int = 3) -> tuple[int, float, float]:
     return count, first, best
 
 
+def page_fill_ms(folder: Path, size: int, files: int = 50) -> tuple[float, float]:
+    """CPU ms (this thread, the kernel's share included) to write one new file of `size`
+    bytes, as the writer writes a step file: on pages the machine may not have touched for
+    a while, then on pages freed a moment before (the same files written again under new
+    names once the first are deleted). Most of the writer's CPU per step file is the
+    kernel filling a new file's page-cache pages; a virtual machine whose host takes freed
+    memory back (free page reporting) pays for each page's first touch again, and the
+    first figure shows it."""
+    data = os.urandom(size)
+    costs = []
+    for turn in ("a", "b"):
+        started = time.thread_time()
+        for i in range(files):
+            fd = os.open(folder / f"{turn}{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        costs.append((time.thread_time() - started) / files * 1000)
+        for i in range(files):
+            os.unlink(folder / f"{turn}{i}")
+    return costs[0], costs[1]
+
+
 def ours_once(
     steps: int, scratch: Path, r: int
 ) -> dict[str, tuple[float, float, tuple[float, float] | None]]:
@@ -270,6 +296,14 @@ def main() -> None:
         mine = summarise(mine_runs, read_throughput(scratch / f"ours-every-{args.repeats - 1}"))
         report("remedy debugger", mine)
         report_own(mine_runs, mine["step_s"]["none"])
+        every = scratch / f"ours-every-{args.repeats - 1}"
+        size = max(f.stat().st_size for f in every.rglob("*") if f.is_file())
+        (fill := scratch / "page-fill").mkdir()
+        fresh, recycled = page_fill_ms(fill, size)
+        print(
+            f"  a new file of {size / 1e6:.1f} MB (a step file's size) costs {fresh:.2f} ms of "
+            f"CPU to write on this machine, {recycled:.2f} ms on pages freed just before"
+        )
         if their_runs:
             reads = [run["read"] for run in their_runs]
             theirs = summarise(their_runs, (reads[-1][0], statistics.median(r[1] for r in reads)))
