@@ -241,6 +241,37 @@ def test_a_language_model_far_too_hot_is_repaired_by_the_rate_search(
     assert status.count("probe:search_lr_down") == 3, status
 
 
+def test_a_language_model_at_a_thirtieth_of_its_rate_probes_the_decade_its_best_probe_left(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """The classic LM script (2 epochs of 45 updates it states) at 1/30 of its rate: held
+    at half, learning too slowly. Probes at 10x, 100x and 1000x: 6.7 learns, 67 is outpaced
+    at the rung (stable, far behind), 670 diverges. A decade is coarse there: one more probe
+    at its middle (21, the intended rate is 20) learns faster than 6.7 and goes on as the
+    run, which ends clean at about its intended run's perplexity (issue 21: without it, 6.7
+    trained as the run, was found still descending at its end and relaunched at 21)."""
+    spec = word_lm_spec(tmp_path, "word-lm-cold", lr=20 / 30, clip=0.25, epochs=2)
+    spec["hyperparameter_roles"]["num_epochs"] = "epochs"  # its length: 2 x the 45 it states
+    spec |= {
+        "updates_per_epoch": 45,
+        "metric_definitions": [{"name": "test:perplexity", "regex": r"test ppl ([0-9.eE+-]+)"}],
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, output + (state.end_reason or "")
+    first, last = state.history.runs
+    assert first.findings[0].rule == "LearningTooSlowly" and first.steps_run == 45, first
+    probes = [a for a in state.history.attempts if a.kind is AttemptKind.probe]
+    rates = [p.spec.script_hyperparameters["lr"] for p in probes]
+    assert rates[:3] == pytest.approx([20 / 3, 200 / 3, 2000 / 3]), rates
+    assert probes[1].result is not None and probes[1].result.kind.value == "outpaced"
+    middle = probes[3]
+    assert middle.spec.script_hyperparameters["lr"] == pytest.approx(21.08, rel=1e-3)
+    assert "between the best probe so far (6.66667) and 66.6667" in (middle.strategy_reason or "")
+    assert last.continues == middle.job_name and last.outcome is JobStatus.Completed
+    assert last.metrics["test:perplexity"] < 35, last.metrics  # intended (lr 20): 28.4
+
+
 @pytest.mark.slow
 def test_a_regression_at_a_rate_far_too_small_is_not_called_diverging_and_is_repaired(
     tmp_path: Path, prefect_api_url: str
