@@ -288,23 +288,10 @@ def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
         return []  # the best lies inside the range probed: nothing points further
     if not any(learned_slower(probe, chosen) for probe in probed):
         return []  # the others diverged: they show where rates stop being stable, no trend
-    base = chosen.spec.model_copy(update={"max_updates": None})
     attempts = state.history.attempts
-    steps = [SearchLRPlateau(attempts, 1.0, downward=not upward)]
+    step = SearchLRPlateau(attempts, 1.0, downward=not upward)
     search = type(strategy)(attempts)  # its words, with the run's bracket
-    candidates: list[ProbeCandidate] = []
-    for step in SearchLRPlateau(attempts).viable(steps, base):
-        after = step.apply(base)
-        reason = f"{search.reason(spec, after)}; past the best probe so far ({rate:g})"
-        candidates.append(
-            ProbeCandidate(
-                strategy=chosen.strategy,
-                reason=reason,
-                changes=spec_changes(spec, after),
-                run_spec=after,
-            )
-        )
-    return candidates
+    return moved_from(state, chosen, step, search, f"past the best probe so far ({rate:g})")
 
 
 def between(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
@@ -318,9 +305,8 @@ def between(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
     if chosen is None or chosen.strategy is None or chosen.result is None:
         return []
     rate = learning_rate(chosen)
-    if not isinstance(get_strategy(chosen.strategy), SearchLRUp) or rate is None:
-        return []
-    if chosen.result.kind is not ResultKind.trained:
+    up = isinstance(get_strategy(chosen.strategy), SearchLRUp)
+    if not up or rate is None or chosen.result.kind is not ResultKind.trained:
         return []
     above_it = [(r, p) for p in probed if (r := learning_rate(p)) is not None and r > rate]
     if not above_it:
@@ -329,22 +315,27 @@ def between(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
     outpaced_there = neighbour.result is not None and neighbour.result.kind is ResultKind.outpaced
     if not outpaced_there or next_rate < rate * STEP / 1.01:
         return []
-    base = chosen.spec.model_copy(update={"max_updates": None})  # its warm start kept
     attempts = state.history.attempts
     step = SearchLRPlateau(attempts, math.log(next_rate / rate, STEP) / 2, downward=False)
+    why = f"between the best probe so far ({rate:g}) and {next_rate:g}, outpaced at its rung"
+    return moved_from(state, chosen, step, SearchLRUp(attempts), why)
+
+
+def moved_from(
+    state: State, chosen: Attempt, step: SearchLRPlateau, search: SearchLR, why: str
+) -> list[ProbeCandidate]:
+    """The candidate of a further round: the chosen probe's spec (its warm start kept)
+    with the rate `step` moves it to, in `search`'s words and `why`; [] where the rate is
+    not viable (outside the bracket, or a full launch ran it)."""
+    base = chosen.spec.model_copy(update={"max_updates": None})
     spec = state.run_spec
-    search = SearchLRUp(attempts)
     candidates: list[ProbeCandidate] = []
-    for middle in SearchLRPlateau(attempts).viable([step], base):
-        after = middle.apply(base)
-        reason = (
-            f"{search.reason(spec, after)}; between the best probe so far ({rate:g}) and "
-            f"{next_rate:g}, outpaced at its rung"
-        )
+    for viable in SearchLRPlateau(state.history.attempts).viable([step], base):
+        after = viable.apply(base)
         candidates.append(
             ProbeCandidate(
                 strategy=chosen.strategy,
-                reason=reason,
+                reason=f"{search.reason(spec, after)}; {why}",
                 changes=spec_changes(spec, after),
                 run_spec=after,
             )
