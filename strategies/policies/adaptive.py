@@ -1,9 +1,10 @@
 """adaptive: per finding an ordered list of strategies, skipping what already failed.
 
 The orders start from AUTOTRAINER's published repair orders (reference/repair-anchors.md)
-and add what this project's scenario taught. Within an order, hyperparameter changes come
-before architecture changes, because a hyperparameter change keeps the weights and can
-warm-start from the last clean checkpoint: a retry that costs a fraction of a run.
+and add what this project's scenario taught. Within an order, changes that keep the weights
+(hyperparameters) come before those that restart from scratch (architecture, a new init),
+because the first can warm-start from the last clean checkpoint: a retry that costs a
+fraction of a run.
 
 When the problem began before any clean checkpoint exists, every strategy restarts from
 scratch and that cost advantage is gone; the policy then uses the finding's own order

@@ -66,10 +66,14 @@ def walk(state: State, rungs: Sequence[PolicyStep], findings: Sequence[Finding] 
 
 
 def cheap_first(rungs: Sequence[PolicyStep]) -> list[PolicyStep]:
-    """Hyperparameter changes before architecture changes, otherwise in the given order."""
+    """Changes that keep the weights (and so may warm-start) before those that restart from
+    scratch (an architecture change, a new init), otherwise in the given order. A new init
+    counts as a restart: on the built-in chance case it ran first of the dead units' order
+    as a cheap change, for a full launch from scratch, and left ReLU on LeCun's init for the
+    rest of the run."""
 
-    def architecture(rung: PolicyStep) -> bool:
+    def restarts(rung: PolicyStep) -> bool:
         cls = STRATEGIES.get(rung.strategy)
-        return bool(cls and cls.changes_architecture)
+        return bool(cls and not cls.keeps_weights())
 
-    return sorted(rungs, key=architecture)  # stable: the given order within each group
+    return sorted(rungs, key=restarts)  # stable: the given order within each group
