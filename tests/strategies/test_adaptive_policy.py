@@ -159,3 +159,15 @@ def test_dead_units_in_a_script_with_no_architecture_flag_search_the_rate_down()
     assert state.next_action is not NextAction.end, state.end_reason
     assert state.planned_change.strategy == "search_lr_down"
     assert "--lr 1.0 -> 0.1" in state.planned_change.reason
+
+
+def test_a_new_init_is_ordered_with_the_restarts_not_the_cheap_changes() -> None:
+    """cheap_first puts first only what keeps the weights (and may warm-start): a new init
+    restarts from scratch, so it keeps its place among the architecture changes."""
+    from remedy.strategies.outcomes import Trouble
+    from remedy.strategies.policies.adaptive import order_of
+
+    vanishing = [rung.strategy for rung in order_of(Trouble.vanishing)]
+    assert vanishing == ["search_lr_up", "use_selu", "use_relu", "add_batch_norm", "change_init"]
+    dead = [rung.strategy for rung in order_of(Trouble.dead_units)]
+    assert dead[:3] == ["use_selu", "add_batch_norm", "change_init"]

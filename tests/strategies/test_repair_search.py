@@ -619,9 +619,9 @@ def dying(step: int) -> Finding:
 
 def chance_case(selu_failed_at: int) -> State:
     """The built-in chance case's path: ReLU without batch norm at lr 0.1 diverges in its
-    first epoch, a lower warmup rate runs 75 updates to dying units, then SELU (a restart,
-    as a new init would be: it does not come first for being "only" a hyperparameter)
-    diverges at `selu_failed_at`; the next plan is returned."""
+    first epoch, a lower warmup rate runs 75 updates to dying units, then SELU (first of
+    the dead units' order: a new init restarts too, so it does not jump ahead) diverges at
+    `selu_failed_at`; the next plan is returned."""
     built_in = RunSpec(activation="relu", add_batch_norm=0, learning_rate=0.1)
     state = plan_next(launched(built_in), [diverged(3)])
     assert state.planned_change.strategy == "lowest_warmup_lr"
