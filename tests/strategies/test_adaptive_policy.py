@@ -171,3 +171,19 @@ def test_a_new_init_is_ordered_with_the_restarts_not_the_cheap_changes() -> None
     assert vanishing == ["search_lr_up", "use_selu", "use_relu", "add_batch_norm", "change_init"]
     dead = [rung.strategy for rung in order_of(Trouble.dead_units)]
     assert dead[:3] == ["use_selu", "add_batch_norm", "change_init"]
+
+
+def test_not_trained_after_a_decisive_divergence_repair_goes_on_with_the_next_one() -> None:
+    """The built-in chance case at seeds 1 and 2: a divergence in the first epoch, the
+    warmup rate lowered, then a run that no longer diverged but learned nothing. Batch
+    norm, the next decisive repair, comes before the plateau's search of rates; once it
+    too learned nothing, the plateau's order follows."""
+    built_in = RunSpec(activation="relu", add_batch_norm=0, learning_rate=0.1)
+    state = plan_next(launched(built_in), EXPLODING)
+    assert state.planned_change.strategy == "lowest_warmup_lr"
+    not_trained = [Finding(rule="NotTrained", rule_class="NotTrained", step=79)]
+    state = plan_next(begin_attempt(state, "job-2"), not_trained)
+    assert state.planned_change.strategy == "add_batch_norm"
+    assert state.run_spec.add_batch_norm == 1
+    state = plan_next(begin_attempt(state, "job-3"), not_trained)
+    assert state.planned_change.strategy == "search_lr_plateau"
