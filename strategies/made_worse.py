@@ -39,6 +39,15 @@ class Undo:
     def apply(self, spec: RunSpec) -> RunSpec:
         return spec.with_roles(self.roles)
 
+    def joined(self, other: Undo) -> Undo:
+        """Both set back; where both set a role, the other's value stands (it was
+        worked out on the spec this one left)."""
+        return Undo(
+            self.roles | other.roles,
+            f"{self.why}; {other.why}",
+            self.keeps_weights and other.keeps_weights,
+        )
+
 
 def made_worse(state: State) -> Undo | None:
     """The change the last launch made, when that launch failed at no more than SOONER of

@@ -20,6 +20,7 @@ from remedy.strategies.made_worse import made_worse
 from remedy.strategies.outcomes import Trouble, rule_class, trouble
 from remedy.strategies.policies.base import Decision, Policy, register_policy
 from remedy.strategies.policies.ladder import Walk, cheap_first, walk
+from remedy.strategies.rate_ruled_out import back_to_highest_plateau, rate_ruled_out
 from remedy.strategies.search_lr import SearchLR, SearchLRDown
 from remedy.strategies.still_descending import is_question
 from remedy.strategies.warm_start import Checkpoint, update_of
@@ -57,6 +58,10 @@ STALL = rungs(("search_lr_up", 6), "use_adam", "change_init")
 # built-in ReLU ResNet without batch norm: NotTrained at 0.1, 0.01 and 0.001, under Adam,
 # after a new init) ended "no strategy left" with batch norm, its documented fix, untried.
 PLATEAU = rungs(("search_lr_plateau", 3), "use_adam", "change_init", "add_batch_norm")
+# A plateau at rates a decade apart (strategies/rate_ruled_out.py): the model's changes
+# before any more rates, normalisation first; Adam and a new init came after the rates on
+# the built-in ReLU ResNet without batch norm, and it learned nothing under either.
+RATE_RULED_OUT = rungs("add_batch_norm", "use_adam", "change_init")
 # Levelled off early, and lower rates reached its loss in a fraction of its updates (the
 # verdict's question, answered): a rate too high, searched down with the finer steps of a
 # run that learned.
@@ -233,6 +238,8 @@ class AdaptivePolicy(Policy):
             order = order_of(diagnosed) + order
         elif rule_class(finding, state.run_spec) == NOT_TRAINED:
             order = masked_divergence(state) + order
+        if kind is Trouble.plateau and rate_ruled_out(state):
+            order = RATE_RULED_OUT + order
         if kind is Trouble.divergence and blames_data(finding):
             order.insert(0, PolicyStep(strategy="drop_bad_samples", max_times=1))
         if (
@@ -257,6 +264,12 @@ class AdaptivePolicy(Policy):
                 state, self.orders(state, finding, clean_checkpoint), findings
             )
             if (chosen := result.chosen) is not None:
+                if (
+                    trouble(finding, state.run_spec) is Trouble.plateau
+                    and not isinstance(chosen, SearchLR)
+                    and (reset := back_to_highest_plateau(state))
+                ):
+                    undo = reset if undo is None else undo.joined(reset)
                 # A rate to search: a few rates of the bracket, probed side by side, so one
                 # round of short probes does what a launch per rate would.
                 # The verdict's question is about a run that learned: finer steps.

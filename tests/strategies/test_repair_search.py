@@ -11,6 +11,7 @@ import pytest
 from remedy.debugger import RULES
 from remedy.decisions.plan import plan_next
 from remedy.state_schema import (
+    NOT_TRAINED,
     Attempt,
     Finding,
     NextAction,
@@ -127,8 +128,6 @@ def test_a_plateau_closes_no_end_of_the_bracket_and_probes_both_ways() -> None:
 def test_a_model_that_learned_nothing_is_repaired_as_a_plateau() -> None:
     """The verdict's own finding (no rule fired, the loss did not fall): a rate far too
     small crawls, one far too high sits on a noise floor; probes look both ways."""
-    from remedy.state_schema import NOT_TRAINED
-
     learned_nothing = Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=89)
     probed = plan_next(launched(script(0.02)), [learned_nothing], probing=True)
     rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
@@ -680,3 +679,20 @@ def test_a_candidate_past_a_rate_that_learned_slower_than_a_nearer_one_is_not_pr
     assert past_a_slower_rate(script(1e-3), standing) is None  # between them
     assert past_a_slower_rate(script(0.01), standing) is None  # the faster way
     assert past_a_slower_rate(script(3e-5), standing[:1]) is None  # one alone: no trend
+
+
+def test_a_model_that_plateaued_at_rates_a_decade_apart_gets_batch_norm_at_the_higher() -> None:
+    """The built-in ReLU ResNet without batch norm learned nothing at 0.01, 0.001 and
+    three rates between and around them, and spent its launches there (the chance case
+    at seed 2). Two plateaus a decade apart rule the rate out: batch norm next, at the
+    higher of those rates, which a normalised model takes."""
+    learned_nothing = Finding(rule=NOT_TRAINED, rule_class=NOT_TRAINED, step=79)
+    state = plan_next(launched(RunSpec(add_batch_norm=0, learning_rate=0.01)), [learned_nothing])
+    assert state.planned_change.strategy == "search_lr_plateau"
+    moved = lr_of(state)
+    assert moved == pytest.approx(0.001) or moved == pytest.approx(0.1)
+    state = plan_next(relaunch(state, 2), [learned_nothing])
+    change = state.planned_change
+    assert change.strategy == "add_batch_norm", change.reason
+    assert state.run_spec.add_batch_norm == 1 and lr_of(state) == pytest.approx(max(moved, 0.01))
+    assert "the rate ruled out (plateaued from " in change.reason, change.reason
