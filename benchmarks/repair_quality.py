@@ -216,8 +216,8 @@ def make_data(data: Path) -> Path:
     return data
 
 
-def builtin_cases() -> list[Case]:
-    demo = DEMO_RUN_SPEC.model_dump(exclude={"rules"})
+def builtin_cases(seed: int = 0) -> list[Case]:
+    demo = DEMO_RUN_SPEC.model_dump(exclude={"rules"}) | {"seed": seed}
     repaired = {"add_batch_norm": 1, "warmup_learning_rate": 0.003125}
     small = {"train_samples": 2000}
     late = demo | repaired | small | {"learning_rate": 1.0, "checkpoint_every_steps": 10}
@@ -340,6 +340,13 @@ def main() -> None:
         help="the scripts' fault cases and intended runs this many times as long (their "
         "length flag); the built-in job's cases as they are",
     )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the built-in job's cases and intended runs at this seed (its spec's seed); "
+        "the scripts keep their own",
+    )
     args = parser.parse_args()
     folder = Path(args.run_dir or tempfile.mkdtemp(prefix="remedy-repair-"))
     # This machine's settings for the runs the benchmark starts in-process: they write
@@ -347,7 +354,7 @@ def main() -> None:
     os.environ["REMEDY_RUNS_DIR"] = str(folder)
     os.environ["REMEDY_ALLOWED_SOURCE_DIRS"] = str(EXAMPLES)
     data = make_data(folder / "corpus")
-    cases = script_cases(data, args.length_scale) + builtin_cases()
+    cases = script_cases(data, args.length_scale) + builtin_cases(args.seed)
     if args.quick:
         cases = [
             c for c in cases if c.name.endswith((":hot100", ":healthy")) or c.name == "builtin:late"
