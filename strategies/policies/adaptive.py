@@ -135,17 +135,20 @@ FROM_SCRATCH: dict[Trouble, list[PolicyStep]] = {
 
 
 def masked_divergence(state: State) -> list[PolicyStep]:
-    """The decisive repairs still to come when the latest launch was one of them and
-    learned nothing. Such a launch no longer diverged, but it did not train either: the
-    built-in ReLU ResNet without batch norm at lr 0.1, after its warmup rate was lowered,
-    was NotTrained at seeds 1 and 2, and the plateau's order spent six launches on rates,
-    Adam and a new init (4.65-4.73x, test accuracy 0.64 and 0.58) with batch norm, the
-    next decisive repair, never reached."""
-    attempt = state.current_attempt
-    names = [rung.strategy for rung in DECISIVE]
-    if attempt is None or attempt.strategy not in names:
+    """The decisive repairs (those not yet tried: the walk skips the rest) when the
+    latest launch answered a divergence and learned nothing. It no longer diverged, but
+    it did not train either: the divergence was masked, not mended. The built-in ReLU
+    ResNet without batch norm at lr 0.1 was NotTrained after its warmup rate was lowered
+    (seed 1), or after a cut of its rate (seed 2), and the plateau's order spent six
+    launches on rates, Adam and a new init (4.65-4.73x, test accuracy 0.64 and 0.58)
+    with batch norm, the next decisive repair, never reached."""
+    runs = state.history.runs
+    if len(runs) < 2:
         return []
-    return DECISIVE[names.index(attempt.strategy) + 1 :]
+    answered = runs[-2]  # the launch whose findings the latest one was made for
+    if any(trouble(f, answered.spec) is Trouble.divergence for f in answered.findings):
+        return list(DECISIVE)
+    return []
 
 
 # A spike that begins within this many updates after the warmup ends and the learning rate

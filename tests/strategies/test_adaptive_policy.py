@@ -188,3 +188,29 @@ def test_not_trained_after_a_decisive_divergence_repair_goes_on_with_the_next_on
     assert state.run_spec.add_batch_norm == 1
     state = plan_next(begin_attempt(state, "job-3"), not_trained)
     assert state.planned_change.strategy == "search_lr_plateau"
+
+
+def test_not_trained_after_a_cut_of_the_rate_for_a_divergence_gets_batch_norm() -> None:
+    """The built-in chance case at seed 2: a divergence, the warmup rate lowered, a second
+    divergence after the warmup (a sound checkpoint: the rate cut, warm), then a run that
+    no longer diverged but learned nothing. The cut masked the divergence: batch norm,
+    the next decisive repair, before the plateau's search of rates."""
+    built_in = RunSpec(activation="relu", add_batch_norm=0, learning_rate=0.1)
+    state = plan_next(launched(built_in), EXPLODING)
+    assert state.planned_change.strategy == "lowest_warmup_lr"
+    state = plan_next(begin_attempt(state, "job-2"), LATE, CLEAN)
+    assert state.planned_change.strategy == "search_lr_down"
+    not_trained = [Finding(rule="NotTrained", rule_class="NotTrained", step=159)]
+    state = plan_next(begin_attempt(state, "job-3"), not_trained)
+    assert state.planned_change.strategy == "add_batch_norm", state.planned_change.reason
+    assert state.run_spec.add_batch_norm == 1
+
+
+def test_not_trained_after_a_plateau_repair_is_not_taken_for_a_masked_divergence() -> None:
+    """The rule looks at what the latest launch answered: a plateau's rate search that
+    again learned nothing goes on with the plateau's order, not batch norm."""
+    built_in = RunSpec(activation="relu", add_batch_norm=0, learning_rate=0.01)
+    not_trained = [Finding(rule="NotTrained", rule_class="NotTrained", step=159)]
+    state = plan_next(launched(built_in), not_trained)
+    assert state.planned_change.strategy == "search_lr_plateau"
+    assert state.run_spec.add_batch_norm == 0
