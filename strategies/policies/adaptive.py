@@ -118,7 +118,8 @@ def order_of(kind: Trouble) -> list[PolicyStep]:
 # (measured: clip 1.0 -> test accuracy 0.108 after 5 epochs).
 # lowest_warmup_lr applies only to a job with a warmup phase (warmup_epochs mapped and > 0):
 # a script without one goes straight to the bracket.
-# DECISIVE: the repairs before the rate search (masked_divergence goes on with them).
+# DECISIVE: the repairs before the rate search (masked_divergence goes on with them
+# after a launch for a divergence that learned nothing).
 DECISIVE = rungs("lowest_warmup_lr", "add_batch_norm")
 FROM_SCRATCH: dict[Trouble, list[PolicyStep]] = {
     Trouble.divergence: DECISIVE
