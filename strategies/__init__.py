@@ -26,6 +26,7 @@ _INFRASTRUCTURE = {
     "policies",
     "probes",
     "still_descending",
+    "rate_ruled_out",
 }
 
 for _module in pkgutil.iter_modules(__path__):
