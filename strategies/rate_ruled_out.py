@@ -30,17 +30,21 @@ def plateaued(state: State) -> list[tuple[float, Attempt]]:
     return found
 
 
-def rate_ruled_out(state: State) -> bool:
-    rates = [rate for rate, _ in plateaued(state)]
+def spans_a_decade(found: list[tuple[float, Attempt]]) -> bool:
+    rates = [rate for rate, _ in found]
     return len(rates) >= 2 and max(rates) / min(rates) >= RULED_OUT_SPAN
+
+
+def rate_ruled_out(state: State) -> bool:
+    return spans_a_decade(plateaued(state))
 
 
 def back_to_highest_plateau(state: State) -> Undo | None:
     """The rate roles of the launch that plateaued at the highest rate, where the spec
     has moved off them (None when the rate is not ruled out, or is there already)."""
-    if not rate_ruled_out(state):
-        return None
     found = plateaued(state)
+    if not spans_a_decade(found):
+        return None
     highest, launch = max(found, key=lambda pair: pair[0])
     lowest = min(rate for rate, _ in found)
     spec = state.run_spec

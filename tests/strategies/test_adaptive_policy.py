@@ -204,13 +204,3 @@ def test_not_trained_after_a_cut_of_the_rate_for_a_divergence_gets_batch_norm() 
     state = plan_next(begin_attempt(state, "job-3"), not_trained)
     assert state.planned_change.strategy == "add_batch_norm", state.planned_change.reason
     assert state.run_spec.add_batch_norm == 1
-
-
-def test_not_trained_after_a_plateau_repair_is_not_taken_for_a_masked_divergence() -> None:
-    """The rule looks at what the latest launch answered: a plateau's rate search that
-    again learned nothing goes on with the plateau's order, not batch norm."""
-    built_in = RunSpec(activation="relu", add_batch_norm=0, learning_rate=0.01)
-    not_trained = [Finding(rule="NotTrained", rule_class="NotTrained", step=159)]
-    state = plan_next(launched(built_in), not_trained)
-    assert state.planned_change.strategy == "search_lr_plateau"
-    assert state.run_spec.add_batch_norm == 0
