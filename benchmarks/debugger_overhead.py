@@ -1,7 +1,7 @@
 """Cost of the tensor debugger's hook, and read speed of its trial; legacy hook for comparison.
 
     .venv/bin/python benchmarks/debugger_overhead.py [--steps 40] [--repeats 3] [--quick]
-        [--legacy-env /tmp/legacy-venv | --legacy-python /tmp/legacy-venv/bin/python]
+        [--blocks 30] [--legacy-env /tmp/legacy-venv | --legacy-python /tmp/legacy-venv/bin/python]
     .venv/bin/python benchmarks/debugger_overhead.py --device cuda [--quick]
 
 One model for everything: the CPU ELU ResNet-20 (models/resnet.py, width 16), batch 32 of
@@ -10,6 +10,10 @@ random CIFAR-shaped data, SGD. Measured per configuration, interleaved `--repeat
 figure): step time without a hook; with our hook saving weights + gradients + losses every
 step, and every 100 steps. Then trial read throughput: every tensor of every step of the
 every-step store, read one tensor at a time (tensors/s).
+Beside the medians of whole runs: each repeat's runs against its own plain run (paired),
+and the every-step cost inside one job (alternating_blocks: one model whose blocks of 5
+steps save every step or nothing, in turns, `--blocks` of each), which a whole run's
+10-20 % from one model to the next does not reach.
 Reads are printed twice: the first pass (a fresh trial over files never read: every
 checksum verified) and the best of three passes, each with a fresh trial. Last, what
 writing a new file of a step file's size costs this machine's kernel, on pages it may not
@@ -138,6 +142,49 @@ def _time_steps(steps: int, interval: int | None, out_dir: Path | None) -> tuple
     return wall, (time.process_time() - cpu_started) / steps  # CPU: all threads, writer too
 
 
+def alternating_blocks(pairs: int, block: int, out_dir: Path) -> list[float]:
+    """The every-step cost measured inside one job: one model and one hook, whose steps
+    alternate in blocks of `block` that save weights + gradients + losses every step and
+    blocks that save nothing, `pairs` of each. A saving block's time ends when its last
+    step is on disk (the writer's backlog counts); each is set against the mean of the
+    blocks that save nothing on either side of it. Whole runs of separate models move
+    10-20 % from one to the next on a shared machine (another allocation, another
+    moment), far more than the cost; blocks a second apart, of one model, share both.
+    The plain blocks run the hook's callbacks too: the fixed cost they carry is the every
+    100 steps row's own time. Returns each saving block's cost over its neighbours."""
+    model, criterion, optimizer, x, y = make_job()
+    first = WARMUP + block  # warm-up steps, then a plain block first
+    saving = [
+        step
+        for pair in range(pairs)
+        for step in range(first + 2 * pair * block, first + (2 * pair + 1) * block)
+    ]
+    listed = SaveConfig(save_interval=10**9, start_step=1, save_steps=tuple(saving))
+    hook = Hook(out_dir, collections={"losses": listed, "gradients": listed, "weights": listed})
+    hook.register_module(model)
+    hook.register_loss(criterion)
+    hook.register_optimizer(optimizer)
+    times: list[float] = []
+    step = 0
+    for _ in range(WARMUP):
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+        step += 1
+    for _ in range(2 * pairs + 1):
+        started = time.perf_counter()
+        for _ in range(block):
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+            step += 1
+        hook.flush()  # a saving block's files on disk; a plain block has none to wait on
+        times.append((time.perf_counter() - started) / block)
+    hook.close()
+    plain, saved = times[0::2], times[1::2]
+    return [saved[i] / ((plain[i] + plain[i + 1]) / 2) - 1 for i in range(pairs)]
+
+
 def read_throughput(store: Path, passes: int = 3) -> tuple[int, float, float]:
     """(tensors, tensors per CPU second of the first pass, best of `passes`): every tensor
     of every step, one at a time, with a fresh trial each pass (index reading included;
@@ -236,6 +283,21 @@ def report(name: str, figures: dict[str, Any]) -> None:
     )
 
 
+def report_paired(runs: list[dict[str, Any]]) -> None:
+    """Each repeat's hook configurations against its own plain run (the same repeat, a
+    step or two apart): the ratio a drift of the machine's speed over the whole run
+    leaves alone. Medians with the lowest and highest; every 100 steps, which saves
+    almost nothing, shows the noise the figure is read against."""
+    for key, label in (("every_step", "every step"), ("every_100", "every 100 steps")):
+        for clock in ("step_s", "cpu_s"):
+            ratios = sorted(run[clock][key] / run[clock]["none"] - 1 for run in runs)
+            words = "wall" if clock == "step_s" else "CPU"
+            print(
+                f"  paired, {label}, {words}: {statistics.median(ratios) * 100:+.1f} % median of "
+                f"{len(ratios)} repeats ({ratios[0] * 100:+.1f} % to {ratios[-1] * 100:+.1f} %)"
+            )
+
+
 def report_own(runs: list[dict[str, Any]], plain_s: float) -> None:
     """The capture's own time per step (CaptureClock), medians over the repeats, against
     the plain step's median."""
@@ -257,6 +319,7 @@ def main() -> None:
     parser.add_argument("--legacy-python", help="interpreter of an environment with smdebug")
     parser.add_argument("--legacy-env", help="the legacy library's environment (built if absent)")
     parser.add_argument("--quick", action="store_true", help="15 steps x 3 repeats")
+    parser.add_argument("--blocks", type=int, default=30, help="saving blocks in one job")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     if args.quick:
@@ -295,6 +358,14 @@ def main() -> None:
                     their_runs.append(theirs)
         mine = summarise(mine_runs, read_throughput(scratch / f"ours-every-{args.repeats - 1}"))
         report("remedy debugger", mine)
+        report_paired(mine_runs)
+        costs = sorted(alternating_blocks(args.blocks, 5, scratch / "alternating"))
+        print(
+            f"  in one job, blocks of 5 steps saving every step against their plain "
+            f"neighbours: {statistics.median(costs) * 100:+.1f} % median of {len(costs)} "
+            f"({costs[len(costs) // 4] * 100:+.1f} % to {costs[3 * len(costs) // 4] * 100:+.1f} %"
+            " between the quartiles)"
+        )
         report_own(mine_runs, mine["step_s"]["none"])
         every = scratch / f"ours-every-{args.repeats - 1}"
         size = max(f.stat().st_size for f in every.rglob("*") if f.is_file())
