@@ -58,6 +58,7 @@ from remedy.models.resnet import ResNetConfig, build_model  # noqa: E402
 
 BATCH = 32
 WARMUP = 3
+BLOCK = 5  # steps in each block of alternating_blocks
 
 
 def make_job(seed: int = 0) -> tuple[Any, Any, Any, Any, Any]:
@@ -68,6 +69,12 @@ def make_job(seed: int = 0) -> tuple[Any, Any, Any, Any, Any]:
     x = torch.randn(BATCH, 3, 32, 32)
     y = torch.randint(0, 10, (BATCH,))
     return model, criterion, optimizer, x, y
+
+
+def train_step(model: Any, criterion: Any, optimizer: Any, x: Any, y: Any) -> None:
+    optimizer.zero_grad()
+    criterion(model(x), y).backward()
+    optimizer.step()
 
 
 class CaptureClock:
@@ -133,9 +140,7 @@ def _time_steps(steps: int, interval: int | None, out_dir: Path | None) -> tuple
     for step in range(WARMUP + steps):
         if step == WARMUP:
             started, cpu_started = time.perf_counter(), time.process_time()
-        optimizer.zero_grad()
-        criterion(model(x), y).backward()
-        optimizer.step()
+        train_step(model, criterion, optimizer, x, y)
     if hook is not None:
         hook.close()  # the writer's backlog counts: close() waits for the last step on disk
     wall = (time.perf_counter() - started) / steps
@@ -165,19 +170,12 @@ def alternating_blocks(pairs: int, block: int, out_dir: Path) -> list[float]:
     hook.register_loss(criterion)
     hook.register_optimizer(optimizer)
     times: list[float] = []
-    step = 0
     for _ in range(WARMUP):
-        optimizer.zero_grad()
-        criterion(model(x), y).backward()
-        optimizer.step()
-        step += 1
+        train_step(model, criterion, optimizer, x, y)
     for _ in range(2 * pairs + 1):
         started = time.perf_counter()
         for _ in range(block):
-            optimizer.zero_grad()
-            criterion(model(x), y).backward()
-            optimizer.step()
-            step += 1
+            train_step(model, criterion, optimizer, x, y)
         hook.flush()  # a saving block's files on disk; a plain block has none to wait on
         times.append((time.perf_counter() - started) / block)
     hook.close()
@@ -319,9 +317,11 @@ def main() -> None:
     parser.add_argument("--legacy-python", help="interpreter of an environment with smdebug")
     parser.add_argument("--legacy-env", help="the legacy library's environment (built if absent)")
     parser.add_argument("--quick", action="store_true", help="15 steps x 3 repeats")
-    parser.add_argument("--blocks", type=int, default=30, help="saving blocks in one job")
+    parser.add_argument("--blocks", type=int, default=30, help="saving blocks in one job (2+)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
+    if args.blocks < 2:
+        parser.error(f"--blocks: at least 2 (quartiles need two), got {args.blocks}")
     if args.quick:
         args.steps, args.repeats = 15, 3
     torch.set_num_threads(args.threads)
@@ -359,12 +359,12 @@ def main() -> None:
         mine = summarise(mine_runs, read_throughput(scratch / f"ours-every-{args.repeats - 1}"))
         report("remedy debugger", mine)
         report_paired(mine_runs)
-        costs = sorted(alternating_blocks(args.blocks, 5, scratch / "alternating"))
+        costs = alternating_blocks(args.blocks, BLOCK, scratch / "alternating")
+        low, median, high = statistics.quantiles(costs, n=4)
         print(
-            f"  in one job, blocks of 5 steps saving every step against their plain "
-            f"neighbours: {statistics.median(costs) * 100:+.1f} % median of {len(costs)} "
-            f"({costs[len(costs) // 4] * 100:+.1f} % to {costs[3 * len(costs) // 4] * 100:+.1f} %"
-            " between the quartiles)"
+            f"  in one job, blocks of {BLOCK} steps saving every step against their plain "
+            f"neighbours: {median * 100:+.1f} % median of {len(costs)} "
+            f"({low * 100:+.1f} % to {high * 100:+.1f} % between the quartiles)"
         )
         report_own(mine_runs, mine["step_s"]["none"])
         every = scratch / f"ours-every-{args.repeats - 1}"
