@@ -44,7 +44,13 @@ class DivergingLoss(LossWindowRule):
     divergence at update 64: the bar is about 265 there, while a loss climbing to 7x is
     far past either; the rebound below is judged against the same noise). One
     window above it is a transient spike, which recovers at a high but workable learning
-    rate; it is not stopped. None (LEGACY_DEFAULTS, and a warm-started job's) turns this off.
+    rate; it is not stopped. One window whose mean is above `severe_factor` (10) x the
+    untrained model's loss fires at once: no transient averages that over a window (a
+    classifier's worst healthy window of the benchmarks, 1.2x ln 10), while waiting for a
+    second window of a loss that went from 5.7 to 2,000 in one update cost a 90-update job
+    (benchmarks/repair_quality.py's word LM at 1000x) five of them per launch and probe.
+    None (LEGACY_DEFAULTS, and a warm-started job's: `initial_factor` None) turns both off;
+    `severe_factor` None alone keeps the `patience`.
 
     Both miss a loss that climbs back part of the way it fell and stays there, when the
     first loss was high: a GPT-style LM at 1000x its rate fell from its first loss to 3.2
@@ -79,6 +85,7 @@ class DivergingLoss(LossWindowRule):
     factor: float = 10.0
     min_loss_fraction: float = 0.1
     initial_factor: float | None = 1.1
+    severe_factor: float | None = 10.0
     patience: int = 2
     rebound_factor: float = 1.2
     rebound_share: float | None = 0.25
@@ -93,6 +100,12 @@ class DivergingLoss(LossWindowRule):
         ):
             raise ValueError(
                 f"{self.name}: parameter 'initial_factor' must be > 0, got {self.initial_factor}"
+            )
+        if self.severe_factor is not None and not (
+            math.isfinite(self.severe_factor) and self.severe_factor > 1
+        ):
+            raise ValueError(
+                f"{self.name}: parameter 'severe_factor' must be > 1, got {self.severe_factor}"
             )
         if self.patience < 1:
             raise ValueError(f"{self.name}: parameter 'patience' must be >= 1")
@@ -158,18 +171,23 @@ class DivergingLoss(LossWindowRule):
             return False
         bar = max(self.initial_factor * initial, initial + noise)
         self._above[mode] = self._above.get(mode, 0) + 1 if mean > bar else 0
-        if self._above[mode] < self.patience:
+        severe = self.severe_factor is not None and mean > self.severe_factor * initial
+        if self._above[mode] < self.patience and not severe:
             return False
         clear = (
             f"{self.initial_factor:g}x"
             if bar == self.initial_factor * initial
             else (f"{self.NOISE_Z:g} standard errors of its first steps' noise above")
         )
+        if self._above[mode] >= self.patience:
+            how_long = f"for {self._above[mode]} windows in a row"
+        else:
+            how_long = f"{mean / initial:.3g}x it (> {self.severe_factor:g}x: at once)"
         message = (
             f"mean {loss} over the last {self.num_steps} {mode.value} steps is {mean:.4g}, "
             f"above {bar:.4g}, {clear} the untrained model's {initial:.4g} (its first saved "
-            f"loss, or its first window's mean where that is its noise) for "
-            f"{self._above[mode]} windows in a row, at step {step}"
+            f"loss, or its first window's mean where that is its noise), {how_long}, at "
+            f"step {step}"
         )
         return self.fire(step, mode, loss, message)
 

@@ -195,7 +195,14 @@ CASES: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]], str, str, 
         "healthy",
         "its best window mean",
     ),
-    ("DivergingLoss", {"num_steps": 2}, "diverging_to_nan", "healthy", "is not finite"),
+    # severe_factor off: its first window (1e12, finite) would fire before the NaN
+    (
+        "DivergingLoss",
+        {"num_steps": 2, "severe_factor": None},
+        "diverging_to_nan",
+        "healthy",
+        "is not finite",
+    ),
     ("Overfit", {}, "memorise_noise", "healthy", "eval loss"),
     ("Overtraining", {}, "converged", "healthy_regression", "has not improved"),
     (
@@ -369,7 +376,8 @@ def _flat_noisy_regression(seed: int) -> Callable[[Path], sc.Run]:
 
 for _seed in (2, 3, 32):
     SCENARIOS[f"flat_noisy_regression_{_seed}"] = _flat_noisy_regression(_seed)
-# Adam at 3 on the same regression: the loss climbs from 220 to 400-600 and stays finite.
+# Adam at 3 on the same regression: the loss leaps from 220 (its first window averages
+# 1.5e5), then stays at 400-600, finite.
 SCENARIOS["finite_climb"] = lambda s: sc.fit(
     s, sc.mlp([10, 32, 1]), sc.friedman(2048, 2), steps=60, lr=3.0, batch=32, seed=2,
     optimizer="Adam", collections=("losses",),
@@ -389,4 +397,17 @@ def test_diverging_loss_reads_a_flat_loss_in_its_batches_noise_as_no_divergence(
 def test_diverging_loss_still_stops_a_finite_climb_above_the_untrained_loss_at_once() -> None:
     status = evaluate(run("finite_climb").store, "DivergingLoss")
     assert status.status is RuleStatus.ISSUES_FOUND
-    assert "at step 9" in status.details and "the untrained model's 219.6" in status.details
+    # its first window averages 1.5e5, 676x the untrained loss: fired there, not at step 9
+    assert "at once), at step 4" in status.details, status.details
+    assert "the untrained model's 219.6" in status.details
+
+
+def test_diverging_loss_stops_a_window_far_above_the_untrained_loss_at_its_first_window() -> None:
+    """A rate above the stability limit: the loss grows geometrically from its first step.
+    Its first window already averages more than severe_factor (10) x the untrained
+    model's loss, so the rule fires there (step 4) rather than waiting for the second."""
+    status = evaluate(run("diverging").store, "DivergingLoss")
+    assert status.status is RuleStatus.ISSUES_FOUND
+    assert "at once), at step 4" in status.details, status.details
+    waited = evaluate(run("diverging").store, "DivergingLoss", severe_factor=None)
+    assert "for 2 windows in a row, at step 9" in waited.details, waited.details
