@@ -45,8 +45,8 @@ class DivergingLoss(LossWindowRule):
     far past either; the rebound below is judged against the same noise). One
     window above it is a transient spike, which recovers at a high but workable learning
     rate; it is not stopped. One window whose mean is above `severe_factor` (10) x the
-    untrained model's loss fires at once: no transient averages that over a window (a
-    classifier's worst healthy window of the benchmarks, 1.2x ln 10), while waiting for a
+    untrained model's loss fires at once: no transient averages that over a window (the
+    edge-of-stability classifier's below reaches 2.8, 1.2x ln 10), while waiting for a
     second window of a loss that went from 5.7 to 2,000 in one update cost a 90-update job
     (benchmarks/repair_quality.py's word LM at 1000x) five of them per launch and probe.
     None (LEGACY_DEFAULTS, and a warm-started job's: `initial_factor` None) turns both off;
@@ -171,7 +171,8 @@ class DivergingLoss(LossWindowRule):
             return False
         bar = max(self.initial_factor * initial, initial + noise)
         self._above[mode] = self._above.get(mode, 0) + 1 if mean > bar else 0
-        severe = self.severe_factor is not None and mean > self.severe_factor * initial
+        # past the noise bar too, so the message's "above {bar}" holds
+        severe = self.severe_factor is not None and mean > max(bar, self.severe_factor * initial)
         if self._above[mode] < self.patience and not severe:
             return False
         clear = (
