@@ -15,7 +15,10 @@ and the every-step cost inside one job (alternating_blocks: one model whose bloc
 steps save every step or nothing, in turns, `--blocks` of each), which a whole run's
 10-20 % from one model to the next does not reach.
 Reads are printed twice: the first pass (a fresh trial over files never read: every
-checksum verified) and the best of three passes, each with a fresh trial. Last, what
+checksum verified) and the best of three passes, each with a fresh trial; beside them the
+read floor of this machine (read_floor: mapping the same files, one crc32 pass and one
+copy of their tensor bytes, no reader code), which no trial that verifies and copies every
+byte can pass, and its ratio to the legacy library's rate. Last, what
 writing a new file of a step file's size costs this machine's kernel, on pages it may not
 have touched for a while and on pages freed just before (page_fill_ms).
 With --legacy-env DIR (built from PyPI when absent: benchmarks/legacy_env.py) or
@@ -52,7 +55,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from remedy.debugger import Hook, SaveConfig, create_trial  # noqa: E402
+from remedy.debugger import Hook, SaveConfig, create_trial, store  # noqa: E402
+from remedy.debugger.readers.local import _tensor_bytes  # noqa: E402
 from remedy.debugger.writer import StoreWriter  # noqa: E402
 from remedy.models.resnet import ResNetConfig, build_model  # noqa: E402
 
@@ -202,6 +206,39 @@ def read_throughput(store: Path, passes: int = 3) -> tuple[int, float, float]:
         first = rate if done == 0 else first
         best = max(best, rate)
     return count, first, best
+
+
+def read_floor(folder: Path, passes: int = 3) -> tuple[int, float, int]:
+    """(tensors, tensors per CPU second, bytes) of the least a trial that checks every
+    checksum and hands out copies must do: map each step file's tensor bytes as the
+    reader does, one crc32 pass and one copy of them, nothing else (no header, no
+    Python per tensor); best of `passes`. On a machine whose memory moves a few GB/s,
+    this caps what read_throughput can reach, whatever the reader's code."""
+    files = sorted(folder.rglob(f"*{store.STEP_SUFFIX}"))
+    layout = []  # (file, its tensor count, where its tensor bytes start)
+    for path in files:
+        with path.open("rb") as handle:
+            raw = handle.read(store.header_size(handle.read(8)))
+        entries = store.parse_header(raw, path.stat().st_size)[1]
+        layout.append((path, len(entries), min(e.start for e in entries.values())))
+    best, size = 0.0, 0
+    for _ in range(passes):
+        started = time.process_time()
+        size = 0
+        for path, _, start in layout:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                data = _tensor_bytes(fd, os.fstat(fd).st_size, start)
+            finally:
+                os.close(fd)
+            if data is None:
+                raise SystemExit(f"{path}: shorter than its header says")
+            store.crc32(data.data)
+            data.copy()
+            size += data.nbytes
+            del data  # unmapped here, as a reader lets go of a file's map
+        best = max(best, sum(n for _, n, _ in layout) / max(time.process_time() - started, 1e-9))
+    return sum(n for _, n, _ in layout), best, size
 
 
 def page_fill_ms(folder: Path, size: int, files: int = 50) -> tuple[float, float]:
@@ -358,6 +395,12 @@ def main() -> None:
                     their_runs.append(theirs)
         mine = summarise(mine_runs, read_throughput(scratch / f"ours-every-{args.repeats - 1}"))
         report("remedy debugger", mine)
+        _, floor, floor_bytes = read_floor(scratch / f"ours-every-{args.repeats - 1}")
+        print(
+            f"  read floor                   {floor:8.0f} tensors per CPU second, best of 3 "
+            f"(a map, one crc32 pass and one copy of the {floor_bytes / 1e6:.1f} MB read, "
+            f"nothing else): the trial reads at {mine['read'][2] / floor * 100:.0f} % of it"
+        )
         report_paired(mine_runs)
         costs = alternating_blocks(args.blocks, BLOCK, scratch / "alternating")
         low, median, high = statistics.quantiles(costs, n=4)
@@ -382,7 +425,8 @@ def main() -> None:
             print(
                 f"read speed-up: {mine['read'][2] / theirs['read'][1]:.1f}x best of 3, "
                 f"{mine['read'][1] / theirs['read'][1]:.1f}x first pass "
-                f"(legacy: median of its best-of-3 per repeat)"
+                f"(legacy: median of its best-of-3 per repeat); the read floor is "
+                f"{floor / theirs['read'][1]:.1f}x the legacy library's rate"
             )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
