@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from remedy.jobs import JobSnapshot, Progress, RuleEvaluation, RuleWord, is_infrastructure_failure
-from remedy.records.asked_early import asked_early
+from remedy.records.asked_early import ASKED_ONLY_AT_END, asked_early
 from remedy.records.verdict import run_flaw, run_verdict_finding
 from remedy.state_schema import (
     Attempt,
@@ -234,6 +234,29 @@ def with_job_hold(state: State, snapshot: JobSnapshot) -> State:
     epoch = progress.steps_per_epoch if progress is not None else None
     return update_current_attempt(
         state, hold_at=said, holds_by_its_epochs=False, epoch_updates=epoch
+    )
+
+
+def unmeasured_epoch(state: State, snapshot: JobSnapshot) -> tuple[State, str | None]:
+    """An attempt launched to hold by its epochs whose job said it cannot measure one
+    (Progress.epoch_unmeasured: it batches its data by hand): no longer waiting for a
+    hold, and, on the run's first attempt, what to state so that it is asked at an
+    eighth, a quarter and half (later attempts of the same script would only say it again)."""
+    attempt, progress = state.current_attempt, snapshot.progress
+    if attempt is None or not attempt.holds_by_its_epochs or progress is None:
+        return state, None
+    if not progress.epoch_unmeasured:
+        return state, None
+    state = update_current_attempt(state, holds_by_its_epochs=False)
+    if state.history.num_retraining != 1:
+        return state, None
+    flag = state.run_spec.hyperparameter_roles.get("num_epochs", "num_epochs")
+    return state, (
+        f"its length stays unknown: its epochs flag ({flag}) is mapped, but the job batches "
+        f"its data without a torch DataLoader, so the launcher cannot measure an epoch, and "
+        f'{ASKED_ONLY_AT_END}; state its epoch: "updates_per_epoch": <updates> in the run_spec, '
+        'or map the flag of its updates: "hyperparameter_roles": {"max_steps": "<flag>"} '
+        '(docs/job-contract.md, "Roles")'
     )
 
 

@@ -114,6 +114,11 @@ class Progress(Snapshot):
         "length), as it said once it measured its epoch (run_spec.hold_by_epochs); gone "
         "once continued.",
     )
+    epoch_unmeasured: bool = Field(
+        False,
+        description="Told to hold by its epochs (run_spec.hold_by_epochs), the job made its "
+        "first update from no DataLoader batch: it cannot measure an epoch, so never holds.",
+    )
     loss: float | None = Field(None, description="Latest training loss; None: non-finite.")
     first_loss: float | None = Field(None, description="Training loss at the first step.")
     first_losses: list[float] = Field(

@@ -98,6 +98,12 @@ from remedy.state_schema.asking_points import (
     hold_points,
 )
 
+# What a launch whose length remedy cannot know misses (said where it is warned of).
+ASKED_ONLY_AT_END = (
+    "it is asked whether its model learns only at its end, not at an eighth, a quarter and "
+    "half of it"
+)
+
 # A rate this far above the one the job was given is past it: a warmup that has just
 # reached its rate averages at it (a mean of floats can land a hair above).
 PAST_TYPED = 1.1

@@ -23,6 +23,7 @@ from remedy.decisions.observe import (
     held_to_be_asked,
     observe,
     progress_line,
+    unmeasured_epoch,
     until_asked_s,
     with_job_hold,
     with_stated_length,
@@ -83,6 +84,9 @@ def monitor(
                 return end(state, f"cancelled: the flow run was cancelled, job {job_name} stopped")
         snapshot = with_stated_length(state, backend.describe(job_name))
         state = with_job_hold(state, snapshot)
+        state, said = unmeasured_epoch(state, snapshot)
+        if said is not None:
+            logger.warning(said)
         seen = observe(snapshot)
         if now - last_progress >= PROGRESS_EVERY_S or seen.settled:
             last_progress = now

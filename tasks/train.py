@@ -8,7 +8,12 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from remedy.jobs import backend_for
-from remedy.records.asked_early import epochs_to_hold_by, hold_point, next_hold_point
+from remedy.records.asked_early import (
+    ASKED_ONLY_AT_END,
+    epochs_to_hold_by,
+    hold_point,
+    next_hold_point,
+)
 from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.records.verdict import accuracy_unread, run_flaw
@@ -199,8 +204,7 @@ def unknown_length(spec: RunSpec) -> str | None:
     hint = f" ({', '.join(likely)}?)" if likely else ""
     return (
         "its length is unknown: no flag is mapped to the max_steps role (the updates it "
-        "runs) or num_epochs, so it is asked whether its model learns only at its end, not "
-        f"at an eighth, a quarter and half of it; map the flag{hint}: "
+        f"runs) or num_epochs, so {ASKED_ONLY_AT_END}; map the flag{hint}: "
         '"hyperparameter_roles": {"max_steps": "<flag>"} (docs/job-contract.md, "Roles")'
     )
 

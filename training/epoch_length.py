@@ -9,7 +9,9 @@ that breaks out at its own step limit never ends one). With its epochs flag mapp
 num_epochs role, the monitor then knows the job's length (decisions/observe.py:
 with_stated_length) after its first epoch, and asks at half of it whether the model has
 begun to learn. A script without a DataLoader (manual batching) reports none; it may state
-its epoch instead (run_spec.updates_per_epoch).
+its epoch instead (run_spec.updates_per_epoch). Told to hold by its epochs, the launcher
+says so at the first update made before any DataLoader batch (ScriptMonitor.first_update):
+such an epoch will never be measured, and the flow warns rather than wait for it.
 
 The pass is watched on DataLoader's iterator class (every loader's, single- or
 multi-process), not on the script's objects, and costs a dictionary lookup a batch until
@@ -34,6 +36,7 @@ class EpochLength:
         self.updates = updates  # updates made so far in this launch
         self.found = found
         self.measured: int | None = None
+        self.seen_a_batch = False  # any DataLoader has handed the script a batch
         self._started: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._original: Callable[[Any], Any] | None = None
 
@@ -45,6 +48,7 @@ class EpochLength:
         def __next__(it: Any) -> Any:
             if it not in started:
                 started[it] = self.updates()
+                self.seen_a_batch = True
             try:
                 return original(it)
             except StopIteration:

@@ -164,6 +164,7 @@ class ScriptMonitor:
         self.hold_epochs = hold_epochs  # run_spec.hold_by_epochs
         self.updates = 0
         self.capture: ZeroCodeCapture | None = None  # once installed: its optimizer count
+        self.epochs: EpochLength | None = None  # once installed: has a DataLoader run
         self.optimizers = 1  # separate optimizers reported so far
         self.agreement = GradientAgreement()
         self.update_ratio = UpdateRatio()
@@ -183,6 +184,8 @@ class ScriptMonitor:
             )
         if self.capture is not None and self.capture.separate_optimizers > self.optimizers:
             self.several_optimizers(self.capture.separate_optimizers)
+        if self.updates == 0:
+            self.first_update()
         self.guard.check(update)  # raises StopTraining on a non-finite update ("stop")
         self.stop.check_file()
         self.updates += 1
@@ -191,6 +194,17 @@ class ScriptMonitor:
 
     def between_updates(self) -> None:
         self.stop.raise_if_requested()
+
+    def first_update(self) -> None:
+        """Told to hold by its epochs, a script whose first update came from no DataLoader
+        batch (batched by hand) will never have its epoch measured (EpochLength): said in
+        progress.json (epoch_unmeasured), where the flow warns of it, rather than left to
+        a hold that never comes."""
+        if self.hold_epochs is None or self.epochs is None or self.epochs.seen_a_batch:
+            return
+        if self.progress is not None:
+            self.progress.known["epoch_unmeasured"] = 1
+        log("not held by its epochs: its first update came from no DataLoader batch")
 
     def several_optimizers(self, count: int) -> None:
         """A second optimizer over parameters of its own stepped (a GAN): said in
@@ -300,6 +314,7 @@ def launch(target: Target, args: list[str], env: JobEnvironment, config: HookCon
     capture = ZeroCodeCapture(config, monitor, lag=lag).install()
     monitor.capture = capture
     epochs = EpochLength(lambda: monitor.updates, monitor.epoch_measured).install()
+    monitor.epochs = epochs
     ranks = f" | {worker} of {env.world_size}" if worker else ""
     log(
         f"{target}{ranks} | store {config.out_dir if config else 'off'} | nan guard "

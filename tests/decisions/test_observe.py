@@ -13,6 +13,7 @@ from remedy.decisions.observe import (
     early_finding,
     observe,
     progress_line,
+    unmeasured_epoch,
     with_job_hold,
     with_stated_length,
 )
@@ -416,3 +417,33 @@ def test_the_hold_point_a_job_says_is_recorded_on_an_attempt_told_to_hold_by_epo
     assert with_job_hold(told, before) == told  # not measured yet
     not_told = begin_attempt(State(run_spec=spec), "j")
     assert with_job_hold(not_told, measured) == not_told
+
+
+def test_a_job_that_cannot_measure_its_epoch_is_warned_of_once_and_waited_for_no_more() -> None:
+    """Told to hold by its epochs, a job batching its data by hand says it cannot measure
+    one (epoch_unmeasured in its progress): on the run's first attempt the monitor warns,
+    naming the epochs flag and what to state instead, and the attempt waits for no hold;
+    the next look says nothing more, and a later attempt of the same script is not warned
+    again. A job that measures its epoch, or one not told to hold, is left as it is."""
+    spec = RunSpec(
+        entry_point="train.py", hyperparameters={"n-epochs": 8},
+        hyperparameter_roles={"num_epochs": "n-epochs"},
+    )  # fmt: skip
+    told = update_current_attempt(
+        begin_attempt(State(run_spec=spec), "j"), holds_by_its_epochs=True
+    )
+    by_hand = describe("InProgress", progress={"step": 3, "epoch_unmeasured": True})
+    state, said = unmeasured_epoch(told, by_hand)
+    assert said is not None
+    assert "its epochs flag (n-epochs) is mapped" in said
+    assert '"updates_per_epoch": <updates>' in said and "max_steps" in said
+    assert state.current_attempt is not None and not state.current_attempt.holds_by_its_epochs
+    assert unmeasured_epoch(state, by_hand) == (state, None)  # said once
+    later = update_current_attempt(begin_attempt(state, "j"), holds_by_its_epochs=True)
+    quiet, again = unmeasured_epoch(later, by_hand)
+    assert again is None
+    assert quiet.current_attempt is not None and not quiet.current_attempt.holds_by_its_epochs
+    measuring = describe("InProgress", progress={"step": 3})
+    assert unmeasured_epoch(told, measuring) == (told, None)
+    not_told = begin_attempt(State(run_spec=spec), "j")
+    assert unmeasured_epoch(not_told, by_hand) == (not_told, None)

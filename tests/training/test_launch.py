@@ -365,6 +365,7 @@ def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
         return done.stderr
 
     assert "holds at 60 updates, half of 4 epochs x 30" in epochs_run(4)
+    assert "epoch_unmeasured" not in job.progress()  # its epoch came from a DataLoader
     assert job.result()["steps"] == 120
     said = epochs_run(2)
     assert "not held in 60 updates (2 epochs): half is past or too short" in said
@@ -374,6 +375,24 @@ def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
     said = epochs_run(4, REMEDY_MAX_UPDATES="50")
     assert "not held by its epochs: bounded at 50 updates already" in said
     assert job.result()["steps"] == 120 and "hold_at" not in job.progress()
+
+
+def test_a_script_batching_by_hand_says_it_cannot_measure_the_epochs_it_holds_by(
+    job: Job, project: Path
+) -> None:
+    """Told to hold by its epochs, a script whose first update came from no DataLoader
+    batch (it indexes its tensors itself) will never measure an epoch: its launcher says
+    so in progress.json (epoch_unmeasured, where the flow warns of it) and in its log,
+    and the script trains to its end unheld."""
+    write(project, "regress.py", DIVERGING_SCRIPT)
+    go_on = job.out / "continue_request"
+    told = job.env(REMEDY_HOLD_BY_EPOCHS="40", REMEDY_CONTINUE_FILE=str(go_on))
+    done = run(project, told, "regress.py", "--lr", "0.001", "--epochs", "40")
+    assert done.returncode == 0, done.stderr
+    assert "not held by its epochs: its first update came from no DataLoader batch" in done.stderr
+    progress = job.progress()
+    assert progress["epoch_unmeasured"] == 1 and "hold_at" not in progress
+    assert (job.result()["status"], job.result()["steps"]) == ("Completed", 40)
 
 
 def test_gradient_accumulation_saves_the_update_once(job: Job, project: Path) -> None:
