@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from prefect import task
@@ -165,7 +166,8 @@ def train(state: State, run_dir: str) -> State:
     logger.info("%s for attempt %d%s: job %s", how, state.history.num_retraining, why, job_name)
     if state.history.num_retraining == 1:
         spec = state.run_spec
-        for said in (shared_outputs(spec), accuracy_unread(spec), unknown_length(spec)):
+        warnings = (shared_outputs(spec), accuracy_unread(spec), unknown_length(spec))
+        for said in (*warnings, unmapped_rate(spec)):
             if said is not None:
                 logger.warning(said)
     return state
@@ -206,6 +208,39 @@ def unknown_length(spec: RunSpec) -> str | None:
         "its length is unknown: no flag is mapped to the max_steps role (the updates it "
         f"runs) or num_epochs, so {ASKED_ONLY_AT_END}; map the flag{hint}: "
         '"hyperparameter_roles": {"max_steps": "<flag>"} (docs/job-contract.md, "Roles")'
+    )
+
+
+def looks_like_a_rate(flag: str) -> bool:
+    """A flag named like a learning rate: lr, max-lr, learning_rate, LearningRate."""
+    words = re.split(r"[-_.]", flag.lower())
+    return "lr" in words or "learning" in flag.lower()
+
+
+def unmapped_rate(spec: RunSpec) -> str | None:
+    """What the first attempt's log says of a script that maps no flag to the
+    learning_rate role: the repairs of a divergence, a stall and a plateau begin by
+    searching the rate, so a finding would end the run with little or nothing tried (a
+    script taking its rate from a config file alone ended "no strategy left" after its
+    first launch). Names the flags that look like a rate."""
+    if spec.job.reads_fields or "learning_rate" in spec.hyperparameter_roles:
+        return None
+    mapped = ", ".join(sorted(spec.hyperparameter_roles)) or "none"
+    likely = [
+        flag
+        for flag, value in spec.script_hyperparameters.items()
+        if isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and looks_like_a_rate(flag)
+    ]
+    hint = f" ({', '.join(likely)}?)" if likely else ""
+    return (
+        "no flag plays the learning_rate role: the repairs of a divergence, a stall and a "
+        "plateau begin by searching the rate, so a finding may end the run with little or "
+        f"nothing tried (roles mapped: {mapped}); map the flag of its rate{hint}: "
+        '"hyperparameter_roles": {"learning_rate": "<flag>"}; a script that reads its rate '
+        "from a config file alone needs a flag that overrides it (docs/job-contract.md, "
+        '"Roles")'
     )
 
 

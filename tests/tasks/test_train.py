@@ -1,11 +1,11 @@
-"""What the first attempt's log says about where a script's outputs go, and about an
-accuracy it cannot judge."""
+"""What the first attempt's log says about where a script's outputs go, an accuracy it
+cannot judge, a length it cannot know and a learning rate no strategy can change."""
 
 from __future__ import annotations
 
 from remedy.records.verdict import accuracy_unread
 from remedy.state_schema import RunSpec
-from remedy.tasks.train import shared_outputs, unknown_length
+from remedy.tasks.train import shared_outputs, unknown_length, unmapped_rate
 
 
 def test_a_script_without_an_output_dir_role_is_told_its_outputs_may_be_shared() -> None:
@@ -56,3 +56,28 @@ def test_a_script_of_unknown_length_is_told_it_is_asked_only_at_its_end() -> Non
     assert unknown_length(RunSpec()) is None  # the built-in job reports its own
     plain = unknown_length(RunSpec(entry_point="fit.py", hyperparameters={"lr": 0.1}))
     assert plain is not None and "map the flag: " in plain
+
+
+def test_a_script_mapping_no_learning_rate_is_told_a_finding_may_end_its_run() -> None:
+    """A script that read its rate from a YAML config file alone (`arguments`: --config)
+    was found diverging at update 4 and ended "no strategy left" after that one launch,
+    every repair lacking a flag: the first launch's log says so up front, with the roles
+    it maps and the flags that look like a rate."""
+    from_config = RunSpec(entry_point="train.py", arguments=["--config", "cfg.yaml"])
+    said = unmapped_rate(from_config)
+    assert said is not None and said.startswith("no flag plays the learning_rate role")
+    assert "(roles mapped: none)" in said and "config file alone" in said
+    flags = {"max-lr": 0.1, "base_lr": 0.01, "LearningRate": 1.0, "epochs": 3, "lrs": 2}
+    by_epochs = RunSpec(
+        entry_point="train.py", hyperparameters=flags,
+        hyperparameter_roles={"num_epochs": "epochs"},
+    )  # fmt: skip
+    said = unmapped_rate(by_epochs)
+    assert said is not None and "(roles mapped: num_epochs)" in said
+    assert "map the flag of its rate (max-lr, base_lr, LearningRate?)" in said
+    mapped = RunSpec(
+        entry_point="train.py", hyperparameters={"lr": 0.1},
+        hyperparameter_roles={"learning_rate": "lr"},
+    )  # fmt: skip
+    assert unmapped_rate(mapped) is None
+    assert unmapped_rate(RunSpec()) is None  # the built-in job has every role
