@@ -23,7 +23,8 @@ SM_HP_<NAME> in its environment, as the cloud service's training toolkit sets th
 - an int or a float: repr(), which reads back as the same number (20, 0.25, 1e-05);
 - a string: as it is; in name=value, quoted ('a b', 'true', '10') where Hydra's grammar would
   read it as more than text or as another type.
-The order is the dictionary's.
+The order is the dictionary's. A name FILE:dotted.key is no flag but a key of a config
+file (config_keys.py): the job gets a copy of the file with its value instead.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Literal, Union
 
 from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
+
+from remedy.state_schema.config_keys import is_config_key, split_config_key
 
 # A value of run_spec.hyperparameters (the union is for the JSON Schema; check_value is the
 # check, with one readable message instead of one per member of the union).
@@ -51,6 +54,9 @@ HYDRA_PLAIN = re.compile(r"[A-Za-z0-9_./:\-]*")
 
 
 def check_name(name: str) -> None:
+    if is_config_key(name):  # FILE:dotted.key, a key of a config file (config_keys.py)
+        split_config_key(name)
+        return
     if name.startswith("-"):
         raise ValueError(f"write the flag name without dashes: {name.lstrip('-')!r}, not {name!r}")
     if "=" in name:
@@ -59,8 +65,10 @@ def check_name(name: str) -> None:
             'run_spec.hyperparameter_style "--name=value" or "name=value" writes name=value'
         )
     if not NAME.fullmatch(name):
+        key = " (or a config file's key, FILE:dotted.key, FILE a .yaml, .yml or .json)"
         raise ValueError(
-            f"a flag name is a letter or _ then letters, digits, _ . or -; got {name!r}"
+            "a flag name is a letter or _ then letters, digits, _ . or -"
+            f"{key if ':' in name else ''}; got {name!r}"
         )
 
 
@@ -100,6 +108,11 @@ def check_hyperparameters(values: Mapping[str, object]) -> None:
 
 def option(name: str) -> str:
     return f"-{name}" if len(name) == 1 else f"--{name}"
+
+
+def flag_label(name: str) -> str:
+    """A hyperparameter as messages show it: its option, or a config file's key as named."""
+    return name if is_config_key(name) else option(name)
 
 
 def text(value: int | float | str) -> str:

@@ -39,6 +39,10 @@ CONTINUE_FILE_ENV = "REMEDY_CONTINUE_FILE"
 # A continue file may name a further bound (a probe that passed its rung): the job takes the
 # file away, trains on to that many updates of its launch and holds there again.
 CONTINUE_UNTIL_KEY = "max_updates"
+# run_spec's config keys (config_keys.py), JSON {FILE: {dotted.key: value}}: the launcher
+# writes the files' copies with them into CONFIG_COPIES_DIR of the job's output folder.
+CONFIG_EDITS_ENV = "REMEDY_CONFIG_EDITS"
+CONFIG_COPIES_DIR = "config"
 TORCH_THREADS_ENV = "REMEDY_TORCH_THREADS"  # torch.set_num_threads
 THREAD_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the same count, read at torch's import
 

@@ -32,6 +32,12 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from remedy.state_schema.backends import BUILTIN_BACKENDS, backend_options, check_backend_name
 from remedy.state_schema.base import Strict
+from remedy.state_schema.config_keys import (
+    config_edits,
+    is_config_key,
+    names_file,
+    split_config_key,
+)
 from remedy.state_schema.entry_points import (
     BUILTIN_ENTRY_POINT,
     check_entry_point,
@@ -45,7 +51,7 @@ from remedy.state_schema.flags import (
     HyperparameterStyle,
     check_hyperparameters,
     command_line,
-    option,
+    flag_label,
 )
 from remedy.state_schema.hyperparameters import (
     BUILTIN_NUM_CLASSES,
@@ -343,8 +349,9 @@ class RunSpec(Hyperparameters):
         default_factory=dict,
         alias="hyperparameters",
         description="The script's own flags, passed as --name value (true: bare --name; "
-        "false, null: omitted; a list: --name v1 v2). Empty for the built-in job, whose "
-        "hyperparameters are the fields above.",
+        "false, null: omitted; a list: --name v1 v2); a name FILE:dotted.key is a key of a "
+        "YAML or JSON file the command line names, set in each attempt's copy of the file. "
+        "Empty for the built-in job, whose hyperparameters are the fields above.",
     )
     hyperparameter_roles: dict[str, str] = Field(
         default_factory=dict,
@@ -706,7 +713,34 @@ class RunSpec(Hyperparameters):
             if "\0" in argument or not argument:
                 why = "an argument is non-empty text without NUL characters"
                 errors.append(field_error(("arguments", str(index)), why, argument))
+        return errors + self._config_key_errors()
+
+    def _config_key_errors(self) -> list[InitErrorDetails]:
+        """Each config file a key names must be named on the command line too: the job
+        reads the attempt's copy only where it is told the file's path."""
+        errors = []
+        named = [*self.arguments]
+        named += [value for name, value in self.script_hyperparameters.items()
+                  if isinstance(value, str) and not is_config_key(name)]  # fmt: skip
+        keys = [*self.script_hyperparameters, *self.path_role_flags()]
+        for name in filter(is_config_key, keys):
+            file, _ = split_config_key(name)
+            if name in self.bare_flags:
+                why = "a key of a config file is no flag: it cannot be a bare flag"
+                errors.append(field_error(("bare_flags",), f"{name}: {why}", name))
+            if not any(names_file(argument, file) for argument in named):
+                why = (
+                    f"the job is never told of {file} (no argument or flag value names it), "
+                    "so it would never read the attempt's copy: name it where the script "
+                    f'takes it, e.g. "arguments": ["--config", "{file}"]'
+                )
+                errors.append(field_error(("hyperparameters", name), why, name))
         return errors
+
+    def path_role_flags(self) -> list[str]:
+        """The flags (or config keys) of the output_dir and resume roles, which get each
+        attempt's folders."""
+        return [flag for role, flag in self.hyperparameter_roles.items() if role in PATH_ROLES]
 
     def _check_coupled(self, flag: str, coupled: CoupledFlag, taken: Mapping[str, str]) -> None:
         leader_role = taken.get(coupled.follows)
@@ -844,6 +878,19 @@ class RunSpec(Hyperparameters):
         if self.job.reads_fields:  # its warm start is a field: the copy placed for it
             fields = self.hyperparameters()
             return fields if resume is None else fields | {"init_checkpoint": resume}
+        values = self._job_values(output_dir, resume)
+        return {name: value for name, value in values.items() if not is_config_key(name)}
+
+    def config_edits(
+        self, output_dir: str | None = None, resume: str | None = None
+    ) -> dict[str, dict[str, object]]:
+        """What the job's launcher writes into its copies of the config files the command
+        line names: {FILE: {key: value}} (config_keys.py); empty for a job with none."""
+        if self.job.reads_fields:
+            return {}
+        return config_edits(self._job_values(output_dir, resume))
+
+    def _job_values(self, output_dir: str | None, resume: str | None) -> dict[str, Any]:
         values = dict(self.script_hyperparameters)
         for role, path in (("output_dir", output_dir), ("resume", resume)):
             flag = self.hyperparameter_roles.get(role)
@@ -899,7 +946,7 @@ class RunSpec(Hyperparameters):
     def role_label(self, role: str) -> str:
         """How a change of this role is shown: the field, or the script's flag."""
         flag = None if self.job.reads_fields else self.hyperparameter_roles.get(role)
-        return role if flag is None else option(flag)
+        return role if flag is None else flag_label(flag)
 
     def role_as_given(self, role: str) -> Any:
         """The role's value as the job is given it: the field, or the flag's value as

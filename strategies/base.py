@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from remedy.state_schema import RunSpec, State
-from remedy.state_schema.flags import option
+from remedy.state_schema.flags import flag_label
 from remedy.state_schema.roles import ROLES
 
 STRATEGIES: dict[str, type[Strategy]] = {}
@@ -103,7 +103,7 @@ class Strategy:
 def label(spec: RunSpec, role_or_flag: str) -> str:
     """A role as reason() shows it (its field or flag), or a coupled flag as its option."""
     if role_or_flag in spec.coupled_flags:
-        return option(role_or_flag)
+        return flag_label(role_or_flag)
     return spec.role_label(role_or_flag)
 
 

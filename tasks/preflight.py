@@ -19,6 +19,13 @@ from pathlib import Path
 from remedy.jobs import backend_class
 from remedy.outlets.report_store import reports_store
 from remedy.state_schema import CHECKPOINT_META_FILE, RunSpec
+from remedy.state_schema.config_keys import (
+    ConfigKeyError,
+    get_key,
+    is_config_key,
+    load_config,
+    split_config_key,
+)
 from remedy.tasks.allowed_code import check_allowed
 
 
@@ -54,6 +61,7 @@ def check_code(spec: RunSpec) -> None:
     code_dir = Path(spec.source_dir or ".").resolve()
     if spec.source_dir is not None and not code_dir.is_dir():
         raise PreflightError(f"run_spec.source_dir: no folder {code_dir}")
+    check_config_keys(spec, code_dir)
     if spec.is_script:
         check_script(spec.entry_point, code_dir, spec.source_dir is not None)
     elif not module_found(spec.entry_point, code_dir):
@@ -75,8 +83,23 @@ def check_uploaded(spec: RunSpec) -> None:
     """The script in the source_dir a backend uploads (a cloud job; its other fields are its
     backend's check, e.g. jobs/sagemaker/checks.py: instance type, region, image, the
     request against the service's model)."""
+    code_dir = Path(spec.source_dir or ".").resolve()
+    check_config_keys(spec, code_dir)
     if spec.source_dir is not None and spec.is_script:
-        check_script(spec.entry_point, Path(spec.source_dir).resolve(), True)
+        check_script(spec.entry_point, code_dir, True)
+
+
+def check_config_keys(spec: RunSpec, code_dir: Path) -> None:
+    """Each FILE:key hyperparameter names a key the file in the job's folder has (the
+    launcher sets keys, it never adds one: a typo would change nothing, silently)."""
+    if spec.job.reads_fields:
+        return
+    for name in filter(is_config_key, [*spec.script_hyperparameters, *spec.path_role_flags()]):
+        file, key = split_config_key(name)
+        try:
+            get_key(load_config(code_dir / file), key)
+        except ConfigKeyError as error:
+            raise PreflightError(f"run_spec.hyperparameters.{name}: {error}") from None
 
 
 def check_checkpoint(folder: Path) -> None:

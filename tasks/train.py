@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from prefect import task
@@ -19,6 +20,7 @@ from remedy.records.logs import task_logger
 from remedy.records.run_folder import job_run_dir, persist, state_path
 from remedy.records.verdict import accuracy_unread, run_flaw
 from remedy.state_schema import AttemptKind, NextAction, RunSpec, State, load_state
+from remedy.state_schema.config_keys import ConfigKeyError, leaves, load_config, named_files
 from remedy.state_schema.private import reveal_private
 from remedy.state_schema.roles import LENGTH_ROLE
 from remedy.state_schema.transitions import (
@@ -198,16 +200,18 @@ def unknown_length(spec: RunSpec) -> str | None:
         return None
     likely = [
         flag
-        for flag, value in spec.script_hyperparameters.items()
+        for flag, value in settings_in_sight(spec).items()
         if isinstance(value, int)
         and not isinstance(value, bool)  # a switch such as "log_steps": true
         and any(word in flag.lower() for word in LENGTH_WORDS)
     ]
     hint = f" ({', '.join(likely)}?)" if likely else ""
+    epochs = bool(likely) and all("epoch" in flag.lower() for flag in likely)
+    role = "num_epochs" if epochs else LENGTH_ROLE
     return (
         "its length is unknown: no flag is mapped to the max_steps role (the updates it "
         f"runs) or num_epochs, so {ASKED_ONLY_AT_END}; map the flag{hint}: "
-        '"hyperparameter_roles": {"max_steps": "<flag>"} (docs/job-contract.md, "Roles")'
+        f'"hyperparameter_roles": {{"{role}": "<flag>"}} (docs/job-contract.md, "Roles")'
     )
 
 
@@ -228,7 +232,7 @@ def unmapped_rate(spec: RunSpec) -> str | None:
     mapped = ", ".join(sorted(spec.hyperparameter_roles)) or "none"
     likely = [
         flag
-        for flag, value in spec.script_hyperparameters.items()
+        for flag, value in settings_in_sight(spec).items()
         if isinstance(value, int | float)
         and not isinstance(value, bool)
         and looks_like_a_rate(flag)
@@ -238,10 +242,26 @@ def unmapped_rate(spec: RunSpec) -> str | None:
         "no flag plays the learning_rate role: the repairs of a divergence, a stall and a "
         "plateau begin by searching the rate, so a finding may end the run with little or "
         f"nothing tried (roles mapped: {mapped}); map the flag of its rate{hint}: "
-        '"hyperparameter_roles": {"learning_rate": "<flag>"}; a script that reads its rate '
-        "from a config file alone needs a flag that overrides it (docs/job-contract.md, "
-        '"Roles")'
+        '"hyperparameter_roles": {"learning_rate": "<flag>"}, or the key of a config file '
+        'the command line names, as FILE:key (docs/job-contract.md, "Keys of a config file")'
     )
+
+
+def settings_in_sight(spec: RunSpec) -> dict[str, object]:
+    """Where a hint looks for the setting of a rate or a length: the script's flags, then
+    the settings of the config files its command line names, as FILE:key (files that
+    cannot be read are passed over: the hint is no check)."""
+    found: dict[str, object] = dict(spec.script_hyperparameters)
+    values = [value for value in spec.script_hyperparameters.values() if isinstance(value, str)]
+    code_dir = Path(spec.source_dir or ".")
+    for file in named_files([*spec.arguments, *values]):
+        try:
+            tree = load_config(code_dir / file)
+        except ConfigKeyError:
+            continue
+        for key, value in leaves(tree):
+            found.setdefault(f"{file}:{key}", value)
+    return found
 
 
 @task(cache_policy=NO_CACHE)

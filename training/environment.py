@@ -6,6 +6,7 @@ The names are the job contract's, defined once in remedy.state_schema.job_env
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from remedy.state_schema.job_env import (
+    CONFIG_EDITS_ENV,
     CONTINUE_FILE_ENV,
     DEBUGGER_CONFIG_ENV,
     HOLD_EPOCHS_ENV,
@@ -47,6 +49,7 @@ class JobEnvironment:
     max_updates: int | None = None  # run_spec.max_updates: stop after this many updates
     continue_file: Path | None = None  # set: hold at max_updates until continued or stopped
     hold_epochs: int | None = None  # run_spec.hold_by_epochs: hold to be asked
+    config_edits: Mapping[str, Mapping[str, object]] | None = None  # {FILE: {key: value}}
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnvironment:
@@ -86,12 +89,27 @@ class JobEnvironment:
             max_updates=positive_int(env, MAX_UPDATES_ENV),
             continue_file=path(CONTINUE_FILE_ENV),
             hold_epochs=positive_int(env, HOLD_EPOCHS_ENV),
+            config_edits=config_edits(env),
         )
 
 
 def started_by_torchrun(env: Mapping[str, str]) -> bool:
     """torchrun gives each rank LOCAL_RANK (with RANK, WORLD_SIZE and the rest)."""
     return "LOCAL_RANK" in env
+
+
+def config_edits(env: Mapping[str, str]) -> dict[str, dict[str, object]] | None:
+    """The config keys' values (run_spec's FILE:key hyperparameters), {FILE: {key: value}}."""
+    text = env.get(CONFIG_EDITS_ENV)
+    if not text:
+        return None
+    try:
+        edits = json.loads(text)
+    except ValueError as error:
+        raise JobEnvironmentError(f"{CONFIG_EDITS_ENV}: not JSON ({error})") from None
+    if not isinstance(edits, dict) or not all(isinstance(v, dict) for v in edits.values()):
+        raise JobEnvironmentError(f"{CONFIG_EDITS_ENV}: expected {{FILE: {{key: value}}}}")
+    return edits
 
 
 def positive_int(env: Mapping[str, str], name: str) -> int | None:

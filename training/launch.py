@@ -8,6 +8,9 @@ The target runs exactly as `python script.py args` / `python -m module args` wou
 launcher exits with its exit status: SystemExit's code kept, an exception's traceback
 printed and status 1. Before it starts, the launcher
   - sets torch's threads from REMEDY_TORCH_THREADS;
+  - writes, when REMEDY_CONFIG_EDITS names keys of config files, the attempt's copies of
+    them into the output folder and passes the copies' paths where the files were named
+    (training/config_copies.py);
   - installs the zero-code capture (remedy.debugger.ZeroCodeCapture: torch's global hooks,
     nothing attached to the script's objects). One step is one update. When
     REMEDY_DEBUGGER_CONFIG is set, losses and gradients go to the store it names, at its
@@ -60,7 +63,9 @@ import torch
 from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
 from remedy.debugger.zero_code import ReadLag
 from remedy.state_schema.asking_points import first_hold_past, share_at
+from remedy.state_schema.config_keys import ConfigKeyError
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
+from remedy.training.config_copies import write_copies
 from remedy.training.environment import (
     JobEnvironment,
     JobEnvironmentError,
@@ -268,10 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         config = None
         if env.debugger_config is not None:
             config = HookConfig.from_json_file(env.debugger_config)
+        if env.config_edits:
+            args = write_copies(env.config_edits, args, env.output_dir, log)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2  # as `python missing.py` does
-    except (JobEnvironmentError, ConfigError, OSError) as exc:
+    except (JobEnvironmentError, ConfigError, ConfigKeyError, OSError) as exc:
         print(f"{LAUNCHER_LOG_PREFIX} error: {exc}", file=sys.stderr)
         return 2
     return launch(target, args, env, config)

@@ -191,6 +191,8 @@ def job_launch(
         names.NAN_GUARD_ENV: spec.nan_guard,
         "PYTHONUNBUFFERED": environ.get("PYTHONUNBUFFERED") or "1",
     }
+    if edits := spec.config_edits(**path_flags(spec, paths)):
+        env[names.CONFIG_EDITS_ENV] = json.dumps(edits)
     if spec.max_updates is not None:
         env[names.MAX_UPDATES_ENV] = str(spec.max_updates)
     if spec.hold_by_epochs is not None:

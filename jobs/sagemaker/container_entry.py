@@ -48,6 +48,7 @@ REPORTED = ("progress.json", "metrics.jsonl", RESULT)
 RULE_STATUS_DIR = "rule_status"
 REPORT_INTERVAL_S = 5.0
 TOOLKIT_STYLE = "--name value"  # how the toolkit itself passes hyperparameters
+CONFIG_EDITS_ENV = "REMEDY_CONFIG_EDITS"  # job_env.py's: the launcher writes the copies
 
 
 def log(line: str) -> None:
@@ -96,11 +97,12 @@ def command(entry_point: str, values: dict[str, object], toolkit_args: list[str]
         if (
             any(form.get(key) for key in ("arguments", "bare_flags"))
             or form.get("hyperparameter_style", TOOLKIT_STYLE) != TOOLKIT_STYLE
+            or os.environ.get(CONFIG_EDITS_ENV)
         ):
             raise SystemExit(
-                f"{PREFIX} run_spec's hyperparameter_style, arguments and bare_flags need "
-                "remedy installed in the image (install remedy-train, see docs/cloud.md): "
-                "the toolkit alone passes --name value"
+                f"{PREFIX} run_spec's hyperparameter_style, arguments, bare_flags and keys "
+                "of a config file need remedy installed in the image (install remedy-train, "
+                "see docs/cloud.md): the toolkit alone passes --name value"
             )
         log("remedy is not installed in this image: the job runs without capture, NaN guard "
             "or progress files (install remedy-train in the image, see docs/cloud.md)")  # fmt: skip

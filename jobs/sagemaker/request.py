@@ -60,6 +60,8 @@ def encoded_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
 
 
 def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
+    restored = warm_start_folder(spec.init_checkpoint) if spec.init_checkpoint else None
+    edits = spec.config_edits(output_dir=MODEL_DIR, resume=restored)
     return {
         names.DEBUGGER_CONFIG_ENV: f"{CODE_DIR}/{DEBUGGER_CONFIG}",
         names.OUTPUT_DIR_ENV: OUTPUT_DIR,
@@ -68,6 +70,7 @@ def job_environment(spec: RunSpec, paths: CloudPaths) -> dict[str, str]:
         names.STOP_FILE_ENV: f"{OUTPUT_DIR}/stop_request",  # the NaN guard's, in the job
         names.NAN_GUARD_ENV: spec.nan_guard,
         **({names.MAX_UPDATES_ENV: str(spec.max_updates)} if spec.max_updates else {}),
+        **({names.CONFIG_EDITS_ENV: json.dumps(edits)} if edits else {}),
         "REMEDY_ENTRY_POINT": spec.entry_point,
         COMMAND_LINE_ENV: json.dumps(
             {

@@ -17,6 +17,8 @@ an eighth of its length, measured from its DataLoader's first pass. examples/dig
 where its definition says so; at 1/1000 of its rate its tiny updates say the rate is too
 small where its gradients, under dropout, cannot. examples/signals/run_training.py (a
 Trainer class on RMSprop) at its default rate is held at half its length and asked there.
+examples/yaml_config/train.py reads every setting from a YAML file; far too hot there, it
+is repaired through the file's key.
 """
 
 from __future__ import annotations
@@ -368,6 +370,44 @@ def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding
     assert last_rate <= 0.75 * middle_rate
     start, third, two_thirds, end = last.loss_thirds
     assert two_thirds - end >= 1.5 * (third - two_thirds) and two_thirds - end >= 0.05 * start
+
+
+def test_a_script_whose_settings_live_in_a_yaml_file_is_repaired_through_its_key(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """examples/yaml_config reads everything from the YAML file its command line names:
+    typed lr 10 there (its own 0.01), its loss climbs into the hundreds. Mapped as
+    configs/spirals.yaml:optimizer.lr, the rate search lowers it in each attempt's copy of
+    the file, and the repaired run classifies its three spirals as the intended run does
+    (test accuracy 1.0 at 0.01); the user's file is never written."""
+    config = EXAMPLES / "yaml_config" / "configs" / "spirals.yaml"
+    before = config.read_text()
+    lr, epochs = "configs/spirals.yaml:optimizer.lr", "configs/spirals.yaml:train.epochs"
+    spec = {
+        "base_job_name": "spirals",
+        "source_dir": str(EXAMPLES / "yaml_config"),
+        "entry_point": "train.py",
+        "arguments": ["--config", "configs/spirals.yaml"],
+        "hyperparameters": {lr: 10, epochs: 12},
+        "hyperparameter_roles": {"learning_rate": lr, "num_epochs": epochs},
+        "metric_definitions": [{"name": "test:accuracy", "regex": r"test accuracy ([0-9.]+)"}],
+        "num_classes": 3,
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, output[-3000:] + (state.end_reason or "")
+    first, *_, last = state.history.runs
+    assert first.findings and first.findings[0].rule == "DivergingLoss"
+    assert last.outcome is JobStatus.Completed and not last.findings
+    rate = last.spec.script_hyperparameters[lr]
+    assert isinstance(rate, float) and rate < 10
+    changed = [a.changes[f"hyperparameters.{lr}"] for a in state.history.attempts
+               if f"hyperparameters.{lr}" in a.changes]  # fmt: skip
+    assert changed and changed[0][0] == 10  # the search began from the value typed
+    assert last.metrics["test:accuracy"] >= 0.98  # within 2 % of the intended run's 1.0
+    copy = run_dir / "jobs" / last.job_name / "config" / "spirals.yaml"
+    assert f"lr: {rate}" in copy.read_text() and "points_per_arm: 400" in copy.read_text()
+    assert config.read_text() == before
 
 
 def test_an_accelerate_script_whose_units_a_rate_too_high_killed_is_repaired_by_the_rate(

@@ -80,6 +80,14 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
         f'{{{SCRIPT}, "hyperparameter_roles": {{"learning_rate": "lr"}}}}',
         "hyperparameter_roles.learning_rate",
     ),
+    "a config key of a file never named": (
+        f'{{{SCRIPT}, "hyperparameters": {{"c.yaml:lr": 1}}}}',
+        "hyperparameters.c.yaml:lr: the job is never told of c.yaml",
+    ),
+    "a config key of a missing file": (
+        f'{{{SCRIPT}, "arguments": ["c.yaml"], "hyperparameters": {{"c.yaml:lr": 1}}}}',
+        "run_spec.hyperparameters.c.yaml:lr: ",
+    ),
     "misspelled rule class": (
         '{"rules": [{"name": "Guard", "rule": "ExplodingTenser"}]}',
         "ExplodingTensor",

@@ -213,3 +213,21 @@ def test_a_value_past_the_os_argument_limit_is_refused_before_launch(tmp_path: P
     )
     with pytest.raises(PreflightError, match=r"run_spec.script_hyperparameters\['blob'\]"):
         preflight(spec)
+
+
+def test_a_config_key_the_file_lacks_is_refused_naming_the_key(tmp_path: Path) -> None:
+    """The launcher sets keys and never adds one: a misspelt key would change nothing."""
+    (tmp_path / "fit.py").write_text("")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "fit.yaml").write_text("optim:\n  lr: 0.1\n  betas: [0.9, 0.99]\n")
+    spec = {"source_dir": str(tmp_path), "entry_point": "fit.py",
+            "arguments": ["--config", "conf/fit.yaml"]}  # fmt: skip
+    for key in ("optim.lr", "optim.betas.1"):
+        preflight(RunSpec.model_validate(spec | {"hyperparameters": {f"conf/fit.yaml:{key}": 1}}))
+    typo = spec | {"hyperparameters": {"conf/fit.yaml:optim.learning_rate": 1.0}}
+    with pytest.raises(PreflightError) as caught:
+        preflight(RunSpec.model_validate(typo))
+    assert str(caught.value) == (
+        "run_spec.hyperparameters.conf/fit.yaml:optim.learning_rate: no key 'learning_rate' "
+        "at optim (keys there: lr, betas)"
+    )

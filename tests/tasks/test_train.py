@@ -6,6 +6,7 @@ from __future__ import annotations
 from remedy.records.verdict import accuracy_unread
 from remedy.state_schema import RunSpec
 from remedy.tasks.train import shared_outputs, unknown_length, unmapped_rate
+from tests.conftest import REPO
 
 
 def test_a_script_without_an_output_dir_role_is_told_its_outputs_may_be_shared() -> None:
@@ -66,7 +67,7 @@ def test_a_script_mapping_no_learning_rate_is_told_a_finding_may_end_its_run() -
     from_config = RunSpec(entry_point="train.py", arguments=["--config", "cfg.yaml"])
     said = unmapped_rate(from_config)
     assert said is not None and said.startswith("no flag plays the learning_rate role")
-    assert "(roles mapped: none)" in said and "config file alone" in said
+    assert "(roles mapped: none)" in said and "or the key of a config file" in said
     flags = {"max-lr": 0.1, "base_lr": 0.01, "LearningRate": 1.0, "epochs": 3, "lrs": 2}
     by_epochs = RunSpec(
         entry_point="train.py", hyperparameters=flags,
@@ -81,3 +82,19 @@ def test_a_script_mapping_no_learning_rate_is_told_a_finding_may_end_its_run() -
     )  # fmt: skip
     assert unmapped_rate(mapped) is None
     assert unmapped_rate(RunSpec()) is None  # the built-in job has every role
+
+
+def test_the_hints_name_the_keys_of_a_config_file_the_command_line_names() -> None:
+    """A script whose every setting is in a YAML file named on its command line: the
+    hints name its rate's and its epochs' keys, as run_spec would write them."""
+    spec = RunSpec(
+        source_dir=str(REPO / "examples" / "yaml_config"), entry_point="train.py",
+        arguments=["--config", "configs/spirals.yaml"],
+    )  # fmt: skip
+    rate = unmapped_rate(spec)
+    assert (
+        rate is not None and "map the flag of its rate (configs/spirals.yaml:optimizer.lr?)" in rate
+    )
+    length = unknown_length(spec)
+    assert length is not None and "(configs/spirals.yaml:train.epochs?)" in length
+    assert '{"num_epochs": "<flag>"}' in length  # an epochs setting maps to num_epochs

@@ -395,6 +395,55 @@ def test_a_script_batching_by_hand_says_it_cannot_measure_the_epochs_it_holds_by
     assert (job.result()["status"], job.result()["steps"]) == ("Completed", 40)
 
 
+CONFIG_SCRIPT = """
+    import argparse
+
+    import torch
+    import yaml
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    cfg = yaml.safe_load(open(parser.parse_args().config))
+    print("lr", cfg["optim"]["lr"], "steps", cfg["steps"], "layers", cfg["layers"])
+    torch.manual_seed(0)
+    w = torch.zeros(3, requires_grad=True)
+    optimizer = torch.optim.SGD([w], lr=cfg["optim"]["lr"])
+    for _ in range(cfg["steps"]):
+        optimizer.zero_grad()
+        loss = ((w - 1) ** 2).sum()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_script_reading_a_config_file_gets_the_attempts_copy(job: Job, project: Path) -> None:
+    """REMEDY_CONFIG_EDITS (run_spec's FILE:key hyperparameters): the launcher writes a copy
+    of the file with the attempt's values into the job's folder, the script reads it where
+    its command line named the file, and the user's file is left as it was."""
+    write(project, "fit.py", CONFIG_SCRIPT)
+    original = "# the user's own\noptim: {lr: 0.1, momentum: 0}\nsteps: 3\nlayers: [8, 8]\n"
+    write(project, "configs/fit.yaml", original)
+    edits = {"configs/fit.yaml": {"optim.lr": 0.05, "steps": 5, "layers.1": 16}}
+    env = job.env(REMEDY_CONFIG_EDITS=json.dumps(edits))
+    done = run(project, env, "fit.py", "--config=./configs/fit.yaml", "--seed", "1")
+    assert done.returncode == 0, done.stderr
+    assert "lr 0.05 steps 5 layers [8, 16]" in done.stdout
+    copy = job.out / "config" / "fit.yaml"
+    assert f"configs/fit.yaml: optim.lr 0.05 (the file's 0.1), steps 5 (the file's 3), " \
+        f"layers.1 16 (the file's 8) (this attempt's copy: {copy})" in done.stderr  # fmt: skip
+    assert job.result()["steps"] == 5
+    assert (project / "configs" / "fit.yaml").read_text() == original
+    assert "momentum: 0" in copy.read_text()  # every other setting kept
+    # a key the file lacks is refused before the script starts: a typo would change nothing
+    env = job.env(REMEDY_CONFIG_EDITS=json.dumps({"configs/fit.yaml": {"optim.lrr": 1}}))
+    bad = run(project, env, "fit.py", "--config", "configs/fit.yaml")
+    assert bad.returncode == 2 and "lr " not in bad.stdout
+    assert "configs/fit.yaml:optim.lrr: no key 'lrr' at optim (keys there: lr, momentum)" in (
+        bad.stderr
+    )
+
+
 def test_gradient_accumulation_saves_the_update_once(job: Job, project: Path) -> None:
     write(project, "accumulate.py", ACCUMULATION_SCRIPT)
     done = run(project, job.env(gradients_every=1), "accumulate.py")

@@ -98,8 +98,14 @@ def test_without_remedy_in_the_image_another_style_stops_the_job_saying_why(
     # an image without remedy: nothing here can uninstall it, so the look-up says so
     monkeypatch.setattr(program, "installed", lambda module: False)
     monkeypatch.setenv("REMEDY_COMMAND_LINE", json.dumps({"hyperparameter_style": "name=value"}))
-    with pytest.raises(SystemExit, match="hyperparameter_style, arguments and bare_flags need"):
+    needs = "hyperparameter_style, arguments, bare_flags and keys of a config file need"
+    with pytest.raises(SystemExit, match=needs):
         program.command("train.py", {"lr": 0.1}, ["--lr", "0.1"])
+    monkeypatch.setenv("REMEDY_COMMAND_LINE", "{}")  # the toolkit's style, but a config key
+    monkeypatch.setenv("REMEDY_CONFIG_EDITS", json.dumps({"c.yaml": {"lr": 0.1}}))
+    with pytest.raises(SystemExit, match=needs):
+        program.command("train.py", {}, [])
+    monkeypatch.delenv("REMEDY_CONFIG_EDITS")
     monkeypatch.setenv("REMEDY_COMMAND_LINE", json.dumps({"hyperparameter_style": "--name value"}))
     assert program.command("train.py", {"lr": 0.1}, ["--lr", "0.1"])[1:] == [
         "train.py", "--lr", "0.1"
@@ -116,6 +122,7 @@ def test_the_entry_programs_own_file_names_are_the_job_contracts() -> None:
     assert set(container_entry.REPORTED) == names
     assert set(container_entry.LIVE) == {job_env.PROGRESS_FILE}
     assert container_entry.RULE_STATUS_DIR == job_env.RULE_STATUS_DIR
+    assert container_entry.CONFIG_EDITS_ENV == job_env.CONFIG_EDITS_ENV
 
 
 def test_the_result_is_sent_last_so_whoever_has_it_has_the_rest(aws: str, tmp_path: Path) -> None:

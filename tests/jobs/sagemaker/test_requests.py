@@ -240,6 +240,24 @@ def test_the_command_line_form_and_path_roles_reach_the_entry_program(tmp_path: 
     }  # fmt: skip
 
 
+def test_config_keys_reach_the_launcher_in_the_image_and_are_no_hyperparameters(
+    tmp_path: Path,
+) -> None:
+    """A key of a config file (FILE:key) is no flag: the launcher in the image writes the
+    attempt's copy (REMEDY_CONFIG_EDITS), an output_dir key getting the model folder."""
+    spec = cloud_spec(
+        tmp_path,
+        hyperparameters={"cfg.yaml:optim.lr": 0.1, "seed": 3},
+        hyperparameter_roles={"learning_rate": "cfg.yaml:optim.lr", "output_dir": "cfg.yaml:out"},
+        arguments=["--config", "cfg.yaml"],
+    )
+    request = create_training_job_request(spec, CloudPaths(BUCKET, "job"), REGION)
+    assert request["HyperParameters"]["seed"] == "3"
+    assert not [name for name in request["HyperParameters"] if "cfg.yaml" in name]
+    edits = json.loads(request["Environment"]["REMEDY_CONFIG_EDITS"])
+    assert edits == {"cfg.yaml": {"optim.lr": 0.1, "out": "/opt/ml/model"}}
+
+
 def test_a_probes_bound_reaches_the_cloud_job(tmp_path: Path) -> None:
     """run_spec.max_updates (a probe's) is the job's REMEDY_MAX_UPDATES, as locally; a
     full launch has none."""
