@@ -239,24 +239,30 @@ def with_job_hold(state: State, snapshot: JobSnapshot) -> State:
 
 def unmeasured_epoch(state: State, snapshot: JobSnapshot) -> tuple[State, str | None]:
     """An attempt launched to hold by its epochs whose job said it cannot measure one
-    (Progress.epoch_unmeasured: it batches its data by hand): no longer waiting for a
-    hold, and, on the run's first attempt, what to state so that it is asked at an
-    eighth, a quarter and half (later attempts of the same script would only say it again)."""
+    (Progress.epoch_unmeasured: it batches its data by hand), or that ran to its end with
+    none measured (no DataLoader pass ended): no longer waiting for a hold, and, on the
+    run's first attempt, what to state so that it is asked at an eighth, a quarter and
+    half (later attempts of the same script would only say it again)."""
     attempt, progress = state.current_attempt, snapshot.progress
     if attempt is None or not attempt.holds_by_its_epochs or progress is None:
         return state, None
-    if not progress.epoch_unmeasured:
+    if progress.epoch_unmeasured:
+        why = "batches its data without a torch DataLoader, so the launcher cannot measure an epoch"
+    elif snapshot.status is JobStatus.Completed and progress.steps_per_epoch is None:
+        # It ran to its own end and no DataLoader pass ended: it leaves its loop at a
+        # limit of its own (a step count), or one epoch is longer than the whole run.
+        why = "ended no pass over its DataLoader (it left the loop at a limit of its own?)"
+    else:
         return state, None
     state = update_current_attempt(state, holds_by_its_epochs=False)
     if state.history.num_retraining != 1:
         return state, None
     flag = state.run_spec.hyperparameter_roles.get("num_epochs", "num_epochs")
     return state, (
-        f"its length stays unknown: its epochs flag ({flag}) is mapped, but the job batches "
-        f"its data without a torch DataLoader, so the launcher cannot measure an epoch, and "
-        f'{ASKED_ONLY_AT_END}; state its epoch: "updates_per_epoch": <updates> in the run_spec, '
-        'or map the flag of its updates: "hyperparameter_roles": {"max_steps": "<flag>"} '
-        '(docs/job-contract.md, "Roles")'
+        f"its length stays unknown: its epochs flag ({flag}) is mapped, but the job {why}, "
+        f'and {ASKED_ONLY_AT_END}; state its epoch: "updates_per_epoch": <updates> in the '
+        'run_spec, or map the flag of its updates: "hyperparameter_roles": {"max_steps": '
+        '"<flag>"} (docs/job-contract.md, "Roles")'
     )
 
 

@@ -447,3 +447,14 @@ def test_a_job_that_cannot_measure_its_epoch_is_warned_of_once_and_waited_for_no
     assert unmeasured_epoch(told, measuring) == (told, None)
     not_told = begin_attempt(State(run_spec=spec), "j")
     assert unmeasured_epoch(not_told, by_hand) == (not_told, None)
+    # a DataLoader script that leaves its loop at a step limit of its own ends no pass:
+    # said once it ran to its end with no epoch measured (not while it runs, not when a
+    # rule stopped it before its first pass could end)
+    no_pass = {"step": 40}
+    assert unmeasured_epoch(told, describe("InProgress", progress=no_pass)) == (told, None)
+    assert unmeasured_epoch(told, describe("Stopped", progress=no_pass)) == (told, None)
+    ended, said = unmeasured_epoch(told, describe("Completed", progress=no_pass))
+    assert said is not None and "ended no pass over its DataLoader" in said
+    assert ended.current_attempt is not None and not ended.current_attempt.holds_by_its_epochs
+    measured = describe("Completed", progress=no_pass | {"steps_per_epoch": 10})
+    assert unmeasured_epoch(told, measured) == (told, None)
