@@ -185,6 +185,13 @@ class Attempt(Strict):
         None, description="Training loss at the job's first step (null: non-finite or unknown)."
     )
     final_loss: float | None = None
+    # A probe's only: absent from other attempts' records.
+    final_loss_spread: float | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="A probe's: standard deviation of the last losses whose mean is its "
+        "final_loss (mini-batch noise): how far apart two probes' losses must be to rank them.",
+    )
     final_accuracy: float | None = None
     # Windows, not one batch each: what "the model trained" is judged by (records/verdict.py).
     initial_window_loss: float | None = Field(

@@ -47,6 +47,7 @@ from remedy.strategies.probes import (
     probed_before,
     summary,
     window_loss,
+    window_spread,
     with_probes,
 )
 from remedy.strategies.still_descending import is_question, settle
@@ -128,6 +129,7 @@ def watched(attempt: Attempt, run_dir: str, steps: int, poll_interval_s: float) 
             "start_step": ended.progress.start_step if ended.progress else 0,
             "initial_loss": losses[0] if losses else None,
             "final_loss": window_loss(losses),
+            "final_loss_spread": window_spread(losses),
             "outcome": ended.status,
             "failure_reason": ended.failure_reason,
             "ended_at": ended.ended or now(),

@@ -528,6 +528,34 @@ def test_a_best_probe_at_the_edge_of_the_range_probed_sends_the_next_round_past_
     assert farther(state, judged) == []
 
 
+def test_a_search_upwards_keeps_the_higher_rate_whose_probe_trained_as_low_within_noise() -> None:
+    """A short probe favours the smaller of two stable rates: of a search upwards, a higher
+    rate whose loss is above the lowest by less than the noise of the two means is kept
+    (the spirals classifier: 0.001 to 1.002, 0.01 to 1.051, each loss spread about 0.05).
+    Clear of the noise, or of a search downwards, the lowest loss stands."""
+    from remedy.strategies.probes import choose_best, with_probes
+
+    def probed(lr: float, losses: dict[int, float], spread: float) -> State:
+        state = plan_next(launched(script(lr)), [stalled() if lr < 1 else diverged(9)],
+                          probing=True)  # fmt: skip
+        probes = [
+            trained_probe(c, f"p-{i}", losses[i]).model_copy(  # type: ignore[attr-defined]
+                update={"final_loss_spread": spread}
+            )
+            for i, c in enumerate(state.probes)
+        ]
+        state, judged = with_probes(state, probes)
+        return choose_best(state, judged)
+
+    # from a stall at 1e-5: 1e-4, 1e-3 and 1e-2; 1e-2 within the noise of 1e-3's loss
+    level = probed(1e-5, {0: 1.09, 1: 1.002, 2: 1.051}, spread=0.05)
+    assert lr_of(level) == pytest.approx(1e-2)
+    assert "(best: as low within the noise, at a higher rate)" in level.planned_change.reason
+    assert lr_of(probed(1e-5, {0: 1.09, 1: 1.002, 2: 1.051}, spread=0.01)) == pytest.approx(1e-3)
+    # downwards from a divergence at 2000 (200, 20, 2): the lowest loss stands
+    assert lr_of(probed(2000.0, {0: 5.0, 1: 4.3, 2: 4.31}, spread=0.5)) == pytest.approx(20)
+
+
 def test_a_decade_above_the_best_probe_that_was_outpaced_sends_one_probe_to_its_middle() -> None:
     """The word LM at 1/30 of its rate (0.67): 6.7 learns, 67 is outpaced at the rung (stable,
     far behind), 670 diverges. The rate that learns best may lie inside the decade above 6.7:
