@@ -5,13 +5,15 @@ only (the recommended rules, the adaptive policy with its probes), nothing injec
                                               [--length-scale K]
 
 Cases:
-- four users' scripts of ours in the style of public examples (examples/): a word-level
+- five users' scripts of ours in the style of public examples (examples/): a word-level
   LSTM LM with manual SGD and a --clip flag, which batches by hand and states its epoch
   (updates_per_epoch, its epochs flag mapped to num_epochs: asked at half) (word_lm), a
   char-level transformer on AdamW (char_transformer), a GPT-style LM with warmup and
   cosine decay to min_lr (gpt_lm), the last two with their length flag mapped to the
   max_steps role (asked at half), and a VAE that counts epochs over a DataLoader, its
-  epochs flag mapped to num_epochs (vae); each at a learning rate 1000x and 100x too high,
+  epochs flag mapped to num_epochs (vae), and a spirals classifier on Adam whose every
+  setting is in a YAML file its command line names, its rate and epochs mapped as the
+  file's keys (yaml_config); each at a learning rate 1000x and 100x too high,
   1000x and 30x too low, and without clipping (the three with a clipping flag);
 - the built-in ResNet job: early (the demo: no batch norm, warmup 0.1), late (a main rate
   typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6 for 0.1), chance (ReLU without
@@ -56,6 +58,10 @@ EXAMPLES = ROOT / "examples"
 LAUNCHES = 8
 
 
+SPIRALS_CONFIG = "configs/spirals.yaml"
+SPIRALS_LR, SPIRALS_EPOCHS = f"{SPIRALS_CONFIG}:optimizer.lr", f"{SPIRALS_CONFIG}:train.epochs"
+
+
 @dataclass
 class Script:
     """A user's script: its folder, flags at their intended values, roles, and the metric
@@ -71,19 +77,27 @@ class Script:
     long_steps: Any
     clip_off: Any  # the clip flag's value that turns clipping off (None: no such flag)
     updates_per_epoch: int | None = None  # stated, where the launcher measures no epoch
+    arguments: list[str] = field(default_factory=list)  # before the flags: a config file
+    takes_data: bool = True  # a --data flag naming the generated data
+    lower_is_better: bool = True  # of its metric
+    num_classes: int | None = None
 
     def spec(self, data: Path, name: str, **changes: Any) -> dict[str, Any]:
-        flags = dict(self.flags) | {"data": str(self.data_path(data))} | changes
-        spec = {
+        where = {"data": str(self.data_path(data))} if self.takes_data else {}
+        flags = dict(self.flags) | where | changes
+        spec: dict[str, Any] = {
             "base_job_name": name.replace("_", "-"),  # a job name: letters, digits, dashes
             "source_dir": str(EXAMPLES / self.folder),
             "entry_point": self.entry_point,
+            "arguments": self.arguments,
             "hyperparameters": flags,
             "hyperparameter_roles": self.roles,
             "metric_definitions": [{"name": self.metric, "regex": self.regex}],
         }
         if self.updates_per_epoch is not None:
             spec["updates_per_epoch"] = self.updates_per_epoch
+        if self.num_classes is not None:
+            spec["num_classes"] = self.num_classes
         return spec
 
     def data_path(self, data: Path) -> Path:
@@ -143,6 +157,21 @@ SCRIPTS = {
         32,  # 43 updates an epoch
         None,  # clips gradient values (clip_grad_value_), no norm: no clipping role
     ),
+    "yaml_config": Script(  # every setting in its YAML file: the roles are the file's keys
+        "yaml_config",
+        "train.py",
+        {SPIRALS_LR: 0.01, SPIRALS_EPOCHS: 12},
+        {"learning_rate": SPIRALS_LR, "num_epochs": SPIRALS_EPOCHS},
+        "test:accuracy",
+        r"test accuracy ([0-9.]+)",
+        SPIRALS_EPOCHS,
+        40,  # 30 updates an epoch
+        None,  # no clipping
+        arguments=["--config", SPIRALS_CONFIG],
+        takes_data=False,  # it makes its own spirals
+        lower_is_better=False,
+        num_classes=3,
+    ),
 }
 
 
@@ -193,14 +222,20 @@ def script_cases(data: Path, scale: int = 1) -> list[Case]:
             spec = script.spec(data, f"{key}-{fault}", **changes)
             needs_repair = fault != "noclip"
             cases.append(
-                Case(f"{key}:{fault}", spec, intended, script.metric, needs_repair=needs_repair)
+                Case(
+                    f"{key}:{fault}",
+                    spec,
+                    intended,
+                    script.metric,
+                    lower_is_better=script.lower_is_better,
+                    needs_repair=needs_repair,
+                )  # fmt: skip
             )
         steps = {script.steps_flag: script.long_steps}
         if "lr_decay_iters" in script.flags:
             steps["lr_decay_iters"] = script.long_steps
-        cases.append(
-            Case(f"{key}:healthy", script.spec(data, f"{key}-long", **steps), None, script.metric)
-        )
+        long = script.spec(data, f"{key}-long", **steps)
+        cases.append(Case(f"{key}:healthy", long, None, script.metric, script.lower_is_better))
     return cases
 
 

@@ -56,6 +56,7 @@ from remedy.strategies.search_lr import (
     ROUND,
     STEP,
     SearchLR,
+    SearchLRDown,
     SearchLRPlateau,
     SearchLRUp,
     learning_rate,
@@ -128,9 +129,9 @@ def window_spread(trace: Sequence[float | None], last: int = LAST_LOSSES) -> flo
 
 
 def best(probes: Sequence[Attempt]) -> Attempt | None:
-    """The probe that trained to the lowest loss (the first of equals), or, in a search
-    upwards, a higher rate that trained as low within the noise (level_and_faster); if
-    none trained, the least outpaced one (its leader went on and failed after the rung)."""
+    """The probe that trained to the lowest loss (the first of equals), or a higher rate of
+    the same search that trained as low within the noise (level_and_faster); if none
+    trained, the least outpaced one (its leader went on and failed after the rung)."""
     for kind in (ResultKind.trained, ResultKind.outpaced):
         ranked = [p for p in probes if p.result and p.result.kind is kind]
         if ranked:
@@ -139,22 +140,28 @@ def best(probes: Sequence[Attempt]) -> Attempt | None:
     return None
 
 
+# The searches whose probes lie on one side of the run's rate, in one direction: a
+# plateau's look both ways, from a rate that may sit on a noise floor too high already.
+ONE_WAY = (SearchLRUp.name, SearchLRDown.name)
+
+
 def level_and_faster(lowest: Attempt, trained: Sequence[Attempt]) -> Attempt:
-    """Of a search upwards (from a stall), the highest rate whose probe trained as low as
-    the lowest within the noise of the two means (CLEAR_OF_NOISE standard errors); else
-    the lowest. A short probe favours the smaller of two stable rates (short-horizon bias,
-    Wu et al. 2018): a spirals classifier on Adam probed 0.001 to 1.002 and 0.01 to 1.051
-    in 25 updates, batch noise about 0.05; 0.001's run was found learning too slowly at
-    its end, 0.01 is its intended rate. Downwards (from a divergence) the lowest stands:
-    a higher rate there is nearer the one that blew up."""
-    if not searches_up(lowest):
+    """Of a search one way (up from a stall, down from a divergence), the highest rate
+    whose probe trained as low as the lowest within the noise of the two means
+    (CLEAR_OF_NOISE standard errors); else the lowest. A short probe favours the smaller
+    of two stable rates (short-horizon bias, Wu et al. 2018): a spirals classifier on Adam
+    probed 0.001 to 1.002 and 0.01 to 1.051 in 25 updates, batch noise about 0.05 (from a
+    stall at 1/1000 of its rate, and from a divergence at 100x); 0.001's run was found
+    learning too slowly at its end, 0.01 is its intended rate. A rate that trained through
+    its probe may still diverge later in the run; its finding then closes the bracket."""
+    if lowest.strategy not in ONE_WAY:
         return lowest
-    level = [p for p in trained if searches_up(p) and above(p, lowest) and level_with(p, lowest)]
+    level = [
+        p
+        for p in trained
+        if p.strategy == lowest.strategy and above(p, lowest) and level_with(p, lowest)
+    ]
     return max(level, key=lambda p: learning_rate(p) or 0.0) if level else lowest
-
-
-def searches_up(probe: Attempt) -> bool:
-    return probe.strategy == SearchLRUp.name
 
 
 def level_with(probe: Attempt, lowest: Attempt) -> bool:
