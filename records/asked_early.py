@@ -259,7 +259,8 @@ def steady(middle: float, last: float) -> bool:
 def short_at_its_pace(described: Attempt, length: int, measured: Baseline | None) -> str | None:
     """At half its length, a launch past half's bar but not yet the end's (LOSS_DROP below
     the untrained model's loss) whose loss, falling on to its end at its pace over the last
-    third of what it ran (loss_thirds), would still end short of the end's bar: what the
+    two thirds of what it ran (loss_thirds: a third's median alone is too noisy to take a
+    pace from), would still end short of the end's bar: what the
     end's question would find, found at half. The spirals classifier at 1/30 of its rate
     fell 1.095 -> 1.013 in its first 60 updates, then 0.005 in the next 120 (the last
     third's median alone fell 0.011, as the noise went): asked at its end, it ran all 360
@@ -354,17 +355,22 @@ def asked_early(
     if attempt.final_window_loss is None or not baselines(attempt, measured):
         return None
     if (why := loss_not_below(attempt, measured, LOSS_DROP * share)) is None:
-        if share == HALF and loss_not_below(attempt, measured) is not None:
-            described = with_descent(attempt)
-            if (short := short_at_its_pace(described, length, measured)) is not None:
-                untrained_why = (
-                    f"the model learns too slowly to train by the end of the job's {length} "
-                    f"updates: {short}"
-                )
-                return too_small_a_rate(described, untrained_why, max(attempt.steps_run - 1, 0))
-        if not held or share == EIGHTH or fit_its_data(attempt, measured):
+        # Past half's bar, short of the end's: asked its pace once, at the first look past
+        # half (a launch left running would have its records read again at every look).
+        first_past_half = seen_before is None or seen_before < asking_point(length, HALF)
+        pace = share == HALF and first_past_half and loss_not_below(attempt, measured) is not None
+        asked_more = held and share != EIGHTH and not fit_its_data(attempt, measured)
+        if not (pace or asked_more):
             return None
         described = with_descent(attempt)
+        if pace and (short := short_at_its_pace(described, length, measured)) is not None:
+            untrained_why = (
+                f"the model learns too slowly to train by the end of the job's {length} "
+                f"updates: {short}"
+            )
+            return too_small_a_rate(described, untrained_why, max(attempt.steps_run - 1, 0))
+        if not asked_more:
+            return None
         return held_question(described, length, share) or settled_question(described, share)
     described = with_descent(attempt)
     if share < HALF and not told_before_half(described):

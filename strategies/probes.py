@@ -190,7 +190,7 @@ def outpaced(
         if not trace or trace[0] is None or loss is None:
             continue
         drops[name] = trace[0] - loss
-        spreads[name] = pstdev([x for x in trace[-LAST_LOSSES:] if x is not None])
+        spreads[name] = window_spread(trace) or 0.0
     leaders = {n: d for n, d in drops.items() if d > 0 and d > CLEAR_OF_NOISE * spreads[n]}
     if not leaders:
         return {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
+from typing import Any
 
 from remedy.jobs import backend_class
 from remedy.outlets.report_store import reports_store
@@ -94,10 +95,13 @@ def check_config_keys(spec: RunSpec, code_dir: Path) -> None:
     launcher sets keys, it never adds one: a typo would change nothing, silently)."""
     if spec.job.reads_fields:
         return
+    trees: dict[str, Any] = {}  # each file read once
     for name in filter(is_config_key, [*spec.script_hyperparameters, *spec.path_role_flags()]):
         file, key = split_config_key(name)
         try:
-            get_key(load_config(code_dir / file), key)
+            if file not in trees:
+                trees[file] = load_config(code_dir / file)
+            get_key(trees[file], key)
         except ConfigKeyError as error:
             raise PreflightError(f"run_spec.hyperparameters.{name}: {error}") from None
 

@@ -904,6 +904,8 @@ def test_a_run_at_half_that_would_end_short_at_its_pace_is_asked_there() -> None
         "would end at 1.001, not 10% below the untrained model's 1.083 (measured: the median "
         "of its first 20 steps)"
     ), found.message
+    # asked once: a later look past half reads no records again for it
+    assert asked_early(running, 360, slow, seen_before=180) is None
     fast = descending([1.095, 1.06, 1.04, 1.008], [3.3e-4, 3.3e-4])  # -> 0.934: past the bar
     assert asked_early(running, 360, fast) is None
     assert asked_early(running, 360, descending([1.095, 1.013, 1.019, 1.008], [1.0, 0.8])) is None
