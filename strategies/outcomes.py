@@ -89,6 +89,8 @@ TROUBLE: dict[str, Trouble] = {
     # exploding); its message says which, its finding carries no direction.
     "GradientRatio": Trouble.unknown,
 }
+# A rate this much above a launch's first (or below the typed one) is a ramp, not rounding.
+RAMP_RISE = 1.05
 LOSS_TRACE_STEPS = 64  # first losses kept per attempt: enough to tell two curves apart
 SAME_CURVE_RTOL = 1e-6  # bitwise-reproducible runs agree far closer; other ones far less
 
@@ -182,19 +184,40 @@ def grad_norm_before(records: Sequence[Mapping[str, Any]], onset_index: int | No
 
 
 def digest(attempt: Attempt, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The Attempt fields the policy reads, from the job's step records: the first losses
-    and the typical gradient norm before the finding."""
+    """The Attempt fields the policy reads, from the job's step records: the first losses,
+    the typical gradient norm before the finding and the rate it ran at there, on a ramp."""
     finding = first_finding(attempt)
     onset = finding.step if finding is not None else None  # hook step = index in the launch
-    before = [r for r in records if r.get("type") == "step"][:onset]
+    steps = [r for r in records if r.get("type") == "step"]
+    before = steps[:onset]
     typed = learning_rate_of(attempt.spec)
+    ramp = None if onset is None else rate_on_its_ramp(step_rates(steps[: onset + 1]), typed)
     return {
         "loss_trace": step_losses(records)[:LOSS_TRACE_STEPS],
         "grad_norm_median": grad_norm_before(records, onset),
+        "onset_rate": ramp,
         "update_ratio": launch_update_ratio(
             step_figures(before, UPDATE_RATIO_FIELD), step_rates(before), typed
         ),
     }
+
+
+def rate_on_its_ramp(rates: Sequence[float | None], typed: float | None) -> float | None:
+    """The highest rate a launch's optimizer ran at over `rates` (its steps up to its
+    finding) where its schedule was still taking it up towards the rate it was given
+    (`typed`: a warmup's ramp, OneCycle's first phase): a divergence there proves that
+    rate too high, not the typed one it never reached (a probe that trained for 25 updates
+    of a 120-update warmup went on as the run and diverged at update 105). None: nothing
+    typed or recorded, or no ramp (a flat rate, one that reached the typed, a decay).
+    A script's schedule is taken to peak at the rate it was given, as
+    state_schema/update_ratio.py takes it."""
+    known = [rate for rate in rates if rate is not None and rate > 0]
+    if typed is None or not known:
+        return None
+    highest = max(known)
+    if highest >= typed / RAMP_RISE or highest < known[0] * RAMP_RISE:
+        return None
+    return float(f"{highest:.3g}")  # a measured rate: its next candidates read 0.413, not 0.4132231
 
 
 def learning_rate_of(spec: RunSpec) -> float | None:
@@ -256,9 +279,11 @@ def classify(attempt: Attempt, earlier: Sequence[Attempt] = ()) -> AttemptResult
         # so it closes no end of the bracket and probes look both ways.
         kind = trouble(found, attempt.spec)
         if kind in (Trouble.divergence, Trouble.spike):
-            return AttemptResult(
-                kind=ResultKind.diverged, update=update, summary=f"diverged{at} ({name})"
-            )
+            ramp = ""
+            if attempt.onset_rate is not None:
+                ramp = f", on its schedule's ramp at a rate of {attempt.onset_rate:.3g}"
+            why = f"diverged{at} ({name}){ramp}"
+            return AttemptResult(kind=ResultKind.diverged, update=update, summary=why)
         if kind is Trouble.noise_floor:  # no blow-up, but the rate was too high all the same
             why = f"its rate too high: lower rates beat it ({name}{at})"
             return AttemptResult(kind=ResultKind.diverged, update=update, summary=why)

@@ -21,7 +21,7 @@ from remedy.state_schema import (
 )
 from remedy.state_schema.transitions import begin_attempt, update_current_attempt
 from remedy.strategies import Checkpoint
-from remedy.strategies.outcomes import TROUBLE, Trouble, classify
+from remedy.strategies.outcomes import TROUBLE, Trouble, classify, digest, rate_on_its_ramp
 from remedy.strategies.search_lr import bracket
 
 # Rule classes with no training pathology of their own: input checks and summaries.
@@ -82,6 +82,69 @@ def test_cuts_continue_while_each_one_moves_the_failure_later() -> None:
     first, second = state.history.attempts
     assert (first.result.kind, first.result.update) == (ResultKind.diverged, 3)
     assert (second.result.kind, second.result.update) == (ResultKind.diverged, 6)
+
+
+def warmup_records(typed: float, warmup: int, losses: list[float]) -> list[dict[str, object]]:
+    """Step records of a launch under a linear warmup to `typed` over `warmup` updates."""
+    rates = [typed * min(1.0, (k + 1) / (warmup + 1)) for k in range(len(losses))]
+    return [
+        {"type": "step", "step": k + 1, "loss": loss, "learning_rate": rate}
+        for k, (loss, rate) in enumerate(zip(losses, rates, strict=True))
+    ]
+
+
+def diverged_on_a_ramp(typed: float, warmup: int, losses: list[float], onset: int) -> State:
+    """A launch at `typed` under a linear warmup of `warmup` updates, found diverging at
+    step `onset` (the hook's, from 0), planned (no probes)."""
+    state = launched(script(typed))
+    records = warmup_records(typed, warmup, losses)
+    found = diverged(onset)
+    state = update_current_attempt(state, findings=[found])
+    state = update_current_attempt(state, **digest(state.current_attempt, records))
+    return plan_next(state.model_copy(update={"findings": [found]}))
+
+
+def test_a_divergence_on_a_warmups_ramp_closes_the_bracket_at_the_rate_it_ran_at() -> None:
+    # A fine-tuning-style script typed 2500x too hot, warming up over 120 updates: its
+    # loss blew up at update 10, where its schedule had taken the rate to 4.13 of the 50
+    # typed. Any typed rate above 4.13 would reach it: the bracket closes there, not at 50
+    # (whose 0.5 probed well over 25 updates of its ramp, went on and diverged at 105).
+    # Early on its ramp (under a tenth of its rate), the cut goes a step further: 0.0413.
+    losses = [2.33, 2.33, 2.15, 2.18, 2.75, 2.26, 6.7, 13.8, 85.7, 230.6, 3930.0]
+    state = diverged_on_a_ramp(50, 120, losses, onset=9)
+    (first,) = state.history.attempts
+    assert first.onset_rate == pytest.approx(4.13)
+    assert first.result.summary == (
+        "diverged at update 10 (DivergingLoss), on its schedule's ramp at a rate of 4.13"
+    )
+    assert state.planned_change.strategy == "search_lr_down"
+    assert lr_of(state) == pytest.approx(0.0413)
+    assert "too high at >= 4.13 (early on its schedule's ramp" in state.planned_change.reason
+
+
+def test_a_divergence_late_on_its_ramp_is_cut_one_step_from_the_rate_it_ran_at() -> None:
+    # the same script's run at 0.5 diverged at update 105 of its 120-update warmup, at
+    # 0.434: near its peak, the usual step below it
+    losses = [2.3] * 104 + [40.0]
+    state = diverged_on_a_ramp(0.5, 120, losses, onset=104)
+    assert state.history.attempts[0].onset_rate == pytest.approx(0.434)
+    assert lr_of(state) == pytest.approx(0.0434)
+    assert "early on" not in state.planned_change.reason
+
+
+def test_only_a_rate_still_rising_below_the_typed_one_is_a_ramp() -> None:
+    assert rate_on_its_ramp([0.1, 0.2, 0.3], 1.0) == pytest.approx(0.3)  # a warmup
+    assert rate_on_its_ramp([0.04, 0.05, None, 0.09], 1.0) == pytest.approx(0.09)  # OneCycle
+    assert rate_on_its_ramp([0.5, 0.5, 0.5], 1.0) is None  # flat: a rate scaled by the script
+    assert rate_on_its_ramp([0.1, 0.1, 1.0, 1.0], 1.0) is None  # the built-in's warmup epoch done
+    assert rate_on_its_ramp([1.0, 0.9, 0.8], 1.0) is None  # a decay
+    assert rate_on_its_ramp([None, None], 1.0) is None  # no optimizer rate recorded
+    assert rate_on_its_ramp([0.1, 0.2], None) is None  # no learning_rate role
+    # a launch with no ramp: its bracket closes at its typed rate, as before
+    state = launched(script(20))
+    flat = [{"type": "step", "loss": 5.0, "learning_rate": 20.0}] * 4
+    state = update_current_attempt(state, findings=[diverged(2)])
+    assert digest(state.current_attempt, flat)["onset_rate"] is None
 
 
 def test_a_cut_that_does_not_move_the_failure_later_ends_the_search() -> None:
