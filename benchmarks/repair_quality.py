@@ -5,7 +5,7 @@ only (the recommended rules, the adaptive policy with its probes), nothing injec
                                               [--length-scale K]
 
 Cases:
-- five users' scripts of ours in the style of public examples (examples/): a word-level
+- six users' scripts of ours in the style of public examples (examples/): a word-level
   LSTM LM with manual SGD and a --clip flag, which batches by hand and states its epoch
   (updates_per_epoch, its epochs flag mapped to num_epochs: asked at half) (word_lm), a
   char-level transformer on AdamW (char_transformer), a GPT-style LM with warmup and
@@ -13,7 +13,9 @@ Cases:
   max_steps role (asked at half), and a VAE that counts epochs over a DataLoader, its
   epochs flag mapped to num_epochs (vae), and a spirals classifier on Adam whose every
   setting is in a YAML file its command line names, its rate and epochs mapped as the
-  file's keys (yaml_config); each at a learning rate 1000x and 100x too high,
+  file's keys (yaml_config), and a fine-tuning-style classifier on SGD with momentum
+  whose rate warms up over the first 30 % of its step budget (warmup_finetune); each at a
+  learning rate 1000x and 100x too high,
   1000x and 30x too low, and without clipping (the three with a clipping flag);
 - the built-in ResNet job: early (the demo: no batch norm, warmup 0.1), late (a main rate
   typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6 for 0.1), chance (ReLU without
@@ -171,6 +173,20 @@ SCRIPTS = {
         takes_data=False,  # it makes its own spirals
         lower_is_better=False,
         num_classes=3,
+    ),
+    "warmup_finetune": Script(  # a step budget, warmed up over its first 30 %: a long ramp
+        "warmup_finetune",
+        "train.py",
+        {"learning-rate": 0.02, "num-train-steps": 400},
+        {"learning_rate": "learning-rate", "max_steps": "num-train-steps"},
+        "test:accuracy",
+        r"eval_accuracy = ([0-9.]+)",
+        "num-train-steps",
+        1200,
+        None,  # no clipping
+        takes_data=False,  # it makes its own Gaussian classes
+        lower_is_better=False,
+        num_classes=10,
     ),
 }
 

@@ -306,13 +306,15 @@ class Attempt(Strict):
         description="Median total gradient norm of this launch's updates before its "
         "finding (what a clipping threshold is set from).",
     )
-    onset_rate: float | None = Field(
+    ramp_rate: float | None = Field(
         None,
         exclude_if=lambda value: value is None,
-        description="The highest learning rate this launch's optimizer ran at up to its "
-        "finding, where that was still on the way up (a warmup's ramp) and below the rate "
-        "it was given: the rate its divergence proves too high, which closes the rate's "
-        "bracket (strategies/search_lr.py). Null: no ramp, or no rate recorded.",
+        description="The highest learning rate this launch's optimizer ran at, up to its "
+        "finding or its end, where its schedule was still taking it up towards the rate "
+        "it was given (a warmup's ramp) and had not reached it: the rate a divergence "
+        "there proves too high (it closes the rate's bracket), and the most a probe that "
+        "trained there has shown to hold (strategies/search_lr.py). Null: no ramp, or no "
+        "rate recorded.",
     )
     update_ratio: float | None = Field(
         None,

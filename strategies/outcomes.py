@@ -185,17 +185,18 @@ def grad_norm_before(records: Sequence[Mapping[str, Any]], onset_index: int | No
 
 def digest(attempt: Attempt, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The Attempt fields the policy reads, from the job's step records: the first losses,
-    the typical gradient norm before the finding and the rate it ran at there, on a ramp."""
+    the typical gradient norm before the finding, and the rate a schedule's ramp had
+    reached there (or at its end)."""
     finding = first_finding(attempt)
     onset = finding.step if finding is not None else None  # hook step = index in the launch
     steps = [r for r in records if r.get("type") == "step"]
     before = steps[:onset]
     typed = learning_rate_of(attempt.spec)
-    ramp = None if onset is None else rate_on_its_ramp(step_rates(steps[: onset + 1]), typed)
+    up_to_onset = steps if onset is None else steps[: onset + 1]
     return {
         "loss_trace": step_losses(records)[:LOSS_TRACE_STEPS],
         "grad_norm_median": grad_norm_before(records, onset),
-        "onset_rate": ramp,
+        "ramp_rate": rate_on_its_ramp(step_rates(up_to_onset), typed),
         "update_ratio": launch_update_ratio(
             step_figures(before, UPDATE_RATIO_FIELD), step_rates(before), typed
         ),
@@ -204,11 +205,12 @@ def digest(attempt: Attempt, records: Sequence[Mapping[str, Any]]) -> dict[str, 
 
 def rate_on_its_ramp(rates: Sequence[float | None], typed: float | None) -> float | None:
     """The highest rate a launch's optimizer ran at over `rates` (its steps up to its
-    finding) where its schedule was still taking it up towards the rate it was given
-    (`typed`: a warmup's ramp, OneCycle's first phase): a divergence there proves that
-    rate too high, not the typed one it never reached (a probe that trained for 25 updates
-    of a 120-update warmup went on as the run and diverged at update 105). None: nothing
-    typed or recorded, or no ramp (a flat rate, one that reached the typed, a decay).
+    finding, or its end) where its schedule was still taking it up towards the rate it was
+    given (`typed`: a warmup's ramp, OneCycle's first phase). A divergence there proves
+    that rate too high, not the typed one it never reached; a probe that trained there
+    has shown only that rate to hold (one that trained for 25 updates of a 120-update
+    warmup went on as the run and diverged at update 105). None: nothing typed or
+    recorded, or no ramp (a flat rate, one that reached the typed, a decay).
     A script's schedule is taken to peak at the rate it was given, as
     state_schema/update_ratio.py takes it."""
     known = [rate for rate in rates if rate is not None and rate > 0]
@@ -280,8 +282,8 @@ def classify(attempt: Attempt, earlier: Sequence[Attempt] = ()) -> AttemptResult
         kind = trouble(found, attempt.spec)
         if kind in (Trouble.divergence, Trouble.spike):
             ramp = ""
-            if attempt.onset_rate is not None:
-                ramp = f", on its schedule's ramp at a rate of {attempt.onset_rate:.3g}"
+            if attempt.ramp_rate is not None:
+                ramp = f", on its schedule's ramp at a rate of {attempt.ramp_rate:.3g}"
             why = f"diverged{at} ({name}){ramp}"
             return AttemptResult(kind=ResultKind.diverged, update=update, summary=why)
         if kind is Trouble.noise_floor:  # no blow-up, but the rate was too high all the same

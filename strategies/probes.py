@@ -59,7 +59,9 @@ from remedy.strategies.search_lr import (
     SearchLRDown,
     SearchLRPlateau,
     SearchLRUp,
+    held_rate,
     learning_rate,
+    shown_to_hold,
 )
 
 LAST_LOSSES = 5  # a probe's loss: the mean of its last few, not one batch
@@ -112,10 +114,13 @@ def judge(probe: Attempt) -> AttemptResult:
     bounded = probe.held or probe.outcome in (JobStatus.Stopped, JobStatus.Completed)
     loss = probe.final_loss  # the mean of its last losses (tasks/probe.py: window_loss)
     if bounded and loss is not None and math.isfinite(loss):
+        ramp = ""
+        if probe.ramp_rate is not None:
+            ramp = f", still on its schedule's ramp (at {probe.ramp_rate:.3g})"
         return AttemptResult(
             kind=ResultKind.trained,
             loss=loss,
-            summary=f"loss {loss:.4g} after {probe.steps_run} updates",
+            summary=f"loss {loss:.4g} after {probe.steps_run} updates{ramp}",
         )
     why = probe.failure_reason or (probe.outcome.value if probe.outcome else "no loss")
     return AttemptResult(kind=ResultKind.failed, summary=f"probe ended: {why}")
@@ -128,16 +133,40 @@ def window_spread(trace: Sequence[float | None], last: int = LAST_LOSSES) -> flo
     return pstdev([x for x in trace[-last:] if x is not None])
 
 
-def best(probes: Sequence[Attempt]) -> Attempt | None:
+def best(probes: Sequence[Attempt], held: float | None = None) -> Attempt | None:
     """The probe that trained to the lowest loss (the first of equals), or a higher rate of
     the same search that trained as low within the noise (level_and_faster); if none
-    trained, the least outpaced one (its leader went on and failed after the rung)."""
+    trained, the least outpaced one (its leader went on and failed after the rung). One
+    that ended still on its schedule's ramp, at a rate above `held` (the run's held_rate),
+    gives way to the highest rate of the others at or under it (on_its_ramp)."""
     for kind in (ResultKind.trained, ResultKind.outpaced):
         ranked = [p for p in probes if p.result and p.result.kind is kind]
         if ranked:
             lowest = min(ranked, key=lambda p: loss_of(p.result))
-            return level_and_faster(lowest, ranked) if kind is ResultKind.trained else lowest
+            chosen = level_and_faster(lowest, ranked) if kind is ResultKind.trained else lowest
+            return on_its_ramp(chosen, probes, held)
     return None
+
+
+def on_its_ramp(chosen: Attempt, probes: Sequence[Attempt], held: float | None) -> Attempt:
+    """The chosen probe, unless it ended on its schedule's ramp at a typed rate above any
+    the run has seen hold (shown_to_hold): then the highest rate of the probes that trained
+    or were outpaced at or under that (None of them: the chosen). On a ramp every probe
+    runs at a fraction of its rate, where a higher one always learns faster; its peak
+    comes later. A fine-tuning script warming up over 120 updates chose 0.248 after 25,
+    which diverged at its peak as the run (update 129); 0.0248 trained to the intended
+    run's accuracy. A OneCycle script chose 0.146 (val accuracy 0.931, against 0.954 at
+    0.0146, which it had outpaced at the rung)."""
+    if held is None or shown_to_hold(chosen, held):
+        return chosen
+    kinds = (ResultKind.trained, ResultKind.outpaced)
+    under = [
+        (rate, p)
+        for p in probes
+        if p.result and p.result.kind in kinds and (rate := learning_rate(p)) is not None
+    ]
+    under = [(rate, p) for rate, p in under if rate <= held * (1 + 1e-9)]
+    return max(under, key=lambda pair: pair[0])[1] if under else chosen
 
 
 # The searches whose probes lie on one side of the run's rate, in one direction: a
@@ -293,6 +322,8 @@ def summary(
         mark = " (best)" if probe is chosen else ""
         if probe is chosen and probe.result and lowest_loss(probes, reused) < loss_of(probe.result):
             mark = " (best: as low within the noise, at a higher rate)"
+            if any(above(p, chosen) and p.ramp_rate is not None for p in [*probes, *reused]):
+                mark = " (best: the highest rate seen to hold; those above ran on their ramp)"
         parts.append(f"{called_by_change(probe)}: {said}{before}{mark}")
     return "probed " + ", ".join(parts)
 
@@ -321,7 +352,7 @@ def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
     it) open past it: one STEP further that way, from the best probe's spec (its warm
     start kept). [] when the best probe lies inside the range probed, when
     no other probe learned slower than it (learned_slower), or nothing is left past it."""
-    chosen = best(probed)
+    chosen = best(probed, held_rate(state.history.attempts))
     if chosen is None or chosen.strategy is None:
         return []
     strategy = get_strategy(chosen.strategy)
@@ -351,7 +382,7 @@ def between(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
     the decade above it may hold one that learns faster). [] otherwise: a search down, a
     gap already finer than a decade, a higher rate that diverged or trained (its loss at
     the bound says where it stands), or a middle a full launch ran."""
-    chosen = best(probed)
+    chosen = best(probed, held_rate(state.history.attempts))
     if chosen is None or chosen.strategy is None or chosen.result is None:
         return []
     rate = learning_rate(chosen)
@@ -425,7 +456,7 @@ def choose_best(state: State, judged: Sequence[Attempt], reused: Sequence[Attemp
     earlier ones that stand for a candidate) as the next launch's spec, with why. No probe
     trained: the state as it is (the plan must choose again with what they taught: the
     bracket narrower)."""
-    chosen = best([*judged, *reused])
+    chosen = best([*judged, *reused], held_rate(state.history.attempts))
     if chosen is None:
         return state
     held = chosen.held and any(p is chosen for p in judged)  # an earlier plan's was stopped

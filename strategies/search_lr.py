@@ -1,8 +1,11 @@
 """The learning rate as a bracket searched across attempts, not a value scaled and forgotten.
 
 Every attempt that diverged closes the bracket from above at its rate (the rate its
-schedule had reached, where it diverged on a warmup's ramp: Attempt.onset_rate); every
-attempt that stalled closes it from below. The next rate lies strictly inside: the geometric middle
+schedule had reached, where it diverged on a warmup's ramp: Attempt.ramp_rate); every
+attempt that stalled closes it from below. A probe that trained while its schedule was
+still on its ramp has shown only the rate it reached to hold (held_rate): strategies/
+probes.py does not keep it, nor let it answer a question, above the highest rate the run
+has seen held. The next rate lies strictly inside: the geometric middle
 once both ends are known (unless they lie more than 100x apart), else a factor of 10 away
 from the end that failed. A value at or beyond one that already failed in the same
 direction is never proposed again. Up from a stall, the factors of 10 that the stalled
@@ -41,10 +44,6 @@ ROUND = 4  # the most candidates a spread probes side by side (a plateau's, both
 class Bracket:
     low: float | None = None  # the highest rate too low (it stalled, or learned too slowly)
     high: float | None = None  # the lowest rate too high (it diverged, or lower ones beat it)
-    # `high` is where a launch diverged early on its schedule's ramp, under 1/STEP of its
-    # typed rate (early_on_its_ramp): a rate that overstates where the rate fails, and
-    # below which probes stay on their own ramp, short of the peak they would fail at.
-    early_ramp: bool = False
 
     def inside(self, rate: float) -> bool:
         return (self.low is None or rate > self.low) and (self.high is None or rate < self.high)
@@ -52,8 +51,7 @@ class Bracket:
     def describe(self) -> str:
         low = "-" if self.low is None else f"{self.low:g}"
         high = "-" if self.high is None else f"{self.high:g}"
-        ramp = " (early on its schedule's ramp: a step further down)" if self.early_ramp else ""
-        return f"too low at <= {low}, too high at >= {high}{ramp}"
+        return f"too low at <= {low}, too high at >= {high}"
 
 
 def tidy(rate: float) -> float:
@@ -70,7 +68,6 @@ def bracket(attempts: Sequence[Attempt]) -> Bracket:
     """The bracket the run's classified attempts have closed so far."""
     low: float | None = None
     high: float | None = None
-    early_ramp = False
     for attempt in attempts:
         rate = learning_rate(attempt)
         if rate is None or attempt.result is None:
@@ -78,23 +75,41 @@ def bracket(attempts: Sequence[Attempt]) -> Bracket:
         if attempt.result.kind is ResultKind.diverged:
             # on a warmup's ramp, the rate it ran at when it diverged is the one proved
             # too high: the schedule would take any typed rate above it past it
-            failed = min(rate, attempt.onset_rate or rate)
-            if high is None or failed < high:
-                high, early_ramp = failed, early_on_its_ramp(attempt, rate)
+            failed = min(rate, attempt.ramp_rate or rate)
+            high = failed if high is None else min(high, failed)
         elif attempt.result.kind is ResultKind.stalled:
             low = rate if low is None else max(low, rate)
-    return Bracket(low, high, early_ramp)
+    return Bracket(low, high)
 
 
-def early_on_its_ramp(attempt: Attempt, typed: float) -> bool:
-    """The attempt diverged while its schedule had taken its rate under 1/STEP of the one
-    it was given. Its onset rate then overstates where the rate fails: the rate climbed on
-    over the updates the loss took to blow up, or started its ramp already too high
-    (OneCycle's at a 25th of its peak: the tabular script at max_lr 30 blew up after its
-    first update, at 1.2). And a probe a STEP below it stays on its own ramp, short of the
-    peak it is to train at: such probes led at 0.146 (val accuracy 0.931 at its end,
-    against 0.954 at 0.0146) and at 0.413 (diverged at its peak as the run)."""
-    return attempt.onset_rate is not None and attempt.onset_rate < typed / STEP
+HELD = (ResultKind.trained, ResultKind.outpaced, ResultKind.stalled, ResultKind.plateaued)
+
+
+def held_rate(attempts: Sequence[Attempt]) -> float | None:
+    """The highest rate a launch or probe of the run held without blowing up: its typed
+    rate, or where it ended still on its schedule's ramp, half the rate the ramp had
+    reached (a ramp from near zero passes half its last rate by the middle of the
+    updates: the rate then held for half of them at least; a loss takes updates to blow
+    up after its rate went too high). A probe of 25 updates of a 120-update warmup at
+    0.248 reached 0.053: 0.027 held. A typed rate above it has not been seen to hold at
+    the peak its schedule takes it to."""
+    rates = [
+        rate if attempt.ramp_rate is None else attempt.ramp_rate / 2
+        for attempt in attempts
+        if attempt.result is not None
+        and attempt.result.kind in HELD
+        and (rate := learning_rate(attempt)) is not None
+    ]
+    return max(rates, default=None)
+
+
+def shown_to_hold(attempt: Attempt, held: float | None) -> bool:
+    """The attempt's typed rate has been seen to hold: it did not end on its schedule's
+    ramp, or its rate is no higher than `held` (held_rate: the run's)."""
+    rate = learning_rate(attempt)
+    if attempt.ramp_rate is None or rate is None or held is None:
+        return True
+    return rate <= held * (1 + 1e-9)
 
 
 def past_a_failed_run(runs: Sequence[Attempt], current: float, rate: float) -> bool:
@@ -193,9 +208,7 @@ class SearchLR(Strategy):
                 middle = math.sqrt(low * high)
                 rate = middle * (towards / middle) ** (self.reach - 1)
         elif self.downward:
-            # below a divergence early on a ramp, one STEP further (Bracket.early_ramp)
-            reach = self.reach + (1 if self.bracket.early_ramp else 0)
-            rate = (high if high is not None else current) / STEP**reach
+            rate = (high if high is not None else current) / STEP**self.reach
         else:
             base = low if low is not None else current
             rate = base * STEP ** (self.reach + self.passed_over(base))

@@ -43,6 +43,7 @@ from remedy.state_schema import (
 from remedy.state_schema.transitions import CLEAN_END, end, update_current_attempt
 from remedy.strategies.outcomes import classify
 from remedy.strategies.probes import window_loss
+from remedy.strategies.search_lr import held_rate, shown_to_hold
 
 # "Faster": over the same first updates, the probe's drop at least this many times the run's.
 FASTER = 1.5
@@ -66,10 +67,15 @@ def is_held(state: State) -> bool:
     )
 
 
-def answered_by(probe: Attempt, attempt: Attempt) -> bool:
+def answered_by(probe: Attempt, attempt: Attempt, held: float | None = None) -> bool:
     """The probe learned faster than the attempt did: in its few updates it reached the
     loss the attempt ended at in all of its, or, over the same first updates (both from
-    the same cold start), took the loss down FASTER times as far as the attempt did."""
+    the same cold start), took the loss down FASTER times as far as the attempt did. Not
+    a probe that ended on its schedule's ramp at a rate above any the run has seen hold
+    (`held`: search_lr.shown_to_hold): faster on the ramp, its peak still to come (a
+    fine-tuning script's 0.5 answered its run at 0.21, went on and diverged there)."""
+    if not shown_to_hold(probe, held):
+        return False
     result = probe.result
     if result is None or result.kind is not ResultKind.trained or result.loss is None:
         return False
@@ -102,7 +108,8 @@ def settle(state: State, probes: Sequence[Attempt], said: str) -> State:
     attempt = state.current_attempt
     if attempt is None or not is_question(state.findings):
         return state
-    if any(answered_by(probe, attempt) for probe in probes):
+    held = held_rate(state.history.attempts)
+    if any(answered_by(probe, attempt, held) for probe in probes):
         return state
     goal = attempt.final_window_loss
     bound = max((p.spec.max_updates or 0 for p in probes), default=0)

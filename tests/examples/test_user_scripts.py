@@ -9,9 +9,11 @@ defaults, with the perplexity it prints as its metric (metric_definitions), show
 it completes with a finite loss far above where it started, which is not a clean run.
 examples/ddp/train.py (PyTorch's DDP tutorial style) runs as two torchrun processes, stops
 whole on its real divergence and is repaired. examples/tabular/train.py (a CSV, a
-DataLoader, Adam under OneCycleLR, early stopping) at a max_lr 10,000x its own is repaired
-by the rate search, and its run, whose loss speeds up as the schedule anneals the rate, is
-called clean. examples/vae/train.py counts epochs: at a rate far too small it is asked at
+DataLoader, Adam under OneCycleLR, early stopping) at a max_lr 16,000x its own is repaired
+by the rate search from the rate its ramp had reached, and its run, whose loss speeds up
+as the schedule anneals the rate, is called clean. examples/warmup_finetune/train.py (a
+step budget, a linear warmup over a third of it) far too hot is repaired in one relaunch:
+its probes, all on their ramp, do not send a rate that has not held to its peak. examples/vae/train.py counts epochs: at a rate far too small it is asked at
 an eighth of its length, measured from its DataLoader's first pass. examples/digits/main.py
 (PyTorch's MNIST example style) prints its accuracy as a percentage, read as a fraction
 where its definition says so; at 1/1000 of its rate its tiny updates say the rate is too
@@ -30,7 +32,13 @@ from pathlib import Path
 
 import pytest
 
-from remedy.state_schema import AttemptKind, JobStatus, exploding_tensor_rule, load_state
+from remedy.state_schema import (
+    AttemptKind,
+    JobStatus,
+    ResultKind,
+    exploding_tensor_rule,
+    load_state,
+)
 from tests.conftest import REPO
 from tests.helpers.user_scripts import remedy_run
 
@@ -341,11 +349,13 @@ def test_a_full_batch_script_at_its_rate_is_not_asked_on_its_agreeing_gradients(
 def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
-    """The tabular script typed --max_lr 30 (its own default 3e-3): its loss climbs to the
-    thousands and DivergingLoss stops it; the rate search's probes pick 0.03, whose run
-    trains to the intended run's accuracy (0.958 at 3e-3). Its loss falls faster in its
-    last third than in its middle one, as the schedule anneals the rate: the verdict once
-    called that LearningTooSlowly, raised the rate on and on, and ended failed."""
+    """The tabular script typed --max_lr 50 (its own default 3e-3): its loss climbs to the
+    thousands after its first updates, on OneCycle's ramp at about 2.4, and DivergingLoss
+    stops it. The bracket closes at that rate, not at 50; of the probes a STEP and more
+    below it, on their own ramp, 0.0243 goes on (0.243's loss rose), and trains to the
+    intended run's accuracy (0.958 at 3e-3). Its loss falls faster in its last third than in its middle
+    one, as the schedule anneals the rate: the verdict once called that LearningTooSlowly,
+    raised the rate on and on, and ended failed."""
     data = tmp_path / "data.csv"
     generate = [sys.executable, str(EXAMPLES / "tabular" / "generate_data.py"), "--out", str(data)]
     subprocess.run(generate, check=True)
@@ -353,7 +363,7 @@ def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding
         "base_job_name": "tabular",
         "source_dir": str(EXAMPLES / "tabular"),
         "entry_point": "train.py",
-        "hyperparameters": {"csv": str(data), "max_lr": 30},
+        "hyperparameters": {"csv": str(data), "max_lr": 50},
         "hyperparameter_roles": {"learning_rate": "max_lr", "output_dir": "out"},
         "metric_definitions": [{"name": "val:accuracy", "regex": r'"val_acc": ([0-9.eE+-]+)'}],
     }
@@ -362,14 +372,54 @@ def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding
     assert code == 0, output[-3000:] + (state.end_reason or "")
     first, *_, last = state.history.runs
     assert first.findings and first.findings[0].rule == "DivergingLoss"
+    assert first.ramp_rate is not None and first.ramp_rate < 5  # on its ramp, far under 50
     assert last.outcome is JobStatus.Completed and not last.findings
-    assert last.spec.script_hyperparameters["max_lr"] < 30
+    rate = last.spec.script_hyperparameters["max_lr"]
+    assert rate < first.ramp_rate
+    # no rate above the one kept went on: those were probed on their ramp only
+    probes = [a for a in state.history.attempts if a.kind is AttemptKind.probe]
+    assert any(p.spec.script_hyperparameters["max_lr"] > rate and p.ramp_rate for p in probes)
     assert last.metrics["val:accuracy"] >= 0.958 * 0.98  # within 2 % of the intended run
     # the anneal: the rate's last third under 3/4 of its middle one, the loss speeding up
     middle_rate, last_rate = last.rate_thirds
     assert last_rate <= 0.75 * middle_rate
     start, third, two_thirds, end = last.loss_thirds
     assert two_thirds - end >= 1.5 * (third - two_thirds) and two_thirds - end >= 0.05 * start
+
+
+def test_a_script_warming_up_over_a_third_of_its_steps_is_repaired_in_one_relaunch(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    """examples/warmup_finetune (SGD with momentum, a linear warmup over its first 120 of
+    400 steps) typed 1000x too hot: its loss blows up on its ramp, at about 2.3. Probes of
+    25 updates a STEP and more below that all run on their own ramp: the highest led but
+    had held only a fraction of its rate, and once went on as the run and diverged at its
+    peak (update 129). Now the highest rate seen to hold goes on, and the one relaunch
+    trains to the intended run's accuracy (0.771 at 0.02)."""
+    spec = {
+        "base_job_name": "warmup",
+        "source_dir": str(EXAMPLES / "warmup_finetune"),
+        "entry_point": "train.py",
+        "hyperparameters": {"learning-rate": 20, "num-train-steps": 400},
+        "hyperparameter_roles": {"learning_rate": "learning-rate", "max_steps": "num-train-steps"},
+        "metric_definitions": [{"name": "test:accuracy", "regex": r"eval_accuracy = ([0-9.]+)"}],
+        "num_classes": 10,
+    }
+    code, output, run_dir = remedy_run(spec, tmp_path, prefect_api_url)
+    state = load_state(run_dir / "state.json")
+    assert code == 0, output[-3000:] + (state.end_reason or "")
+    table = [(a.strategy, a.steps_run, a.ramp_rate, a.result) for a in state.history.attempts]
+    first, last = state.history.runs  # one relaunch: none diverged at its peak
+    assert first.findings and first.result and first.result.kind is ResultKind.diverged, table
+    assert first.ramp_rate is not None and first.ramp_rate < 20 / 5, table
+    rate = last.spec.script_hyperparameters["learning-rate"]
+    assert rate < first.ramp_rate / 5, table
+    assert last.outcome is JobStatus.Completed and not last.findings
+    assert last.metrics["test:accuracy"] >= 0.771 * 0.98, table
+    probes = [a for a in state.history.attempts if a.kind is AttemptKind.probe]
+    assert any(
+        p.spec.script_hyperparameters["learning-rate"] > rate and p.ramp_rate for p in probes
+    )
 
 
 def test_a_script_whose_settings_live_in_a_yaml_file_is_repaired_through_its_key(

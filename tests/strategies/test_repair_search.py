@@ -107,29 +107,56 @@ def diverged_on_a_ramp(typed: float, warmup: int, losses: list[float], onset: in
 def test_a_divergence_on_a_warmups_ramp_closes_the_bracket_at_the_rate_it_ran_at() -> None:
     # A fine-tuning-style script typed 2500x too hot, warming up over 120 updates: its
     # loss blew up at update 10, where its schedule had taken the rate to 4.13 of the 50
-    # typed. Any typed rate above 4.13 would reach it: the bracket closes there, not at 50
-    # (whose 0.5 probed well over 25 updates of its ramp, went on and diverged at 105).
-    # Early on its ramp (under a tenth of its rate), the cut goes a step further: 0.0413.
+    # typed. Any typed rate above 4.13 would reach it: the bracket closes there, not at 50.
     losses = [2.33, 2.33, 2.15, 2.18, 2.75, 2.26, 6.7, 13.8, 85.7, 230.6, 3930.0]
     state = diverged_on_a_ramp(50, 120, losses, onset=9)
     (first,) = state.history.attempts
-    assert first.onset_rate == pytest.approx(4.13)
+    assert first.ramp_rate == pytest.approx(4.13)
     assert first.result.summary == (
         "diverged at update 10 (DivergingLoss), on its schedule's ramp at a rate of 4.13"
     )
     assert state.planned_change.strategy == "search_lr_down"
-    assert lr_of(state) == pytest.approx(0.0413)
-    assert "too high at >= 4.13 (early on its schedule's ramp" in state.planned_change.reason
-
-
-def test_a_divergence_late_on_its_ramp_is_cut_one_step_from_the_rate_it_ran_at() -> None:
-    # the same script's run at 0.5 diverged at update 105 of its 120-update warmup, at
-    # 0.434: near its peak, the usual step below it
-    losses = [2.3] * 104 + [40.0]
-    state = diverged_on_a_ramp(0.5, 120, losses, onset=104)
-    assert state.history.attempts[0].onset_rate == pytest.approx(0.434)
+    assert lr_of(state) == pytest.approx(0.413)
+    assert "too high at >= 4.13" in state.planned_change.reason
+    # late on its ramp (update 105 of 120): 0.434, near the peak of 0.5
+    state = diverged_on_a_ramp(0.5, 120, [2.3] * 104 + [40.0], onset=104)
+    assert state.history.attempts[0].ramp_rate == pytest.approx(0.434)
     assert lr_of(state) == pytest.approx(0.0434)
-    assert "early on" not in state.planned_change.reason
+
+
+def on_its_ramp(probe: Attempt, typed: float, updates: int, warmup: int, loss: float) -> Attempt:
+    """A probe at `typed` that trained `updates` of a linear warmup of `warmup` to `loss`,
+    its rate still rising at its bound."""
+    bound = probe.spec.model_copy(update={"max_updates": updates})
+    reached = typed * updates / (warmup + 1)
+    fields = {"outcome": "Stopped", "steps_run": updates, "final_loss": loss, "spec": bound}
+    return probe.model_copy(update=fields | {"ramp_rate": float(f"{reached:.3g}")})
+
+
+def test_a_probe_still_on_its_ramp_gives_way_to_the_highest_rate_seen_to_hold() -> None:
+    # the script typed 1000x too hot (20) diverged at update 14, on its ramp at 2.31: its
+    # probes of 25 updates at 0.231, 0.0231 and 0.00231 all run on their ramp, where the
+    # highest learns fastest. 0.231 reached 0.0477 (0.0239 held for half its updates) and
+    # would diverge at its peak (its run did, at update 129); 0.0231, which trains to the
+    # intended run's accuracy, is the highest rate seen to hold.
+    from remedy.strategies.probes import keep_probes, probe_attempt
+
+    state = diverged_on_a_ramp(20, 120, [2.3] * 13 + [90.0], onset=13)
+    state = plan_next(state.model_copy(update={"probes": []}), [diverged(13)], probing=True)
+    rates = [c.run_spec.script_hyperparameters["lr"] for c in state.probes]
+    assert rates == pytest.approx([0.231, 0.0231, 0.00231])
+    made = [probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes)]
+    losses = (1.6, 2.1, 2.3)
+    probes = [on_its_ramp(p, r, 25, 120, x) for p, r, x in zip(made, rates, losses, strict=True)]
+    kept = keep_probes(state, probes)
+    assert lr_of(kept) == pytest.approx(0.0231)
+    assert "the highest rate seen to hold; those above ran on their ramp" in (
+        kept.planned_change.reason
+    )
+    assert "still on its schedule's ramp (at 0.0477)" in kept.planned_change.reason
+    # where the probes got past their ramp, the lowest loss wins as before
+    past = [p.model_copy(update={"ramp_rate": None}) for p in probes]
+    assert lr_of(keep_probes(state, past)) == pytest.approx(0.231)
 
 
 def test_only_a_rate_still_rising_below_the_typed_one_is_a_ramp() -> None:
@@ -144,7 +171,7 @@ def test_only_a_rate_still_rising_below_the_typed_one_is_a_ramp() -> None:
     state = launched(script(20))
     flat = [{"type": "step", "loss": 5.0, "learning_rate": 20.0}] * 4
     state = update_current_attempt(state, findings=[diverged(2)])
-    assert digest(state.current_attempt, flat)["onset_rate"] is None
+    assert digest(state.current_attempt, flat)["ramp_rate"] is None
 
 
 def test_a_cut_that_does_not_move_the_failure_later_ends_the_search() -> None:

@@ -103,6 +103,19 @@ def test_a_probe_that_reaches_the_final_loss_keeps_the_finding() -> None:
     assert settled is planned  # the finding stands: the best probe is relaunched
 
 
+def test_a_probe_faster_only_on_its_schedules_ramp_does_not_answer_the_question() -> None:
+    # The run at 0.1 held through its whole schedule; a probe at 1.0 reached its final loss
+    # in 16 updates, but still on its warmup's ramp, at 0.13 (0.065 held): faster there, its
+    # peak still to come (a fine-tuning script's 0.5 answered its run at 0.21 so, went on
+    # and diverged at its peak). It answers nothing; the same probe past its ramp does.
+    planned = plan_next(in_a_line(), probing=True)
+    on_ramp = probe(1.0, ResultKind.trained, 0.62).model_copy(update={"ramp_rate": 0.13})
+    settled = settle(planned, [on_ramp, probe(10.0, ResultKind.diverged)], "probed ...")
+    assert settled.next_action is NextAction.end and run_is_clean(settled)
+    past_it = on_ramp.model_copy(update={"ramp_rate": None})
+    assert settle(planned, [past_it], "probed ...") is planned
+
+
 def test_no_probe_that_learned_faster_withdraws_the_question() -> None:
     planned = plan_next(in_a_line(), probing=True)
     probes = [
