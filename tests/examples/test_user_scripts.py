@@ -13,8 +13,9 @@ DataLoader, Adam under OneCycleLR, early stopping) at a max_lr 16,000x its own i
 by the rate search from the rate its ramp had reached, and its run, whose loss speeds up
 as the schedule anneals the rate, is called clean. examples/warmup_finetune/train.py (a
 step budget, a linear warmup over a third of it) far too hot is repaired in one relaunch:
-its probes, all on their ramp, do not send a rate that has not held to its peak. examples/vae/train.py counts epochs: at a rate far too small it is asked at
-an eighth of its length, measured from its DataLoader's first pass. examples/digits/main.py
+its probes, all on their ramp, do not send a rate that has not held to its peak.
+examples/vae/train.py counts epochs: at a rate far too small it is asked at an eighth of
+its length, measured from its DataLoader's first pass. examples/digits/main.py
 (PyTorch's MNIST example style) prints its accuracy as a percentage, read as a fraction
 where its definition says so; at 1/1000 of its rate its tiny updates say the rate is too
 small where its gradients, under dropout, cannot. examples/signals/run_training.py (a
@@ -353,9 +354,9 @@ def test_a_one_cycle_script_far_too_hot_is_repaired_and_its_anneal_is_no_finding
     thousands after its first updates, on OneCycle's ramp at about 2.4, and DivergingLoss
     stops it. The bracket closes at that rate, not at 50; of the probes a STEP and more
     below it, on their own ramp, 0.0243 goes on (0.243's loss rose), and trains to the
-    intended run's accuracy (0.958 at 3e-3). Its loss falls faster in its last third than in its middle
-    one, as the schedule anneals the rate: the verdict once called that LearningTooSlowly,
-    raised the rate on and on, and ended failed."""
+    intended run's accuracy (0.958 at 3e-3). Its loss falls faster in its last third than
+    in its middle one, as the schedule anneals the rate: the verdict once called that
+    LearningTooSlowly, raised the rate on and on, and ended failed."""
     data = tmp_path / "data.csv"
     generate = [sys.executable, str(EXAMPLES / "tabular" / "generate_data.py"), "--out", str(data)]
     subprocess.run(generate, check=True)
