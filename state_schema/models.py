@@ -312,9 +312,9 @@ class Attempt(Strict):
         description="The highest learning rate this launch's optimizer ran at, up to its "
         "finding or its end, where its schedule was still taking it up towards the rate "
         "it was given (a warmup's ramp) and had not reached it: the rate a divergence "
-        "there proves too high (it closes the rate's bracket), and the most a probe that "
-        "trained there has shown to hold (strategies/search_lr.py). Null: no ramp, or no "
-        "rate recorded.",
+        "there proves too high (it closes the rate's bracket); a probe that trained there "
+        "has shown half of it to hold (strategies/search_lr.py: held_rate). Null: no "
+        "ramp, or no rate recorded.",
     )
     update_ratio: float | None = Field(
         None,

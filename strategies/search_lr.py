@@ -3,9 +3,9 @@
 Every attempt that diverged closes the bracket from above at its rate (the rate its
 schedule had reached, where it diverged on a warmup's ramp: Attempt.ramp_rate); every
 attempt that stalled closes it from below. A probe that trained while its schedule was
-still on its ramp has shown only the rate it reached to hold (held_rate): strategies/
-probes.py does not keep it, nor let it answer a question, above the highest rate the run
-has seen held. The next rate lies strictly inside: the geometric middle
+still on its ramp has shown only half the rate it reached to hold (held_rate):
+strategies/probes.py does not keep it, nor let it answer a question, above the highest
+rate the run has seen held. The next rate lies strictly inside: the geometric middle
 once both ends are known (unless they lie more than 100x apart), else a factor of 10 away
 from the end that failed. A value at or beyond one that already failed in the same
 direction is never proposed again. Up from a stall, the factors of 10 that the stalled
@@ -75,7 +75,7 @@ def bracket(attempts: Sequence[Attempt]) -> Bracket:
         if attempt.result.kind is ResultKind.diverged:
             # on a warmup's ramp, the rate it ran at when it diverged is the one proved
             # too high: the schedule would take any typed rate above it past it
-            failed = min(rate, attempt.ramp_rate or rate)
+            failed = attempt.ramp_rate or rate  # a ramp's is under the typed rate
             high = failed if high is None else min(high, failed)
         elif attempt.result.kind is ResultKind.stalled:
             low = rate if low is None else max(low, rate)
