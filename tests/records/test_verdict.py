@@ -533,6 +533,17 @@ def test_a_run_that_learned_nothing_by_an_eighth_of_its_length_is_asked_there() 
     assert asked_early(learning, 400, agreeing) is None
     for descent in (disagreeing, warming_up, undescribed):
         assert asked_early(eighth, 400, descent) is None, descent.__name__
+    # a warmup whose updates would still be tiny at its peak is no excuse: a fine-tuning
+    # script at 1/1000 of its rate moved its weights 5.4e-6 (scaled to the typed rate)
+    for ratio, asked in ((5.4e-6, True), (1e-4, True), (1.1e-4, False), (4.5e-3, False)):
+
+        def tiny(attempt: Attempt, ratio: float = ratio) -> Attempt:
+            return warming_up(attempt).model_copy(update={"update_ratio": ratio})
+
+        slow = asked_early(eighth, 400, tiny)
+        assert (slow is not None) is asked, ratio
+        if slow is not None:
+            assert slow.rule == LEARNING_TOO_SLOWLY
 
 
 def test_a_run_held_at_half_that_learned_is_asked_whether_its_rate_holds_it_back() -> None:
