@@ -92,15 +92,52 @@ def held_rate(attempts: Sequence[Attempt]) -> float | None:
     updates: the rate then held for half of them at least; a loss takes updates to blow
     up after its rate went too high). A probe of 25 updates of a 120-update warmup at
     0.248 reached 0.053: 0.027 held. A typed rate above it has not been seen to hold at
-    the peak its schedule takes it to."""
+    the peak its schedule takes it to. A probe on its ramp that a lower rate's probe
+    beside it out-learned (outlearned_on_its_ramp) shows nothing held: its rate was past
+    what its model could take already."""
     rates = [
         rate if attempt.ramp_rate is None else attempt.ramp_rate / 2
         for attempt in attempts
         if attempt.result is not None
         and attempt.result.kind in HELD
         and (rate := learning_rate(attempt)) is not None
+        and not outlearned_on_its_ramp(attempt, attempts)
     ]
     return max(rates, default=None)
+
+
+def outlearned_on_its_ramp(probe: Attempt, attempts: Sequence[Attempt]) -> bool:
+    """A probe that ended on its schedule's ramp and trained to a higher loss than a probe
+    at a lower rate from the same start, over as many updates. On a ramp a rate that
+    holds learns faster than a lower one (each update at a fraction of its rate); one
+    that learns slower is past what its model takes. A fine-tuning script warming up
+    over 120 updates, typed 2e-5: probes of 25 updates at 0.2 and 2 reached 0.041 and
+    0.41, and 2 ended at loss 2.01 (its last losses spread 0.72) against 0.2's 1.95;
+    held at half of 0.41, 0.2 went on as the run and diverged past its peak (update
+    185)."""
+    if probe.kind is not AttemptKind.probe or probe.ramp_rate is None:
+        return False
+    rate, loss = learning_rate(probe), trained_loss(probe)
+    if rate is None or loss is None:
+        return False
+    for other in attempts:
+        other_rate, other_loss = learning_rate(other), trained_loss(other)
+        beside = (
+            other is not probe
+            and other.kind is AttemptKind.probe
+            and other.start_step == probe.start_step
+            and other.steps_run == probe.steps_run
+        )
+        if beside and other_rate is not None and other_loss is not None:
+            if other_rate < rate and other_loss < loss:
+                return True
+    return False
+
+
+def trained_loss(attempt: Attempt) -> float | None:
+    """The loss an attempt that trained ended at (None: it did not train, or no loss)."""
+    result = attempt.result
+    return result.loss if result is not None and result.kind is ResultKind.trained else None
 
 
 def shown_to_hold(attempt: Attempt, held: float | None) -> bool:
@@ -330,8 +367,9 @@ class SearchLRPlateau(SearchLR):
     """A plateau says the rate is wrong, not which way: a noise floor at a rate too high
     looks as flat as a crawl at a rate too low. Without probes it lowers the rate 10x
     (TinyUpdates, not a plateau, is what a rate too small shows); probed, it tries both
-    ways (10x down, 10x up, 100x down, 100x up) and the loss decides. It closes no end of the
-    bracket, and stays inside the one the run has."""
+    ways (10x down, 10x up, 100x down, 100x up) and the loss decides; only up where the
+    launch's updates were smaller than a healthy run's (too_small_to_lower). It closes no
+    end of the bracket, and stays inside the one the run has."""
 
     name = "search_lr_plateau"
     explanation = "Move the learning rate off a plateau"
@@ -363,4 +401,26 @@ class SearchLRPlateau(SearchLR):
             SearchLRPlateau(self.attempts, 2.0, downward=True),
             SearchLRPlateau(self.attempts, 2.0, downward=False),
         ]
+        if self.too_small_to_lower(float(spec.role("learning_rate"))) is not None:
+            both = [step for step in both if not step.downward]
         return self.viable(both, spec)
+
+    def too_small_to_lower(self, current: float) -> float | None:
+        """The update ratio a launch at `current` measured where it is under a healthy
+        run's (HEALTHY_UPDATE_RATIO): a rate too high sits on a noise floor with large
+        updates (a GPT-style job at 100x its rate 0.032), so the plateau looks only up.
+        A spirals classifier at 1/30 of its rate moved its weights 9.3e-4, a fine-tuning
+        script at 1/30 1.8e-4; probes down cost them two of their five and four. None
+        where none was measured or it is not under."""
+        ratio = self.measured_ratio(current)
+        return ratio if ratio is not None and ratio < HEALTHY_UPDATE_RATIO else None
+
+    def reason(self, before: RunSpec, after: RunSpec) -> str:
+        said = super().reason(before, after)
+        current = float(before.role("learning_rate"))
+        if not self.downward and (ratio := self.too_small_to_lower(current)) is not None:
+            said += (
+                f"; not lowered: at {current:g} an update moved the weights {ratio:.2g} of "
+                f"themselves, under a healthy run's {HEALTHY_UPDATE_RATIO:g}"
+            )
+        return said

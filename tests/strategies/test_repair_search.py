@@ -159,6 +159,28 @@ def test_a_probe_still_on_its_ramp_gives_way_to_the_highest_rate_seen_to_hold() 
     assert lr_of(keep_probes(state, past)) == pytest.approx(0.231)
 
 
+def test_a_ramp_probe_a_lower_rate_out_learned_shows_no_rate_to_hold() -> None:
+    # The script typed 1000x too cold (2e-5) stalled, its updates 5.4e-6 of its weights:
+    # probes up of 25 updates on its 120-update warmup at 0.02, 0.2 and 2. 0.2 learned
+    # fastest (reached 0.0413); 2 reached 0.413 but ended above 0.2's loss, so its ramp
+    # shows nothing held. Half of 0.413 would have let 0.2 go on, which diverged past
+    # its peak; half of 0.0413 keeps 0.02, the intended rate.
+    from remedy.strategies.probes import keep_probes, probe_attempt
+
+    state = ended(launched(script(2e-5)), stalled(199), update_ratio=5.4e-6)
+    state = plan_next(state, probing=True)
+    rates = [c.run_spec.script_hyperparameters["lr"] for c in state.probes]
+    assert rates == pytest.approx([0.02, 0.2, 2.0])
+    made = [probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes)]
+    losses = (2.288, 1.954, 2.008)
+    probes = [on_its_ramp(p, r, 25, 120, x) for p, r, x in zip(made, rates, losses, strict=True)]
+    kept = keep_probes(state, probes)
+    assert lr_of(kept) == pytest.approx(0.02)
+    # had 2 learned fastest of the three, half its ramp's 0.413 would hold 0.2
+    faster = [*probes[:2], probes[2].model_copy(update={"final_loss": 1.9})]
+    assert lr_of(keep_probes(state, faster)) == pytest.approx(0.2)
+
+
 def test_only_a_rate_still_rising_below_the_typed_one_is_a_ramp() -> None:
     assert rate_on_its_ramp([0.1, 0.2, 0.3], 1.0) == pytest.approx(0.3)  # a warmup
     assert rate_on_its_ramp([0.04, 0.05, None, 0.09], 1.0) == pytest.approx(0.09)  # OneCycle
@@ -206,13 +228,27 @@ def test_a_plateau_closes_no_end_of_the_bracket_and_probes_both_ways() -> None:
     assert rates == pytest.approx([0.006, 0.06, 6.0, 60.0])
     found = bracket(probed.history.attempts)
     assert (found.low, found.high) == (None, None)
-    # its updates measured small: a plateau's steps stay 10x and 100x, and say nothing
-    # of rates passed over (only a search up from a stall passes any)
-    small = ended(launched(script(0.6)), plateau[0], update_ratio=1e-6)
-    probed = plan_next(small, plateau, probing=True)
+    # its updates measured large (the GPT at 100x: 0.032): both ways still
+    large = ended(launched(script(0.6)), plateau[0], update_ratio=0.032)
+    probed = plan_next(large, plateau, probing=True)
     rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
     assert rates == pytest.approx([0.006, 0.06, 6.0, 60.0])
-    assert not any("passed over" in p.reason for p in probed.probes)
+    # its updates measured smaller than a healthy run's (1e-3): a rate too high would
+    # move the weights more, so only up, 10x and 100x; nothing passed over (only a search
+    # up from a stall passes any)
+    for ratio in (1e-6, 9.3e-4):
+        small = ended(launched(script(0.6)), plateau[0], update_ratio=ratio)
+        probed = plan_next(small, plateau, probing=True)
+        rates = sorted(p.run_spec.script_hyperparameters["lr"] for p in probed.probes)
+        assert rates == pytest.approx([6.0, 60.0])
+        assert not any("passed over" in p.reason for p in probed.probes)
+        assert all(
+            f"not lowered: at 0.6 an update moved the weights {ratio:.2g} of themselves, "
+            "under a healthy run's 0.001" in p.reason
+            for p in probed.probes
+        )
+        unprobed = plan_next(small, plateau)
+        assert unprobed.run_spec.script_hyperparameters["lr"] == pytest.approx(6.0)
 
 
 def test_a_model_that_learned_nothing_is_repaired_as_a_plateau() -> None:
