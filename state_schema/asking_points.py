@@ -34,8 +34,9 @@ def share_at(length: int, point: int) -> str:
     return next(SHARE_WORDS[s] for s in ASKED_AT if asking_point(length, s) == point)
 
 
-def first_hold_past(length: int, updates: int) -> int | None:
+def first_hold_from(length: int, updates: int) -> int | None:
     """Where a launch of `length` updates that has run `updates` of them holds next to be
-    asked: the soonest of hold_points past `updates` (a length counted in epochs is known
-    only once its job measured the first: an eighth inside it is past); None past half."""
-    return next((point for point in hold_points(length) if point > updates), None)
+    asked: the soonest of hold_points at or past `updates` (a length counted in epochs is
+    known only once its job measured the first: an eighth inside it is past, one at its
+    end is where the job stands, and it holds there); None past half."""
+    return next((point for point in hold_points(length) if point >= updates), None)

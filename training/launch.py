@@ -62,7 +62,7 @@ import torch
 
 from remedy.debugger import ConfigError, HookConfig, Update, ZeroCodeCapture
 from remedy.debugger.zero_code import ReadLag
-from remedy.state_schema.asking_points import first_hold_past, share_at
+from remedy.state_schema.asking_points import first_hold_from, share_at
 from remedy.state_schema.config_keys import ConfigKeyError
 from remedy.state_schema.job_env import LAUNCHER_LOG_PREFIX
 from remedy.training.config_copies import write_copies
@@ -230,14 +230,15 @@ class ScriptMonitor:
     def hold_by_epochs(self, epochs: int, per_epoch: int) -> None:
         """The hold the flow asked for on a length counted in epochs (REMEDY_HOLD_BY_EPOCHS),
         set once the first epoch measured it: at the first share of the length to be asked
-        (an eighth, a quarter, half: first_hold_past) past that epoch, and said in
+        (an eighth, a quarter, half: first_hold_from) at that epoch's end or past it (at
+        its end: held at once; the VAE's eighth is its first epoch), and said in
         progress.json (hold_at): the flow knows the hold by the job's word, not by redoing
         the sum; let go on, the flow names the next. Not set where half has passed already
-        (two epochs or fewer), is too short to be asked, nothing can continue the job (it
+        (under two epochs), is too short to be asked, nothing can continue the job (it
         would stop there), or a bound of its own (REMEDY_MAX_UPDATES: a probe's) comes
         first."""
         length = epochs * per_epoch
-        point = first_hold_past(length, self.updates)
+        point = first_hold_from(length, self.updates)
         bound = self.bound
         if bound is None or not bound.can_hold:
             log("not held by its epochs: nothing can continue this job (no continue file)")
@@ -253,6 +254,8 @@ class ScriptMonitor:
             self.progress.known["hold_at"] = point
         share = share_at(length, point)
         log(f"holds at {point} updates, {share} of {epochs} epochs x {per_epoch}, to be asked")
+        if point <= self.updates:
+            bound.reached(self.updates)  # the point is the first epoch's end: held now
 
     def went_on(self) -> None:
         """Continued from its hold: no longer held (progress.json's hold_at dropped)."""

@@ -307,10 +307,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 p = argparse.ArgumentParser()
 p.add_argument("--epochs", type=int, default=4)
+p.add_argument("--batch", type=int, default=8)
 a = p.parse_args()
 torch.manual_seed(0)
 x = torch.randn(240, 4)
-data = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8, shuffle=True)
+data = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=a.batch, shuffle=True)
 net = torch.nn.Linear(4, 1)
 opt = torch.optim.SGD(net.parameters(), lr=0.01)
 for epoch in range(a.epochs):
@@ -330,8 +331,9 @@ def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
     that epoch's end and too short to be asked), and says so in progress.json (hold_at)
     for the flow; continued to 120 (the flow's next point, half), it holds there, and
     continued with no bound it trains on to its end, hold_at gone. Four epochs: a quarter
-    (30) is too short to be asked, it holds at half (60). Two epochs' half is the first
-    epoch's end, already past: not held."""
+    (30) is too short to be asked, it holds at half (60). Two epochs' half (30) is too
+    short: not held. Batches of 5 (48 updates an epoch): an eighth of 8 epochs is the
+    first epoch's end, long enough to be asked, and it holds there at once."""
     write(project, "epochs.py", EPOCHS_SCRIPT)
     go_on = job.out / "continue_request"
     env = job.env(REMEDY_HOLD_BY_EPOCHS="8", REMEDY_CONTINUE_FILE=str(go_on))
@@ -375,6 +377,25 @@ def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
     said = epochs_run(4, REMEDY_MAX_UPDATES="50")
     assert "not held by its epochs: bounded at 50 updates already" in said
     assert job.result()["steps"] == 120 and "hold_at" not in job.progress()
+    # batches of 5: 48 updates an epoch, so an eighth of 8 epochs (48) is the first
+    # epoch's end, long enough to be asked: held there at once
+    go_on.unlink()
+    (job.out / "progress.json").unlink()  # the earlier run's: waited on below
+    told = job.env(REMEDY_HOLD_BY_EPOCHS="8", REMEDY_CONTINUE_FILE=str(go_on))
+    process = start(project, told, "epochs.py", "--epochs", "8", "--batch", "5")
+    try:
+        wait_for_step(job, process, 48)
+        time.sleep(1.0)  # held at the first epoch's end
+        assert process.poll() is None and len(job.metrics()) == 48
+        assert (job.progress()["hold_at"], job.progress()["steps_per_epoch"]) == (48, 48)
+        go_on.touch()
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert "holds at 48 updates, an eighth of 8 epochs x 48, to be asked" in stderr
+    assert "held at its bound (48 updates)" in stderr
+    assert job.result()["steps"] == 384
 
 
 def test_a_script_batching_by_hand_says_it_cannot_measure_the_epochs_it_holds_by(
