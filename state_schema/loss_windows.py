@@ -89,12 +89,19 @@ def loss_thirds(losses: list[float | None]) -> list[float]:
     return medians
 
 
+# The fewest steps whose rates' thirds say anything: a rate is an exact figure, not a noisy
+# one, so a few steps a third tell a warmup's rise (a launch asked at an eighth of a
+# 320-update job has run 40, under THIRDS_MIN_STEPS: its warmup went unseen, and a rate
+# far too small was left to a quarter).
+RATE_THIRDS_MIN_STEPS = 12
+
+
 def rate_thirds(rates: list[float | None]) -> list[float]:
     """Mean learning rate over the middle and over the last third of a launch's steps
     (None: a step without a recorded rate); [] for a launch too short to tell, or one
     with a step of either third whose rate is not known."""
     n = len(rates)
-    if n < THIRDS_MIN_STEPS:
+    if n < RATE_THIRDS_MIN_STEPS:
         return []
     means = []
     for third in (rates[n // 3 : 2 * n // 3], rates[2 * n // 3 :]):

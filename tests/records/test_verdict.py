@@ -339,10 +339,13 @@ def test_a_loss_speeding_up_while_its_schedule_anneals_the_rate_is_not_held_back
 
 
 def test_the_rates_of_a_launchs_thirds_are_means_of_its_step_records() -> None:
-    from remedy.state_schema.loss_windows import THIRDS_MIN_STEPS, rate_thirds
+    from remedy.state_schema.loss_windows import RATE_THIRDS_MIN_STEPS, rate_thirds
     from remedy.strategies.outcomes import step_rates
 
-    assert rate_thirds([0.1] * (THIRDS_MIN_STEPS - 1)) == []  # too short to tell
+    assert rate_thirds([0.1] * (RATE_THIRDS_MIN_STEPS - 1)) == []  # too short to tell
+    # 40 steps of a one-epoch warmup over 32 updates (an eighth of a 320-update job): rising
+    middle, last = rate_thirds([min(1.0, (k + 1) / 32) for k in range(40)])
+    assert middle == pytest.approx(20 / 32) and last > middle  # steps 14-26 of 32, then 27-32, 1
     falling: list[float | None] = [1.0 - i / 120 for i in range(120)]
     assert rate_thirds(falling) == pytest.approx([0.5 + 1 / 240, 1 / 6 + 1 / 240])
     falling[100] = None  # a step of the last third without a rate: not known
