@@ -351,8 +351,12 @@ def farther(state: State, probed: Sequence[Attempt]) -> list[ProbeCandidate]:
     rounds, judged) is its farthest rate, with the bracket (the history's, the probes' in
     it) open past it: one STEP further that way, from the best probe's spec (its warm
     start kept). [] when the best probe lies inside the range probed, when
-    no other probe learned slower than it (learned_slower), or nothing is left past it."""
+    no other probe learned slower than it (learned_slower), when it was kept as the
+    highest rate seen to hold rather than as the fastest (on_its_ramp: those faster lie
+    the other way), or nothing is left past it."""
     chosen = best(probed, held_rate(state.history.attempts))
+    if chosen is not best(probed):
+        return []  # kept below faster ones: nothing points past it
     if chosen is None or chosen.strategy is None:
         return []
     strategy = get_strategy(chosen.strategy)

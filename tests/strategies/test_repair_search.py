@@ -157,6 +157,11 @@ def test_a_probe_still_on_its_ramp_gives_way_to_the_highest_rate_seen_to_hold() 
     # where the probes got past their ramp, the lowest loss wins as before
     past = [p.model_copy(update={"ramp_rate": None}) for p in probes]
     assert lr_of(keep_probes(state, past)) == pytest.approx(0.231)
+    # and so it does where their ramp reached half their rate or more (a warmup of 30
+    # updates: 25 reach 0.81 of it), their peak at most twice what they ran at
+    near = [on_its_ramp(p, r, 25, 30, x) for p, r, x in zip(made, rates, losses, strict=True)]
+    assert near[0].ramp_rate == pytest.approx(0.186)
+    assert lr_of(keep_probes(state, near)) == pytest.approx(0.231)
 
 
 def test_a_ramp_probe_a_lower_rate_out_learned_shows_no_rate_to_hold() -> None:
