@@ -226,7 +226,10 @@ def verdict_finding(attempt: Attempt | None, start: Baseline | None = None) -> F
         )
     if fit_its_data(attempt, measured):
         return None  # nothing left that a higher rate could win
-    if why := in_a_line(attempt) or rate_rising(attempt) or gradients_agree(attempt):
+    # A launch too short for its loss's thirds is not asked at its end by its rate alone
+    # (its rates' thirds come from fewer steps, for the early questions).
+    rising = rate_rising(attempt) if len(attempt.loss_thirds) == 4 else None
+    if why := in_a_line(attempt) or rising or gradients_agree(attempt):
         return Finding(rule=STILL_DESCENDING, rule_class=STILL_DESCENDING, step=step, message=why)
     return None
 
