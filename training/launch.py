@@ -208,7 +208,7 @@ class ScriptMonitor:
         if self.hold_epochs is None or self.epochs is None or self.epochs.seen_a_batch:
             return
         if self.progress is not None:
-            self.progress.known["epoch_unmeasured"] = 1
+            self.progress.know("epoch_unmeasured", 1)
         log("not held by its epochs: its first update came from no DataLoader batch")
 
     def several_optimizers(self, count: int) -> None:
@@ -216,13 +216,13 @@ class ScriptMonitor:
         progress.json, where the monitor reads it (the losses are no one objective)."""
         self.optimizers = count
         if self.progress is not None:
-            self.progress.known["optimizers"] = count
+            self.progress.know("optimizers", count)
         log(f"{count} optimizers step parameters of their own (each step() is an update)")
 
     def epoch_measured(self, updates: int) -> None:
         """The updates of the script's first DataLoader pass (EpochLength): its epoch."""
         if self.progress is not None:
-            self.progress.known["steps_per_epoch"] = updates
+            self.progress.know("steps_per_epoch", updates)
         log(f"{updates} updates an epoch (the first pass over a DataLoader that made any)")
         if self.hold_epochs is not None:
             self.hold_by_epochs(self.hold_epochs, updates)
@@ -251,7 +251,7 @@ class ScriptMonitor:
             return
         bound.max_updates = point
         if self.progress is not None:
-            self.progress.known["hold_at"] = point
+            self.progress.know("hold_at", point)
         share = share_at(length, point)
         log(f"holds at {point} updates, {share} of {epochs} epochs x {per_epoch}, to be asked")
         if point <= self.updates:
@@ -260,7 +260,7 @@ class ScriptMonitor:
     def went_on(self) -> None:
         """Continued from its hold: no longer held (progress.json's hold_at dropped)."""
         if self.progress is not None:
-            self.progress.known.pop("hold_at", None)
+            self.progress.forget("hold_at")
 
 
 def parameters_of(update: Update) -> list[torch.Tensor]:

@@ -67,6 +67,7 @@ class ProgressFiles:
         self._first_seen = False
         self.loss_windows = LossWindows()
         self._pending: dict[str, Any] | None = None  # a step not yet in progress.json
+        self._latest: dict[str, Any] | None = None  # the latest step, written or not
         self._written_at = -math.inf
         self._metrics: TextIO | None = None  # opened at the first step
         # each file as we last left it (or as found at the start): any other state is the
@@ -85,9 +86,21 @@ class ProgressFiles:
         metrics = self._open_metrics()
         if metrics is not None:
             metrics.write(json.dumps({"type": "step"} | record, allow_nan=False) + "\n")
-        self._pending = record
+        self._pending = self._latest = record
         if time.monotonic() - self._written_at >= self.interval_s:
             self.flush()
+
+    def know(self, key: str, value: int) -> None:
+        """What the job knows of itself (`known`), in progress.json at the next flush even
+        where its latest step is there already: a job that holds after it (its hold point,
+        said once its epoch was measured) writes no step until the flow has read it."""
+        self.known[key] = value
+        self._pending = self._latest
+
+    def forget(self, key: str) -> None:
+        """`know`'s undoing: the key gone from progress.json at the next flush."""
+        if self.known.pop(key, None) is not None:
+            self._pending = self._latest
 
     def add(self, record: dict[str, Any]) -> None:
         """Another line of metrics.jsonl (the built-in job's {"type": "epoch", ...})."""

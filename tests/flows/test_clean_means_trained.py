@@ -480,8 +480,9 @@ def test_a_run_counting_epochs_is_held_once_its_job_measured_one_and_repaired(
     its rate: no rule fires, and its loss falls and slows as a converged run's does, so it
     once ended clean at a test ELBO loss of 32.4 against its intended run's 23.7, and then
     was asked at its end (2.2x the final run's updates in all). Its length is known only
-    once its job measured an epoch (43 updates): the job then holds at a quarter of 8 x 43,
-    update 86, and says so; it has learned there, but its gradients still agree at both
+    once its job measured an epoch (43 updates): the job then holds at an eighth of 8 x 43,
+    its first epoch's end, and says so; it has learned there and goes on to a quarter,
+    update 86, where it holds again; its gradients still agree at both
     lags over the quarter's 0.5: the verdict asks, a probe at a higher rate learns faster,
     the held job is stopped and the run goes on from the probe's, within 2 % of the
     intended run."""
@@ -515,7 +516,8 @@ def test_a_run_counting_epochs_is_held_once_its_job_measured_one_and_repaired(
     assert last.metrics["test:elbo_loss"] <= 23.72 * 1.02  # within 2 % of the intended run
     assert state.history.updates_spent < 2 * 344  # asked at its end: 344 + probes + 344
     log = (run_dir / "jobs" / first.job_name / "logs" / "training.log").read_text()
-    assert "holds at 86 updates, a quarter of 8 epochs x 43" in log
+    assert "holds at 43 updates, an eighth of 8 epochs x 43" in log
+    assert "continued after 43 updates: on to 86, to hold again" in log
     assert "held at its bound (86 updates)" in log
 
 

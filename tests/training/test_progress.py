@@ -48,6 +48,23 @@ def test_progress_is_throttled_but_the_last_step_always_lands(tmp_path: Path) ->
     assert read(tmp_path / "progress.json")["first_loss"] == 1.0
 
 
+def test_what_the_job_knows_lands_even_after_its_latest_step_did(tmp_path: Path) -> None:
+    """A job that measured its epoch at its last update before a hold says where it holds
+    (hold_at) with no step after it: the flush writes it, and dropping it too."""
+    files = ProgressFiles(tmp_path, interval_s=0.0)
+    files.step(43, 42.6)
+    assert "hold_at" not in read(tmp_path / "progress.json")
+    files.know("steps_per_epoch", 43)
+    files.know("hold_at", 43)
+    files.flush()
+    said = read(tmp_path / "progress.json")
+    assert (said["step"], said["steps_per_epoch"], said["hold_at"]) == (43, 43, 43)
+    files.forget("hold_at")
+    files.flush()
+    assert "hold_at" not in read(tmp_path / "progress.json")
+    assert read(tmp_path / "progress.json")["steps_per_epoch"] == 43
+
+
 def test_progress_keeps_the_first_and_latest_losses_for_the_verdict(tmp_path: Path) -> None:
     files = ProgressFiles(tmp_path, interval_s=0.0)
     for step in range(1, 31):
