@@ -10,7 +10,7 @@ end). One that is not is stopped there, rather than spending the rest of its len
 - at an eighth and at a quarter, only when its schedule is not still raising the rate
   towards the rate it was given (a warmup holds the loss up; a cosine decaying *up* to a
   floor typed for another rate does not; nor does a warmup whose updates, scaled to its
-  peak, would still be tiny: tiny_at_its_peak), and either the launch's gradients still agree
+  peak, would still be tiny: tiny_update_ratio), and either the launch's gradients still agree
   (records/verdict.py: agreement, over the last third of what it ran: its rate is far too
   small, the finding LEARNING_TOO_SLOWLY, and the repair raises the rate) or its rates are
   known (NOT_TRAINED: a rate far too high sits on a noise floor, its gradients
@@ -82,6 +82,7 @@ from remedy.records.verdict import (
     loss_not_below,
     rate_rising,
     start_loss,
+    tiny_update_ratio,
     too_small_a_rate,
 )
 from remedy.state_schema import (
@@ -102,7 +103,6 @@ from remedy.state_schema.asking_points import (
     asking_point,
     hold_points,
 )
-from remedy.state_schema.update_ratio import TINY_UPDATE_RATIO
 
 # What a launch whose length remedy cannot know misses (said where it is warned of).
 ASKED_ONLY_AT_END = (
@@ -310,17 +310,9 @@ def told_before_half(described: Attempt) -> bool:
     of themselves or less at its peak: a fine-tuning script warming up over 120 updates
     at 1/1000 of its rate moved them 5.4e-6 (a healthy run 1e-3); left to half, it spent
     200 updates before its probes (873 in all for its final 400)."""
-    if warming_up(described) and not tiny_at_its_peak(described):
+    if warming_up(described) and tiny_update_ratio(described) is None:
         return False
     return agreement(described) is not None or len(described.rate_thirds) == 2
-
-
-def tiny_at_its_peak(described: Attempt) -> bool:
-    """Its updates, scaled to the rate the job was given (update_ratio), move the weights
-    TINY_UPDATE_RATIO of themselves or less: a rate far too small even where its
-    schedule will take it."""
-    ratio = described.update_ratio
-    return ratio is not None and ratio <= TINY_UPDATE_RATIO
 
 
 def past_its_typed_rate(described: Attempt) -> bool:

@@ -356,6 +356,14 @@ def gradients_agree(attempt: Attempt) -> str | None:
     )
 
 
+def tiny_update_ratio(attempt: Attempt) -> float | None:
+    """The attempt's update ratio (scaled to the rate it was given: the updates' size at
+    its schedule's peak) where it is TINY_UPDATE_RATIO or less: a rate far too small,
+    whatever else the run shows; None otherwise, or where none was measured."""
+    ratio = attempt.update_ratio
+    return ratio if ratio is not None and ratio <= TINY_UPDATE_RATIO else None
+
+
 def too_small_a_rate(attempt: Attempt, untrained_why: str, step: int) -> Finding:
     """The verdict's finding on an attempt whose model has not learned (untrained_why):
     LEARNING_TOO_SLOWLY when its gradients still agreed (agreement()) or its updates moved
@@ -364,7 +372,7 @@ def too_small_a_rate(attempt: Attempt, untrained_why: str, step: int) -> Finding
     too high sits on a noise floor, its gradients disagreeing, its updates large)."""
     if (agreed := agreement(attempt)) is not None:
         said = f"its gradients still agreed: {agreeing_words(*agreed)}"
-    elif (ratio := attempt.update_ratio) is not None and ratio <= TINY_UPDATE_RATIO:
+    elif (ratio := tiny_update_ratio(attempt)) is not None:
         said = (
             f"its updates moved the weights {ratio:.2g} of themselves (median per update), "
             f"{TINY_UPDATE_RATIO:g} or less, a tenth of a healthy run's "

@@ -59,6 +59,7 @@ from remedy.strategies.search_lr import (
     SearchLRDown,
     SearchLRPlateau,
     SearchLRUp,
+    at_or_under,
     held_rate,
     learning_rate,
     shown_to_hold,
@@ -165,7 +166,7 @@ def on_its_ramp(chosen: Attempt, probes: Sequence[Attempt], held: float | None) 
         for p in probes
         if p.result and p.result.kind in kinds and (rate := learning_rate(p)) is not None
     ]
-    under = [(rate, p) for rate, p in under if rate <= held * (1 + 1e-9)]
+    under = [(rate, p) for rate, p in under if at_or_under(rate, held)]
     return max(under, key=lambda pair: pair[0])[1] if under else chosen
 
 

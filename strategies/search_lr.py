@@ -154,7 +154,13 @@ def shown_to_hold(attempt: Attempt, held: float | None) -> bool:
     rate = learning_rate(attempt)
     if attempt.ramp_rate is None or rate is None or held is None:
         return True
-    return attempt.ramp_rate >= NEAR_ITS_PEAK * rate or rate <= held * (1 + 1e-9)
+    return attempt.ramp_rate >= NEAR_ITS_PEAK * rate or at_or_under(rate, held)
+
+
+def at_or_under(rate: float, held: float) -> bool:
+    """`rate` is no higher than `held` (a held rate halved or tidied may differ in its last
+    digits from the typed rate it stands for)."""
+    return rate <= held * (1 + 1e-9)
 
 
 def past_a_failed_run(runs: Sequence[Attempt], current: float, rate: float) -> bool:

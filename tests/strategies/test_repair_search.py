@@ -133,21 +133,34 @@ def on_its_ramp(probe: Attempt, typed: float, updates: int, warmup: int, loss: f
     return probe.model_copy(update=fields | {"ramp_rate": float(f"{reached:.3g}")})
 
 
+def ramp_probes(
+    state: State, losses: tuple[float, ...], warmup: int = 120, updates: int = 25
+) -> list[Attempt]:
+    """The probes the plan holds (state.probes), each trained `updates` of a linear warmup of
+    `warmup` to its loss of `losses` (on_its_ramp)."""
+    from remedy.strategies.probes import probe_attempt
+
+    made = [probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes)]
+    rates = [c.run_spec.script_hyperparameters["lr"] for c in state.probes]
+    return [
+        on_its_ramp(p, r, updates, warmup, x) for p, r, x in zip(made, rates, losses, strict=True)
+    ]
+
+
 def test_a_probe_still_on_its_ramp_gives_way_to_the_highest_rate_seen_to_hold() -> None:
     # the script typed 1000x too hot (20) diverged at update 14, on its ramp at 2.31: its
     # probes of 25 updates at 0.231, 0.0231 and 0.00231 all run on their ramp, where the
     # highest learns fastest. 0.231 reached 0.0477 (0.0239 held for half its updates) and
     # would diverge at its peak (its run did, at update 129); 0.0231, which trains to the
     # intended run's accuracy, is the highest rate seen to hold.
-    from remedy.strategies.probes import keep_probes, probe_attempt
+    from remedy.strategies.probes import keep_probes
 
     state = diverged_on_a_ramp(20, 120, [2.3] * 13 + [90.0], onset=13)
     state = plan_next(state.model_copy(update={"probes": []}), [diverged(13)], probing=True)
     rates = [c.run_spec.script_hyperparameters["lr"] for c in state.probes]
     assert rates == pytest.approx([0.231, 0.0231, 0.00231])
-    made = [probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes)]
     losses = (1.6, 2.1, 2.3)
-    probes = [on_its_ramp(p, r, 25, 120, x) for p, r, x in zip(made, rates, losses, strict=True)]
+    probes = ramp_probes(state, losses)
     kept = keep_probes(state, probes)
     assert lr_of(kept) == pytest.approx(0.0231)
     assert "the highest rate seen to hold; those above ran on their ramp" in (
@@ -159,7 +172,7 @@ def test_a_probe_still_on_its_ramp_gives_way_to_the_highest_rate_seen_to_hold() 
     assert lr_of(keep_probes(state, past)) == pytest.approx(0.231)
     # and so it does where their ramp reached half their rate or more (a warmup of 30
     # updates: 25 reach 0.81 of it), their peak at most twice what they ran at
-    near = [on_its_ramp(p, r, 25, 30, x) for p, r, x in zip(made, rates, losses, strict=True)]
+    near = ramp_probes(state, losses, warmup=30)
     assert near[0].ramp_rate == pytest.approx(0.186)
     assert lr_of(keep_probes(state, near)) == pytest.approx(0.231)
 
@@ -170,15 +183,13 @@ def test_a_ramp_probe_a_lower_rate_out_learned_shows_no_rate_to_hold() -> None:
     # fastest (reached 0.0413); 2 reached 0.413 but ended above 0.2's loss, so its ramp
     # shows nothing held. Half of 0.413 would have let 0.2 go on, which diverged past
     # its peak; half of 0.0413 keeps 0.02, the intended rate.
-    from remedy.strategies.probes import keep_probes, probe_attempt
+    from remedy.strategies.probes import keep_probes
 
     state = ended(launched(script(2e-5)), stalled(199), update_ratio=5.4e-6)
     state = plan_next(state, probing=True)
     rates = [c.run_spec.script_hyperparameters["lr"] for c in state.probes]
     assert rates == pytest.approx([0.02, 0.2, 2.0])
-    made = [probe_attempt(c, f"p-{i}") for i, c in enumerate(state.probes)]
-    losses = (2.288, 1.954, 2.008)
-    probes = [on_its_ramp(p, r, 25, 120, x) for p, r, x in zip(made, rates, losses, strict=True)]
+    probes = ramp_probes(state, (2.288, 1.954, 2.008))
     kept = keep_probes(state, probes)
     assert lr_of(kept) == pytest.approx(0.02)
     # had 2 learned fastest of the three, half its ramp's 0.413 would hold 0.2

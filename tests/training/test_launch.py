@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -323,6 +325,15 @@ for epoch in range(a.epochs):
 """
 
 
+def held_at(job: Job, process: subprocess.Popen[str], updates: int) -> dict[str, Any]:
+    """The job reaches update `updates` and stays there a second, its process waiting (a
+    hold): its progress.json then."""
+    wait_for_step(job, process, updates)
+    time.sleep(1.0)
+    assert process.poll() is None and len(job.metrics()) == updates
+    return job.progress()
+
+
 def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
     job: Job, project: Path
 ) -> None:
@@ -339,15 +350,10 @@ def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
     env = job.env(REMEDY_HOLD_BY_EPOCHS="8", REMEDY_CONTINUE_FILE=str(go_on))
     process = start(project, env, "epochs.py", "--epochs", "8")
     try:
-        wait_for_step(job, process, 60)
-        time.sleep(1.0)  # held: no update past a quarter, the process waiting
-        assert process.poll() is None and len(job.metrics()) == 60
-        progress = job.progress()
+        progress = held_at(job, process, 60)  # no update past a quarter
         assert (progress["hold_at"], progress["steps_per_epoch"]) == (60, 30)
         go_on.write_text(json.dumps({"max_updates": 120}))
-        wait_for_step(job, process, 120)
-        time.sleep(1.0)  # held again, at half
-        assert process.poll() is None and len(job.metrics()) == 120
+        held_at(job, process, 120)  # held again, at half
         go_on.touch()
         _, stderr = process.communicate(timeout=60)
     finally:
@@ -384,10 +390,8 @@ def test_a_length_counted_in_epochs_holds_to_be_asked_once_the_job_measured_one(
     told = job.env(REMEDY_HOLD_BY_EPOCHS="8", REMEDY_CONTINUE_FILE=str(go_on))
     process = start(project, told, "epochs.py", "--epochs", "8", "--batch", "5")
     try:
-        wait_for_step(job, process, 48)
-        time.sleep(1.0)  # held at the first epoch's end
-        assert process.poll() is None and len(job.metrics()) == 48
-        assert (job.progress()["hold_at"], job.progress()["steps_per_epoch"]) == (48, 48)
+        progress = held_at(job, process, 48)  # at the first epoch's end
+        assert (progress["hold_at"], progress["steps_per_epoch"]) == (48, 48)
         go_on.touch()
         _, stderr = process.communicate(timeout=60)
     finally:
