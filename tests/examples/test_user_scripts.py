@@ -414,7 +414,9 @@ def test_a_script_warming_up_over_a_third_of_its_steps_is_repaired_in_one_relaun
     table = [(a.strategy, a.steps_run, a.ramp_rate, a.result) for a in state.history.attempts]
     first, last = state.history.runs  # one relaunch: none diverged at its peak
     assert first.findings and first.result and first.result.kind is ResultKind.diverged, table
-    assert first.ramp_rate is not None and first.ramp_rate < 20 / 5, table
+    # caught on its ramp, far under the 20 typed: by DivergingLoss near update 15 (2.48), or
+    # on a loaded machine, the rules behind, by the NaN guard at update 31 (4.96)
+    assert first.ramp_rate is not None and first.ramp_rate < 20 / 2, table
     rate = last.spec.script_hyperparameters["learning-rate"]
     assert rate < first.ramp_rate / 5, table
     assert last.outcome is JobStatus.Completed and not last.findings
