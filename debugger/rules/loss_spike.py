@@ -41,8 +41,9 @@ class LossSpike(Rule):
     ExplodingTensor meanwhile). 0: judge every step (LEGACY_DEFAULTS).
 
     A spike must also stay: it fires (at its own step, the onset) only when the median of
-    the `confirm_steps` saved steps after it is out of line too, and the last of them
-    is (the same three tests against the same median and spread). A schedule change is
+    the `confirm_steps` saved steps after it is out of line too (the same three tests
+    against the same median and spread), and the last of them is not back within
+    `sigmas` robust standard deviations of that median. A schedule change is
     not always at an epoch boundary, and Adam reacts to one late: on the built-in ResNet
     the loss doubles 12 steps after warmup ends, for one or two batches, and is back
     within 5 steps. A 1-D CNN on RMSprop at 10x its rate (examples/signals), its loss at
@@ -106,10 +107,10 @@ class LossSpike(Rule):
             pending.after.append(loss)
             if len(pending.after) == self.confirm_steps:
                 del self._pending[mode]
-                if all(
-                    self._out_of_line(loss, pending.level, pending.spread, mode)
-                    for loss in (median(pending.after), pending.after[-1])
-                ):  # it stayed up, and had not come back by the last of them
+                level, spread = pending.level, pending.spread
+                stayed = self._out_of_line(median(pending.after), level, spread, mode)
+                back = pending.after[-1] - level <= self.sigmas * spread
+                if stayed and not back:
                     message = self._message(name, pending)
                     message += f", and the {self.confirm_steps} steps after it stay out of line"
                     return self.fire(pending.step, mode, name, message)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 import pytest
@@ -239,18 +238,6 @@ SCENARIOS["late_spike"] = lambda s: sc.fit(
     lr_at=lambda step: 0.05 if step < 40 else 0.6,
 )  # fmt: skip
 
-# The same run, but the rate's mistake lasts `updates` updates: the loss jumps 100x at
-# update 42 either way; after two it falls back within three steps, after three it stays.
-SCENARIOS["brief_spike"] = lambda s: _spike_of(s, updates=2)
-SCENARIOS["lasting_spike"] = lambda s: _spike_of(s, updates=3)
-
-
-def _spike_of(store: Path, updates: int) -> sc.Run:
-    return sc.fit(
-        store, sc.mlp([4, 16, 16, 1]), sc.regression(256), steps=60, lr=0.05, batch=32,
-        lr_at=lambda step: 0.3 if 40 <= step < 40 + updates else 0.05,
-    )  # fmt: skip
-
 
 def _confusable(n: int, seed: int) -> tuple[Any, Any]:
     """Three separable blobs; half of class 2's samples labelled 3: classes 2 and 3 have
@@ -424,19 +411,3 @@ def test_diverging_loss_stops_a_window_far_above_the_untrained_loss_at_its_first
     assert "at once), at step 4" in status.details, status.details
     waited = evaluate(run("diverging").store, "DivergingLoss", severe_factor=None)
     assert "for 2 windows in a row, at step 9" in waited.details, waited.details
-
-
-def test_a_loss_spike_the_optimizer_corrects_within_three_steps_is_no_finding() -> None:
-    """A transient is no failure (an RMSprop job at 10x its rate spiked 0.012 -> 0.865 and
-    was back at 0.007 three steps later, ending at 100 % accuracy): LossSpike fires only
-    on a spike still out of line at the last of its confirm_steps."""
-    for name in ("brief_spike", "lasting_spike"):
-        trial = create_trial(run(name).store)
-        (loss,) = trial.tensor_names(collection="losses")
-        values = [float(trial.tensor(loss).value(step)) for step in trial.steps()]
-        assert values[42] > 50 * median(values[30:40]), values[30:50]  # both spike 100x
-    brief = evaluate(run("brief_spike").store, "LossSpike", window=10)
-    assert brief.status is RuleStatus.NO_ISSUES_FOUND, brief.details
-    lasting = evaluate(run("lasting_spike").store, "LossSpike", window=10)
-    assert lasting.status is RuleStatus.ISSUES_FOUND, lasting.details
-    assert lasting.step == 42 and "stay out of line" in lasting.details
