@@ -83,13 +83,14 @@ class Script:
     clip_off: Any  # the clip flag's value that turns clipping off (None: no such flag)
     updates_per_epoch: int | None = None  # stated, where the launcher measures no epoch
     arguments: list[str] = field(default_factory=list)  # before the flags: a config file
-    takes_data: bool = True  # a --data flag naming the generated data
+    takes_data: bool = True  # a flag naming the generated data
+    data_flag: str = "data"  # that flag
     lower_is_better: bool = True  # of its metric
     num_classes: int | None = None
     percent: bool = False  # its metric printed as a percentage
 
     def spec(self, data: Path, name: str, **changes: Any) -> dict[str, Any]:
-        where = {"data": str(self.data_path(data))} if self.takes_data else {}
+        where = {self.data_flag: str(self.data_path(data))} if self.takes_data else {}
         flags = dict(self.flags) | where | changes
         spec: dict[str, Any] = {
             "base_job_name": name.replace("_", "-"),  # a job name: letters, digits, dashes
@@ -110,7 +111,12 @@ class Script:
         return spec
 
     def data_path(self, data: Path) -> Path:
-        files = {"char_transformer": "train.txt", "vae": "digits.npz", "digits": "digits.npz"}
+        files = {
+            "char_transformer": "train.txt",
+            "vae": "digits.npz",
+            "digits": "digits.npz",
+            "tabular": "tabular.csv",
+        }
         return data / files[self.folder] if self.folder in files else data
 
 
@@ -256,6 +262,34 @@ HELD_OUT = {
         num_classes=10,
         percent=True,
     ),
+    "accelerate_text": Script(  # Accelerate: AdamW, warmup then linear decay, accumulation
+        "accelerate_text",
+        "train.py",
+        {"learning_rate": 1e-3, "num_epochs": 4},
+        {"learning_rate": "learning_rate", "num_epochs": "num_epochs"},
+        "test:accuracy",
+        r"'accuracy': ([0-9.]+)",
+        "num_epochs",
+        12,  # 125 updates an epoch (250 batches, two an update)
+        None,  # no clipping
+        takes_data=False,  # its own synthetic sentences
+        lower_is_better=False,
+        num_classes=4,
+    ),
+    "tabular": Script(  # a CSV, Adam under OneCycleLR, early stopping on the val loss
+        "tabular",
+        "train.py",
+        {"max_lr": 3e-3, "epochs": 3},
+        {"learning_rate": "max_lr", "num_epochs": "epochs", "output_dir": "out"},
+        "test:accuracy",
+        r'"val_acc": ([0-9.eE+-]+)',  # its held-out accuracy, named as remedy judges it
+        "epochs",
+        12,  # 75 updates an epoch
+        None,  # no clipping
+        data_flag="csv",
+        lower_is_better=False,
+        num_classes=4,
+    ),
 }
 
 
@@ -325,13 +359,17 @@ def script_cases(data: Path, scale: int = 1, scripts: dict[str, Script] = SCRIPT
 
 def make_data(data: Path) -> Path:
     """The scripts' data, generated into `data` (their own generators): a word corpus
-    (train.txt, valid.txt, test.txt) and the VAE's digits.npz."""
+    (train.txt, valid.txt, test.txt), the VAE's digits.npz and the tabular script's CSV."""
     subprocess.run(
         [sys.executable, str(EXAMPLES / "word_lm" / "generate_corpus.py"), "--out", str(data)],
         check=True,
     )
     digits = ["--out", str(data / "digits.npz")]
     subprocess.run([sys.executable, str(EXAMPLES / "vae" / "make_digits.py"), *digits], check=True)
+    table = ["--out", str(data / "tabular.csv")]
+    subprocess.run(
+        [sys.executable, str(EXAMPLES / "tabular" / "generate_data.py"), *table], check=True
+    )
     return data
 
 

@@ -25,6 +25,8 @@ from remedy.state_schema import (
     State,
 )
 from remedy.state_schema.transitions import CLEAN_END, begin_attempt, update_current_attempt
+from remedy.strategies.probes import best
+from remedy.strategies.search_lr import held_rate, shown_to_hold
 from remedy.strategies.still_descending import is_held, settle
 
 TINY_THIRDS = [2.653, 1.813, 1.311, 0.731]
@@ -114,6 +116,38 @@ def test_a_probe_faster_only_on_its_schedules_ramp_does_not_answer_the_question(
     assert settled.next_action is NextAction.end and run_is_clean(settled)
     past_it = on_ramp.model_copy(update={"ramp_rate": None})
     assert settle(planned, [past_it], "probed ...") is planned
+
+
+def test_a_probe_faster_on_its_ramp_answers_where_a_rate_seen_to_hold_lies_above_the_runs() -> None:
+    # A OneCycle script at 1/30 of its max_lr: probes of 25 of its ramp's 67 updates. The
+    # fastest, 3.16, reached 1.4 on its ramp (not half its rate: not seen to hold), but
+    # 0.7 held there, above 0.316, which trained too: the question stands, and 0.316, not
+    # 3.16, is relaunched (best). Called clean before, at 0.90 accuracy against 0.96.
+    planned = plan_next(in_a_line(), probing=True)
+    probes = [
+        probe(0.316, ResultKind.trained, 1.9).model_copy(update={"ramp_rate": 0.14}),
+        probe(1.0, ResultKind.trained, 1.2).model_copy(update={"ramp_rate": 0.44}),
+        probe(3.16, ResultKind.trained, 0.62).model_copy(update={"ramp_rate": 1.4}),
+    ]
+    attempts = [*planned.history.attempts, *probes]
+    planned = planned.model_copy(
+        update={"history": planned.history.model_copy(update={"attempts": attempts})}
+    )
+    held = held_rate(planned.history.attempts)
+    assert held == 0.7 and not shown_to_hold(probes[2], held)
+    assert settle(planned, probes, "probed ...") is planned  # the finding stands
+    chosen = best(probes, held)
+    assert chosen is probes[0]
+    # No probe above the run's 0.1 at or under what held: nothing answers.
+    alone = probes[2:]
+    lone = planned.model_copy(
+        update={
+            "history": planned.history.model_copy(
+                update={"attempts": [*planned.history.attempts[:-3], *alone]}
+            )
+        }
+    )
+    assert settle(lone, alone, "probed ...").next_action is NextAction.end
 
 
 def test_no_probe_that_learned_faster_withdraws_the_question() -> None:
