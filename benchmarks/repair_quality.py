@@ -2,7 +2,7 @@
 only (the recommended rules, the adaptive policy with its probes), nothing injected.
 
     nice python benchmarks/repair_quality.py [--cases NAME ...] [--quick] [--run-dir DIR]
-                                              [--length-scale K]
+                                              [--length-scale K] [--held-out]
 
 Cases:
 - seven users' scripts of ours in the style of public examples (examples/): a word-level
@@ -24,6 +24,11 @@ Cases:
   typed as 1.0 after a sound warmup), stalled (plain SGD at 1e-6 for 0.1), chance (ReLU without
   batch norm at 0.1);
 - healthy runs of 1,000+ updates of each script at its intended settings (false alarms).
+
+With --held-out, instead: the same faults and a healthy run of five other scripts in
+examples/ that the policy was never tuned on (HELD_OUT): a terse regression on Adam under
+MultiStepLR, a Trainer class on RMSprop, PyTorch's MNIST example (Adadelta, StepLR), an
+Accelerate script and a notebook-style OneCycle classifier.
 
 With --length-scale K the scripts' fault cases and intended runs are K times as long (their
 length flag; a cosine decay with it), the healthy runs and the built-in job's cases as they
