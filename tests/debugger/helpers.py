@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from remedy.debugger import Hook, ModeKeys, SaveConfig, store
+from remedy.debugger import Hook, ModeKeys, RuleStatusRecord, SaveConfig, create_trial, store
+from remedy.debugger.evaluator import RuleEvaluator
+from remedy.debugger.rule_config import RuleConfig
 from remedy.debugger.store import StepHeader
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +32,18 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def evaluate(store_dir: Path, rule: str, **params: Any) -> RuleStatusRecord:
+    """Run the evaluator over a finished store with one rule; its final status."""
+    with tempfile.TemporaryDirectory(prefix="status-") as folder:  # statuses: only while judging
+        status_dir = Path(folder)
+        config = RuleConfig(name=rule, rule=rule, parameters=params)
+        trial = create_trial(store_dir)
+        evaluator = RuleEvaluator(trial, [config], status_dir, log=lambda line: None)
+        evaluator.start()
+        assert evaluator.poll()  # the store has ended: every rule is final after one poll
+        return evaluator.statuses[rule]
 
 
 EXPLODING_LR = 1e4  # makes the tiny MLP's gradients non-finite within a few steps

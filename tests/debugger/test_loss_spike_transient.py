@@ -12,7 +12,7 @@ import pytest
 
 from remedy.debugger import RuleStatus, create_trial
 from tests.debugger import scenarios as sc
-from tests.debugger.test_rule_pathologies import evaluate
+from tests.debugger.helpers import evaluate
 from tests.helpers.launched_script import Job, run
 
 SIGNALS = Path(__file__).resolve().parents[2] / "examples" / "signals"

@@ -11,22 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-from remedy.debugger import RULES, RuleStatus, RuleStatusRecord, create_trial
+from remedy.debugger import RULES, RuleStatus, create_trial
 from remedy.debugger.evaluator import RuleEvaluator
 from remedy.debugger.rule_config import RuleConfig
 from tests.debugger import scenarios as sc
-
-
-def evaluate(store: Path, rule: str, **params: Any) -> RuleStatusRecord:
-    """Run the evaluator over a finished store with one rule; its final status."""
-    with tempfile.TemporaryDirectory(prefix="status-") as folder:  # statuses: only while judging
-        status_dir = Path(folder)
-        config = RuleConfig(name=rule, rule=rule, parameters=params)
-        evaluator = RuleEvaluator(create_trial(store), [config], status_dir, log=lambda line: None)
-        evaluator.start()
-        assert evaluator.poll()  # the store has ended: every rule is final after one poll
-        return evaluator.statuses[rule]
-
+from tests.debugger.helpers import evaluate
 
 # -- the runs -------------------------------------------------------------------------------
 
