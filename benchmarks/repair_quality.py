@@ -28,7 +28,7 @@ Cases:
 With --held-out, instead: the same faults and a healthy run of five other scripts in
 examples/ that the policy was never tuned on (HELD_OUT): a terse regression on Adam under
 MultiStepLR, a Trainer class on RMSprop, PyTorch's MNIST example (Adadelta, StepLR), an
-Accelerate script and a notebook-style OneCycle classifier.
+Accelerate script, a notebook-style OneCycle classifier and a Hugging Face Trainer script.
 
 With --length-scale K the scripts' fault cases and intended runs are K times as long (their
 length flag; a cosine decay with it), the healthy runs and the built-in job's cases as they
@@ -93,6 +93,7 @@ class Script:
     lower_is_better: bool = True  # of its metric
     num_classes: int | None = None
     percent: bool = False  # its metric printed as a percentage
+    bare_flags: list[str] = field(default_factory=list)  # store_true switches among its flags
 
     def spec(self, data: Path, name: str, **changes: Any) -> dict[str, Any]:
         where = {self.data_flag: str(self.data_path(data))} if self.takes_data else {}
@@ -109,6 +110,8 @@ class Script:
                 | ({"percent": True} if self.percent else {})
             ],
         }
+        if self.bare_flags:
+            spec["bare_flags"] = self.bare_flags
         if self.updates_per_epoch is not None:
             spec["updates_per_epoch"] = self.updates_per_epoch
         if self.num_classes is not None:
@@ -294,6 +297,35 @@ HELD_OUT = {
         data_flag="csv",
         lower_is_better=False,
         num_classes=4,
+    ),
+    "hf_trainer": Script(  # the Hugging Face Trainer: HfArgumentParser's flags, linear decay
+        "hf_trainer",
+        "run_classifier.py",
+        {
+            "max_steps": 300,
+            "learning_rate": 5e-4,
+            "max_grad_norm": 1.0,
+            "per_device_train_batch_size": 32,
+            "report_to": "none",
+            "save_strategy": "no",
+            "logging_steps": 50,
+            "use_cpu": True,
+        },
+        {
+            "learning_rate": "learning_rate",
+            "max_steps": "max_steps",
+            "output_dir": "output_dir",
+            "grad_clip_norm": "max_grad_norm",
+        },
+        "test:accuracy",
+        r'"eval_accuracy": ([0-9.]+)',
+        "max_steps",
+        1200,
+        0.0,  # the Trainer clips only above 0
+        takes_data=False,  # its own synthetic marker-token task
+        lower_is_better=False,
+        num_classes=2,
+        bare_flags=["use_cpu"],
     ),
 }
 
