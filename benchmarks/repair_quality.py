@@ -25,7 +25,7 @@ Cases:
   batch norm at 0.1);
 - healthy runs of 1,000+ updates of each script at its intended settings (false alarms).
 
-With --held-out, instead: the same faults and a healthy run of five other scripts in
+With --held-out, instead: the same faults and a healthy run of six other scripts in
 examples/ that the policy was never tuned on (HELD_OUT): a terse regression on Adam under
 MultiStepLR, a Trainer class on RMSprop, PyTorch's MNIST example (Adadelta, StepLR), an
 Accelerate script, a notebook-style OneCycle classifier and a Hugging Face Trainer script.
