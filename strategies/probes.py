@@ -160,14 +160,22 @@ def on_its_ramp(chosen: Attempt, probes: Sequence[Attempt], held: float | None) 
     0.0146, which it had outpaced at the rung)."""
     if held is None or shown_to_hold(chosen, held):
         return chosen
+    under = held_probes(probes, held)
+    return max(under, key=lambda pair: pair[0])[1] if under else chosen
+
+
+def held_probes(probes: Sequence[Attempt], held: float) -> list[tuple[float, Attempt]]:
+    """(rate, probe) of the probes that trained or were outpaced at a rate at or under
+    `held` (the run's held_rate): rates seen to hold, one of which on_its_ramp keeps."""
     kinds = (ResultKind.trained, ResultKind.outpaced)
-    under = [
+    return [
         (rate, p)
         for p in probes
-        if p.result and p.result.kind in kinds and (rate := learning_rate(p)) is not None
+        if p.result
+        and p.result.kind in kinds
+        and (rate := learning_rate(p)) is not None
+        and at_or_under(rate, held)
     ]
-    under = [(rate, p) for rate, p in under if at_or_under(rate, held)]
-    return max(under, key=lambda pair: pair[0])[1] if under else chosen
 
 
 # The searches whose probes lie on one side of the run's rate, in one direction: a

@@ -42,8 +42,8 @@ from remedy.state_schema import (
 )
 from remedy.state_schema.transitions import CLEAN_END, end, update_current_attempt
 from remedy.strategies.outcomes import classify
-from remedy.strategies.probes import window_loss
-from remedy.strategies.search_lr import at_or_under, held_rate, learning_rate, shown_to_hold
+from remedy.strategies.probes import held_probes, window_loss
+from remedy.strategies.search_lr import held_rate, learning_rate, shown_to_hold
 
 # "Faster": over the same first updates, the probe's drop at least this many times the run's.
 FASTER = 1.5
@@ -100,19 +100,12 @@ def answered_by(
 
 
 def held_beside(probes: Sequence[Attempt], attempt: Attempt, held: float | None) -> bool:
-    """A probe of `probes` that trained or was outpaced at a rate above the attempt's and
-    at or under `held` (the run's held_rate): a rate seen to hold, higher than the run's."""
+    """A probe of `probes` at a rate seen to hold (probes.held_probes) above the
+    attempt's: what on_its_ramp relaunches in place of a faster one on its ramp."""
     own = learning_rate(attempt)
     if own is None or held is None:
         return False
-    return any(
-        p.result is not None
-        and p.result.kind in (ResultKind.trained, ResultKind.outpaced)
-        and (rate := learning_rate(p)) is not None
-        and own < rate
-        and at_or_under(rate, held)
-        for p in probes
-    )
+    return any(own < rate for rate, _ in held_probes(probes, held))
 
 
 def own_loss(attempt: Attempt, updates: int) -> float | None:
